@@ -1,0 +1,188 @@
+//! Backoff strategies: how long to wait before the next retry, and when to stop.
+//!
+//! Two shapes, one per use:
+//!
+//! - [`BackOff`] is a stateful iterator of delays (`None` = stop), reset for each new
+//!   operation. Every strategy of this crate implements it, so any of them plugs into
+//!   [`retry`](crate::retry()), the [`Ticker`](crate::Ticker) and the tower layer.
+//! - [`Schedule`] is a pure function from a retry number to a delay: data only, shareable
+//!   across threads, with the attempt count held by the caller (the "simple backoff"
+//!   design). [`Scheduled`] turns any schedule into a `BackOff` by counting retries.
+
+mod duration;
+mod jitter;
+
+pub(crate) use duration::{from_secs_f64, mul_f64, mul_pow};
+pub(crate) use jitter::Jitter;
+
+use rand::RngCore;
+use std::time::Duration;
+
+/// A backoff policy: the delay before each retry, or `None` to stop retrying.
+///
+/// Implementations are reset to their initial state with [`reset`](BackOff::reset) before
+/// a new operation. The trait is object safe: `Box<dyn BackOff + Send>` is a `BackOff`.
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_backoff::BackOff;
+///
+/// /// Waits 1 s, 2 s, 3 s, then gives up.
+/// struct Steps(u64);
+///
+/// impl BackOff for Steps {
+///     fn next_backoff(&mut self) -> Option<Duration> {
+///         self.0 += 1;
+///         (self.0 <= 3).then(|| Duration::from_secs(self.0))
+///     }
+///     fn reset(&mut self) {
+///         self.0 = 0;
+///     }
+/// }
+///
+/// let mut b: Box<dyn BackOff + Send> = Box::new(Steps(0));
+/// assert_eq!(b.next_backoff(), Some(Duration::from_secs(1)));
+/// assert_eq!(b.next_backoff(), Some(Duration::from_secs(2)));
+/// assert_eq!(b.next_backoff(), Some(Duration::from_secs(3)));
+/// assert_eq!(b.next_backoff(), None);
+/// b.reset();
+/// assert_eq!(b.next_backoff(), Some(Duration::from_secs(1)));
+/// ```
+pub trait BackOff {
+    /// The delay to wait before the next retry, or `None` if no retry should be made.
+    fn next_backoff(&mut self) -> Option<Duration>;
+
+    /// Returns to the initial state, as before the first call to `next_backoff`.
+    fn reset(&mut self);
+}
+
+impl<B: BackOff + ?Sized> BackOff for &mut B {
+    fn next_backoff(&mut self) -> Option<Duration> {
+        (**self).next_backoff()
+    }
+
+    fn reset(&mut self) {
+        (**self).reset();
+    }
+}
+
+impl<B: BackOff + ?Sized> BackOff for Box<B> {
+    fn next_backoff(&mut self) -> Option<Duration> {
+        (**self).next_backoff()
+    }
+
+    fn reset(&mut self) {
+        (**self).reset();
+    }
+}
+
+/// A stateless backoff: the delay of the `retry`-th retry, as a pure function.
+///
+/// `retry` counts from 1: the first retry (after the first failure) is `1`. A schedule
+/// holds no state, so one value can be shared by any number of tasks, each keeping its
+/// own counter. Randomized schedules draw from the generator they are given.
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_backoff::{BackOff, Schedule, Scheduled};
+///
+/// /// 100 ms per retry so far.
+/// struct PerRetry;
+///
+/// impl Schedule for PerRetry {
+///     fn delay(&self, retry: u32, _rng: &mut dyn rand::RngCore) -> Duration {
+///         Duration::from_millis(100).saturating_mul(retry)
+///     }
+/// }
+///
+/// let mut b = Scheduled::new(PerRetry);
+/// assert_eq!(b.next_backoff(), Some(Duration::from_millis(100)));
+/// assert_eq!(b.next_backoff(), Some(Duration::from_millis(200)));
+/// ```
+pub trait Schedule {
+    /// The delay before retry number `retry` (1 for the first retry).
+    fn delay(&self, retry: u32, rng: &mut dyn RngCore) -> Duration;
+}
+
+impl<S: Schedule + ?Sized> Schedule for &S {
+    fn delay(&self, retry: u32, rng: &mut dyn RngCore) -> Duration {
+        (**self).delay(retry, rng)
+    }
+}
+
+impl<S: Schedule + ?Sized> Schedule for std::sync::Arc<S> {
+    fn delay(&self, retry: u32, rng: &mut dyn RngCore) -> Duration {
+        (**self).delay(retry, rng)
+    }
+}
+
+/// A [`Schedule`] driven as a [`BackOff`]: counts the retries and never stops by itself
+/// (wrap it in [`MaxRetries`](crate::MaxRetries) or [`MaxElapsed`](crate::MaxElapsed)).
+///
+/// Clones draw from different random streams, so a policy cloned per request does not
+/// make every request wait the same "random" delay.
+#[derive(Debug, Clone)]
+pub struct Scheduled<S> {
+    schedule: S,
+    retry: u32,
+    jitter: Jitter,
+}
+
+impl<S: Schedule> Scheduled<S> {
+    /// Drives `schedule`, with randomness seeded from the operating system.
+    pub fn new(schedule: S) -> Self {
+        Self {
+            schedule,
+            retry: 0,
+            jitter: Jitter::from_entropy(),
+        }
+    }
+
+    /// Uses a generator seeded with `seed`, for reproducible sequences (tests, simulations).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.jitter = Jitter::seeded(seed);
+        self
+    }
+
+    /// The schedule being driven.
+    pub fn schedule(&self) -> &S {
+        &self.schedule
+    }
+
+    /// How many delays were handed out since the last reset.
+    pub fn retries(&self) -> u32 {
+        self.retry
+    }
+}
+
+impl<S: Schedule> BackOff for Scheduled<S> {
+    fn next_backoff(&mut self) -> Option<Duration> {
+        self.retry = self.retry.saturating_add(1);
+        Some(self.schedule.delay(self.retry, self.jitter.rng()))
+    }
+
+    fn reset(&mut self) {
+        self.retry = 0;
+    }
+}
+
+impl<S: Schedule> From<S> for Scheduled<S> {
+    fn from(schedule: S) -> Self {
+        Self::new(schedule)
+    }
+}
+
+// ---- strategies (section A) ----
+mod constant;
+mod exponential;
+mod limit;
+
+// ---- end section A ----
+
+// ---- strategies (section B) ----
+pub mod aws;
+mod linear;
+mod responsive;
+mod table;
+
+// ---- end section B ----

@@ -1,0 +1,34 @@
+//! Retry middleware for the tower ecosystem that survives overloaded and flaky servers.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+
+mod error;
+pub use error::ConfigError;
+
+// ---- backoff core ----
+pub mod backoff;
+pub use backoff::{BackOff, Schedule, Scheduled};
+
+// ---- plain async retry (section A) ----
+pub mod retry;
+mod ticker;
+
+// ---- end section A ----
+
+// ---- retry-after (section C) ----
+pub mod retry_after;
+
+// ---- end section C ----
+
+// ---- tower layer (section D) ----
+pub mod budget;
+pub mod classify;
+mod layer;
+
+// ---- end section D ----
+
+// ---- bodies (section E) ----
+pub mod body;
+
+// ---- end section E ----
