@@ -17,6 +17,7 @@ mod ticker;
 // ---- end section A ----
 
 // ---- retry-after (section C) ----
+pub mod grpc;
 pub mod retry_after;
 
 // ---- end section C ----

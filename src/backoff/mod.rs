@@ -102,6 +102,14 @@ impl<B: BackOff + ?Sized> BackOff for Box<B> {
 pub trait Schedule {
     /// The delay before retry number `retry` (1 for the first retry).
     fn delay(&self, retry: u32, rng: &mut dyn RngCore) -> Duration;
+
+    /// Drives this schedule as a [`BackOff`] (see [`Scheduled`]).
+    fn into_backoff(self) -> Scheduled<Self>
+    where
+        Self: Sized,
+    {
+        Scheduled::new(self)
+    }
 }
 
 impl<S: Schedule + ?Sized> Schedule for &S {
