@@ -1,1 +1,522 @@
-//! Placeholder: filled in by its owner.
+//! gRPC retry classification: which responses a client may retry, and when.
+//!
+//! These are the pure decisions of gRPC's retry design ([A6]), for a tower layer to act on.
+//! gRPC carries its outcome in a `grpc-status` metadata entry, not in the HTTP status: in the
+//! trailers after the response messages, or, when the server fails before sending any message,
+//! in the headers of a *Trailers-Only* response. Only the second kind can be classified from
+//! headers, and only it can be retried: once a server has sent response headers without a
+//! status, the call is *committed* (its initial metadata may already have been acted on).
+//!
+//! # Decision table of [`classify`]
+//!
+//! | response headers | decision |
+//! | --- | --- |
+//! | no `grpc-status` | [`GrpcDecision::Committed`]: the status comes in trailers, never retry |
+//! | `grpc-status: 0` (OK) | [`GrpcDecision::Success`] |
+//! | code in the retryable set, no pushback | `Retry { after: None, reset_backoff: false }`: the caller's backoff decides |
+//! | code in the retryable set, pushback `n ≥ 0` | `Retry { after: Some(n ms), reset_backoff: true }` |
+//! | code in the retryable set, pushback negative or unparseable | [`GrpcDecision::DoNotRetry`] ([`DoNotRetryReason::Pushback`]) |
+//! | `RESOURCE_EXHAUSTED` not in the set, pushback `n ≥ 0` | `Retry { after: Some(n ms), reset_backoff: true }` |
+//! | `RESOURCE_EXHAUSTED` not in the set, no valid pushback | [`GrpcDecision::DoNotRetry`] |
+//! | any other code | [`GrpcDecision::DoNotRetry`] ([`DoNotRetryReason::NotRetryable`]), pushback or not |
+//!
+//! The retryable set defaults to [`GrpcCodes::DEFAULT_RETRYABLE`] = {`UNAVAILABLE`}: the one code
+//! gRPC guarantees means "the server did not process the call". `RESOURCE_EXHAUSTED` is left out
+//! because it is also produced locally (message too large) where a retry cannot help; a server
+//! that is merely out of quota says so by sending a pushback delay, which is honoured.
+//!
+//! A `grpc-status` that is not an integer in `0..=16` counts as `UNKNOWN`, as tonic reads it;
+//! `UNKNOWN` is only retried when the caller puts it in the set.
+//!
+//! # Pushback
+//!
+//! A server may send `grpc-retry-pushback-ms`: a non-negative integer asks for a retry after
+//! exactly that many milliseconds, and the backoff that follows starts over (A6 "Pushback").
+//! A negative or unparseable value, or more than one value, asks the client not to retry at
+//! all. A value too large for a `u64` saturates to `Duration::from_millis(u64::MAX)` rather
+//! than failing (A6 specifies a 32-bit value; a larger one is still a request to wait).
+//!
+//! ```
+//! use http::{HeaderMap, HeaderValue};
+//! use std::time::Duration;
+//! use tower_backoff::grpc::{self, Code, GrpcCodes, GrpcDecision};
+//!
+//! // A Trailers-Only response: the server was unavailable and asks for 250 ms.
+//! let mut headers = HeaderMap::new();
+//! headers.insert("grpc-status", HeaderValue::from_static("14"));
+//! headers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("250"));
+//! assert_eq!(grpc::status_from_headers(&headers), Some(Code::Unavailable));
+//! assert_eq!(
+//!     grpc::classify(&headers, GrpcCodes::default()),
+//!     GrpcDecision::Retry {
+//!         code: Code::Unavailable,
+//!         after: Some(Duration::from_millis(250)),
+//!         reset_backoff: true,
+//!     },
+//! );
+//!
+//! // Response headers without a status: messages follow, the call is committed.
+//! let committed = HeaderMap::new();
+//! assert_eq!(grpc::classify(&committed, GrpcCodes::default()), GrpcDecision::Committed);
+//!
+//! // ABORTED is retried only when the caller asks for it.
+//! headers.insert("grpc-status", HeaderValue::from_static("10"));
+//! headers.remove("grpc-retry-pushback-ms");
+//! assert!(matches!(grpc::classify(&headers, GrpcCodes::default()), GrpcDecision::DoNotRetry(_)));
+//! let codes = GrpcCodes::default().with(Code::Aborted);
+//! assert!(matches!(grpc::classify(&headers, codes), GrpcDecision::Retry { after: None, .. }));
+//! ```
+//!
+//! [A6]: https://github.com/grpc/proposal/blob/master/A6-client-retries.md
+
+use http::header::{HeaderName, HeaderValue};
+use http::{HeaderMap, StatusCode};
+use std::fmt;
+use std::time::Duration;
+
+/// The metadata key of a call's status code.
+pub const GRPC_STATUS: &str = "grpc-status";
+
+/// The metadata key of a server's retry pushback, in milliseconds.
+pub const RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
+
+/// The metadata key telling the server how many attempts preceded this one (A6).
+pub const PREVIOUS_RPC_ATTEMPTS: &str = "grpc-previous-rpc-attempts";
+
+/// A gRPC status code, `0..=16`.
+///
+/// ```
+/// use tower_backoff::grpc::Code;
+///
+/// assert_eq!(Code::from_i32(14), Some(Code::Unavailable));
+/// assert_eq!(Code::from_i32(17), None);
+/// assert_eq!(Code::Unavailable.as_i32(), 14);
+/// assert_eq!(Code::Unavailable.to_string(), "UNAVAILABLE");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Code {
+    /// 0: not an error.
+    Ok = 0,
+    /// 1: cancelled, typically by the caller.
+    Cancelled = 1,
+    /// 2: an unknown error, or a status from an unknown error space.
+    Unknown = 2,
+    /// 3: the client sent an invalid argument.
+    InvalidArgument = 3,
+    /// 4: the deadline expired before the operation could complete.
+    DeadlineExceeded = 4,
+    /// 5: a requested entity was not found.
+    NotFound = 5,
+    /// 6: the entity the client tried to create already exists.
+    AlreadyExists = 6,
+    /// 7: the caller lacks permission.
+    PermissionDenied = 7,
+    /// 8: a resource (a quota, or memory for a message) is exhausted.
+    ResourceExhausted = 8,
+    /// 9: the system is not in a state required for the operation.
+    FailedPrecondition = 9,
+    /// 10: the operation was aborted, typically by a concurrency conflict.
+    Aborted = 10,
+    /// 11: the operation was attempted past the valid range.
+    OutOfRange = 11,
+    /// 12: the operation is not implemented or supported.
+    Unimplemented = 12,
+    /// 13: an internal invariant was broken.
+    Internal = 13,
+    /// 14: the service is currently unavailable; the one code that is always safe to retry.
+    Unavailable = 14,
+    /// 15: unrecoverable data loss or corruption.
+    DataLoss = 15,
+    /// 16: the request lacks valid authentication credentials.
+    Unauthenticated = 16,
+}
+
+impl Code {
+    /// All codes, in numeric order.
+    const ALL: [Code; 17] = [
+        Code::Ok,
+        Code::Cancelled,
+        Code::Unknown,
+        Code::InvalidArgument,
+        Code::DeadlineExceeded,
+        Code::NotFound,
+        Code::AlreadyExists,
+        Code::PermissionDenied,
+        Code::ResourceExhausted,
+        Code::FailedPrecondition,
+        Code::Aborted,
+        Code::OutOfRange,
+        Code::Unimplemented,
+        Code::Internal,
+        Code::Unavailable,
+        Code::DataLoss,
+        Code::Unauthenticated,
+    ];
+
+    /// The code numbered `n`, or `None` outside `0..=16`.
+    pub const fn from_i32(n: i32) -> Option<Code> {
+        if n >= 0 && n < Self::ALL.len() as i32 {
+            Some(Self::ALL[n as usize])
+        } else {
+            None
+        }
+    }
+
+    /// The code in a `grpc-status` value; anything but ASCII digits naming `0..=16` is
+    /// [`Code::Unknown`], as tonic reads it. Spaces and tabs around the digits are ignored.
+    ///
+    /// ```
+    /// # use http::HeaderValue;
+    /// # use tower_backoff::grpc::Code;
+    /// assert_eq!(Code::from_header_value(&HeaderValue::from_static("8")), Code::ResourceExhausted);
+    /// assert_eq!(Code::from_header_value(&HeaderValue::from_static("99")), Code::Unknown);
+    /// assert_eq!(Code::from_header_value(&HeaderValue::from_static("-1")), Code::Unknown);
+    /// ```
+    pub fn from_header_value(value: &HeaderValue) -> Code {
+        match parse_u64(value.as_bytes()) {
+            Some(Ok(n)) => i32::try_from(n)
+                .ok()
+                .and_then(Code::from_i32)
+                .unwrap_or(Code::Unknown),
+            _ => Code::Unknown,
+        }
+    }
+
+    /// The code's number.
+    pub const fn as_i32(self) -> i32 {
+        self as i32
+    }
+
+    /// The code's canonical name, e.g. `"UNAVAILABLE"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Code::Ok => "OK",
+            Code::Cancelled => "CANCELLED",
+            Code::Unknown => "UNKNOWN",
+            Code::InvalidArgument => "INVALID_ARGUMENT",
+            Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            Code::NotFound => "NOT_FOUND",
+            Code::AlreadyExists => "ALREADY_EXISTS",
+            Code::PermissionDenied => "PERMISSION_DENIED",
+            Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            Code::FailedPrecondition => "FAILED_PRECONDITION",
+            Code::Aborted => "ABORTED",
+            Code::OutOfRange => "OUT_OF_RANGE",
+            Code::Unimplemented => "UNIMPLEMENTED",
+            Code::Internal => "INTERNAL",
+            Code::Unavailable => "UNAVAILABLE",
+            Code::DataLoss => "DATA_LOSS",
+            Code::Unauthenticated => "UNAUTHENTICATED",
+        }
+    }
+
+    /// The code gRPC assigns to an HTTP response that carries no `grpc-status`, typically from
+    /// a proxy ([http-grpc-status-mapping]); `None` for `200 OK`, which is a gRPC response.
+    ///
+    /// 429, 502, 503 and 504 map to `UNAVAILABLE`, so they are retried by default.
+    ///
+    /// ```
+    /// # use http::StatusCode;
+    /// # use tower_backoff::grpc::Code;
+    /// assert_eq!(Code::from_http_status(StatusCode::SERVICE_UNAVAILABLE), Some(Code::Unavailable));
+    /// assert_eq!(Code::from_http_status(StatusCode::OK), None);
+    /// ```
+    ///
+    /// [http-grpc-status-mapping]: https://github.com/grpc/grpc/blob/master/doc/http-grpc-status-mapping.md
+    pub fn from_http_status(status: StatusCode) -> Option<Code> {
+        Some(match status.as_u16() {
+            200 => return None,
+            400 => Code::Internal,
+            401 => Code::Unauthenticated,
+            403 => Code::PermissionDenied,
+            404 => Code::Unimplemented,
+            429 | 502 | 503 | 504 => Code::Unavailable,
+            _ => Code::Unknown,
+        })
+    }
+
+    const fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A set of gRPC status codes, kept as bit flags; `Copy` and `const`-buildable.
+///
+/// ```
+/// use tower_backoff::grpc::{Code, GrpcCodes};
+///
+/// const RETRYABLE: GrpcCodes = GrpcCodes::empty().with(Code::Unavailable).with(Code::Aborted);
+/// assert!(RETRYABLE.contains(Code::Aborted));
+/// assert!(!RETRYABLE.contains(Code::Internal));
+/// assert_eq!(GrpcCodes::default(), GrpcCodes::DEFAULT_RETRYABLE);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GrpcCodes(u32);
+
+impl GrpcCodes {
+    /// The default retryable set: `UNAVAILABLE` only, as gRPC's own retry policy examples and
+    /// every gRPC library's default; see the [module docs](self) for why not more.
+    pub const DEFAULT_RETRYABLE: GrpcCodes = GrpcCodes::empty().with(Code::Unavailable);
+
+    /// The empty set.
+    pub const fn empty() -> Self {
+        GrpcCodes(0)
+    }
+
+    /// This set plus `code`.
+    #[must_use]
+    pub const fn with(self, code: Code) -> Self {
+        GrpcCodes(self.0 | code.bit())
+    }
+
+    /// This set minus `code`.
+    #[must_use]
+    pub const fn without(self, code: Code) -> Self {
+        GrpcCodes(self.0 & !code.bit())
+    }
+
+    /// Whether `code` is in the set.
+    pub const fn contains(self, code: Code) -> bool {
+        self.0 & code.bit() != 0
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The codes in the set, in numeric order.
+    pub fn iter(self) -> impl Iterator<Item = Code> {
+        Code::ALL.into_iter().filter(move |code| self.contains(*code))
+    }
+}
+
+impl Default for GrpcCodes {
+    /// [`GrpcCodes::DEFAULT_RETRYABLE`].
+    fn default() -> Self {
+        Self::DEFAULT_RETRYABLE
+    }
+}
+
+impl FromIterator<Code> for GrpcCodes {
+    fn from_iter<I: IntoIterator<Item = Code>>(codes: I) -> Self {
+        codes.into_iter().fold(GrpcCodes::empty(), GrpcCodes::with)
+    }
+}
+
+impl fmt::Debug for GrpcCodes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}
+
+/// The status of a Trailers-Only response: the `grpc-status` in the response headers.
+///
+/// `None` when the headers carry no `grpc-status` (the status will come in the trailers). An
+/// invalid value is [`Code::Unknown`]; only the first value counts.
+pub fn status_from_headers(headers: &HeaderMap) -> Option<Code> {
+    headers.get(GRPC_STATUS).map(Code::from_header_value)
+}
+
+/// What a server's `grpc-retry-pushback-ms` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushback {
+    /// Retry after exactly this delay, and start the backoff over afterwards.
+    RetryAfter(Duration),
+    /// Do not retry this call at all.
+    DoNotRetry,
+}
+
+/// The server's pushback, or `None` when it sent none.
+///
+/// A single non-negative integer is a delay in milliseconds (saturating at
+/// `Duration::from_millis(u64::MAX)`); anything else — negative, not a number, empty, or more
+/// than one value — is [`Pushback::DoNotRetry`], as A6 and grpc-go read it.
+///
+/// ```
+/// # use http::{HeaderMap, HeaderValue};
+/// # use std::time::Duration;
+/// use tower_backoff::grpc::{pushback, Pushback};
+///
+/// let mut headers = HeaderMap::new();
+/// assert_eq!(pushback(&headers), None);
+/// headers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("1500"));
+/// assert_eq!(pushback(&headers), Some(Pushback::RetryAfter(Duration::from_millis(1500))));
+/// headers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("-1"));
+/// assert_eq!(pushback(&headers), Some(Pushback::DoNotRetry));
+/// ```
+pub fn pushback(headers: &HeaderMap) -> Option<Pushback> {
+    let mut values = headers.get_all(RETRY_PUSHBACK_MS).iter();
+    let first = values.next()?;
+    if values.next().is_some() {
+        return Some(Pushback::DoNotRetry);
+    }
+    Some(match parse_u64(first.as_bytes()) {
+        Some(Ok(ms)) => Pushback::RetryAfter(Duration::from_millis(ms)),
+        Some(Err(Saturated)) => Pushback::RetryAfter(Duration::from_millis(u64::MAX)),
+        None => Pushback::DoNotRetry,
+    })
+}
+
+/// What a client should do with a gRPC response, judged from its headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrpcDecision {
+    /// The call succeeded (`grpc-status: 0` in a Trailers-Only response).
+    Success,
+    /// The call failed in a way that may be retried.
+    Retry {
+        /// The failure's status code.
+        code: Code,
+        /// The server's pushback delay, to use instead of the backoff's; `None` lets the
+        /// caller's backoff decide.
+        after: Option<Duration>,
+        /// Whether the backoff must start over after this retry: true exactly when the server
+        /// pushed back with a delay (A6: a pushback resets the backoff).
+        reset_backoff: bool,
+    },
+    /// The call failed and must not be retried.
+    DoNotRetry(DoNotRetryReason),
+    /// The server sent response headers without a status: messages and the real status follow,
+    /// so the call is committed and is never retried.
+    Committed,
+}
+
+/// Why a failed gRPC call must not be retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DoNotRetryReason {
+    /// The code is not in the retryable set (and no pushback made it retryable).
+    NotRetryable(Code),
+    /// The code was retryable, but the server's pushback said not to retry.
+    Pushback(Code),
+}
+
+impl DoNotRetryReason {
+    /// The status code of the failed call.
+    pub const fn code(self) -> Code {
+        match self {
+            DoNotRetryReason::NotRetryable(code) | DoNotRetryReason::Pushback(code) => code,
+        }
+    }
+}
+
+/// Classifies a gRPC response from its headers; see the [module docs](self) for the table.
+///
+/// `retryable` is the set of codes to retry ([`GrpcCodes::default`] is {`UNAVAILABLE`}).
+///
+/// ```
+/// # use http::{HeaderMap, HeaderValue};
+/// use tower_backoff::grpc::{classify, GrpcCodes, GrpcDecision};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert("grpc-status", HeaderValue::from_static("0"));
+/// assert_eq!(classify(&headers, GrpcCodes::default()), GrpcDecision::Success);
+/// ```
+pub fn classify(headers: &HeaderMap, retryable: GrpcCodes) -> GrpcDecision {
+    match status_from_headers(headers) {
+        None => GrpcDecision::Committed,
+        Some(code) => decide(code, headers, retryable),
+    }
+}
+
+/// Classifies a whole response head: like [`classify`], except that a non-`200` HTTP status
+/// without a `grpc-status` (a proxy's error page, say) is not committed but failed with the
+/// code of [`Code::from_http_status`].
+///
+/// ```
+/// # use http::{Response, StatusCode};
+/// use tower_backoff::grpc::{classify_response, Code, GrpcCodes, GrpcDecision};
+///
+/// let response = Response::builder().status(StatusCode::BAD_GATEWAY).body(()).unwrap();
+/// assert_eq!(
+///     classify_response(&response, GrpcCodes::default()),
+///     GrpcDecision::Retry { code: Code::Unavailable, after: None, reset_backoff: false },
+/// );
+/// ```
+pub fn classify_response<B>(response: &http::Response<B>, retryable: GrpcCodes) -> GrpcDecision {
+    let headers = response.headers();
+    match status_from_headers(headers).or_else(|| Code::from_http_status(response.status())) {
+        None => GrpcDecision::Committed,
+        Some(code) => decide(code, headers, retryable),
+    }
+}
+
+fn decide(code: Code, headers: &HeaderMap, retryable: GrpcCodes) -> GrpcDecision {
+    if code == Code::Ok {
+        return GrpcDecision::Success;
+    }
+    let pushback = pushback(headers);
+    let pushed_delay = match pushback {
+        Some(Pushback::RetryAfter(after)) => Some(after),
+        _ => None,
+    };
+    if retryable.contains(code) {
+        match pushback {
+            Some(Pushback::DoNotRetry) => GrpcDecision::DoNotRetry(DoNotRetryReason::Pushback(code)),
+            _ => GrpcDecision::Retry {
+                code,
+                after: pushed_delay,
+                reset_backoff: pushed_delay.is_some(),
+            },
+        }
+    } else if code == Code::ResourceExhausted && pushed_delay.is_some() {
+        GrpcDecision::Retry {
+            code,
+            after: pushed_delay,
+            reset_backoff: true,
+        }
+    } else {
+        GrpcDecision::DoNotRetry(DoNotRetryReason::NotRetryable(code))
+    }
+}
+
+/// Sets `grpc-previous-rpc-attempts` to `n`, the number of attempts before this one.
+///
+/// A6 leaves the key off the first attempt, so `n == 0` removes it.
+///
+/// ```
+/// # use http::HeaderMap;
+/// use tower_backoff::grpc::{set_previous_attempts, PREVIOUS_RPC_ATTEMPTS};
+///
+/// let mut headers = HeaderMap::new();
+/// set_previous_attempts(&mut headers, 2);
+/// assert_eq!(headers[PREVIOUS_RPC_ATTEMPTS], "2");
+/// set_previous_attempts(&mut headers, 0);
+/// assert!(headers.get(PREVIOUS_RPC_ATTEMPTS).is_none());
+/// ```
+pub fn set_previous_attempts(headers: &mut HeaderMap, n: u32) {
+    let name = HeaderName::from_static(PREVIOUS_RPC_ATTEMPTS);
+    if n == 0 {
+        headers.remove(name);
+    } else {
+        headers.insert(name, HeaderValue::from(n));
+    }
+}
+
+/// A number too large for a `u64`.
+struct Saturated;
+
+/// ASCII digits with optional spaces/tabs around them; `None` when anything else is there.
+fn parse_u64(bytes: &[u8]) -> Option<Result<u64, Saturated>> {
+    let is_ows = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = bytes.iter().position(|b| !is_ows(b))?;
+    let end = bytes.iter().rposition(|b| !is_ows(b))? + 1;
+    let digits = &bytes[start..end];
+    if !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(
+        digits
+            .iter()
+            .try_fold(0u64, |acc, d| {
+                acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+            })
+            .ok_or(Saturated),
+    )
+}

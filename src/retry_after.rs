@@ -1,24 +1,191 @@
-//! Parsing of the server's requested delay: `Retry-After` and the `RateLimit` header.
+//! The delay a server asks for: `Retry-After`, else the `RateLimit` reset.
 //!
-//! PLACEHOLDER: a minimal delay-seconds parser, to be completed (HTTP-dates, RateLimit).
+//! A 429 or 503 response often says how long to wait. Waiting less than that wastes an attempt
+//! on a server that has already said no; waiting much longer wastes the caller's time. This
+//! module turns those headers into a [`Duration`], relative to a `now` the caller passes in (so
+//! tests and the retry layer control the clock).
+//!
+//! # `Retry-After` ([RFC 9110 §10.2.3])
+//!
+//! [`parse`] reads one field value:
+//!
+//! | value | result |
+//! | --- | --- |
+//! | delay-seconds: `1*DIGIT`, spaces/tabs around it allowed | `Some(that many seconds)` |
+//! | more seconds than a `u64` holds (e.g. `10^20`) | `Some(Duration::from_secs(u64::MAX))`: saturates, never fails |
+//! | an HTTP-date after `now`, in any of the three formats of [RFC 9110 §5.6.7] | `Some(date - now)`, exact to the second |
+//! | an HTTP-date at or before `now` | `Some(Duration::ZERO)`: retry at once |
+//! | anything else: a sign (`+5`, `-5`), a fraction (`1.5`), a list (`5, 10`), empty or blank, bytes outside ASCII, an impossible date (Feb 30, hour 25, a weekday that does not match the date), a date before 1970 | `None` |
+//!
+//! The three date formats are those of the `httpdate` crate, which is case-sensitive as the
+//! RFC demands and checks that the weekday matches the date:
+//!
+//! * IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT` (the only one a server should send);
+//! * obsolete RFC 850: `Sunday, 06-Nov-94 08:49:37 GMT` (a two-digit year means 1970–2069);
+//! * obsolete asctime: `Sun Nov  6 08:49:37 1994`.
+//!
+//! Years run from 1970 to 9999, so the largest date gives a huge but finite delay. No input
+//! panics.
+//!
+//! # Which header wins: [`from_headers`]
+//!
+//! 1. The **first** `Retry-After` field value, if [`parse`] accepts it. Later values are never
+//!    read: a sender must not repeat the field, and picking any other one would be arbitrary.
+//!    An invalid first value is ignored as if the field were absent (RFC 9110 lets a recipient
+//!    ignore an invalid field), and the next rule applies.
+//! 2. The `RateLimit` field of [draft-ietf-httpapi-ratelimit-headers] (drafts 08 and later): a
+//!    Structured Field List of quota policies such as
+//!    `"burst";r=0;t=5, "day";r=100;t=3600`, where `r` is the quota units remaining and `t` the
+//!    seconds until that quota resets. Only the policies that are **exhausted** (`r=0`) explain
+//!    the refusal, and the request can only pass once *all* of them have reset, so the delay is
+//!    the **largest `t` among the items with `r=0`**. When no item has `r=0`, the field is not a
+//!    reason to wait (waiting for a daily quota that still has room would be a guess of up to a
+//!    day) and gives `None`: the caller's own backoff applies. An item without an integer `r` or
+//!    `t`, or with a negative one, is skipped; a field that is not a valid Structured Field List
+//!    (RFC 8941, e.g. an integer of more than 15 digits) is ignored whole, as RFC 8941 requires.
+//!    Several `RateLimit` lines are one list, as if joined with commas.
+//! 3. The older drafts' `RateLimit-Reset: <seconds>` (drafts up to 06), unless a
+//!    `RateLimit-Remaining` field is present and says anything but `0`. Some servers send a Unix
+//!    timestamp there instead of seconds; a value above 10⁹ (year 2001 as a timestamp, 31 years
+//!    as a delay) is read as a timestamp, and its delay is measured from `now`.
+//!
+//! These headers describe a refusal; the caller decides whether the response was one (a 429 or
+//! a 503, say) before asking for the delay.
+//!
+//! ```
+//! use http::{HeaderMap, HeaderValue};
+//! use std::time::Duration;
+//! use tower_backoff::retry_after;
+//!
+//! let now = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+//!
+//! // delay-seconds and HTTP-dates
+//! let secs = HeaderValue::from_static("120");
+//! assert_eq!(retry_after::parse(&secs, now), Some(Duration::from_secs(120)));
+//! let date = HeaderValue::from_static("Sun, 06 Nov 1994 08:50:07 GMT");
+//! assert_eq!(retry_after::parse(&date, now), Some(Duration::from_secs(30)));
+//! let past = HeaderValue::from_static("Sat, 05 Nov 1994 08:49:37 GMT");
+//! assert_eq!(retry_after::parse(&past, now), Some(Duration::ZERO));
+//! assert_eq!(retry_after::parse(&HeaderValue::from_static("-5"), now), None);
+//!
+//! // RateLimit: the largest reset among the exhausted quotas
+//! let mut headers = HeaderMap::new();
+//! headers.insert("ratelimit", HeaderValue::from_static(r#""burst";r=0;t=5, "day";r=0;t=60"#));
+//! assert_eq!(retry_after::from_headers(&headers, now), Some(Duration::from_secs(60)));
+//!
+//! // ...but Retry-After wins
+//! headers.insert("retry-after", HeaderValue::from_static("7"));
+//! assert_eq!(retry_after::from_headers(&headers, now), Some(Duration::from_secs(7)));
+//! ```
+//!
+//! [RFC 9110 §10.2.3]: https://www.rfc-editor.org/rfc/rfc9110#section-10.2.3
+//! [RFC 9110 §5.6.7]: https://www.rfc-editor.org/rfc/rfc9110#section-5.6.7
+//! [draft-ietf-httpapi-ratelimit-headers]: https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/
 
 use http::{HeaderMap, HeaderValue};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+mod rate_limit;
+
+/// The `RateLimit` field of draft-ietf-httpapi-ratelimit-headers, drafts 08 and later.
+const RATE_LIMIT: &str = "ratelimit";
+/// The reset field of drafts up to 06.
+const RATE_LIMIT_RESET: &str = "ratelimit-reset";
+/// The remaining-quota field of drafts up to 06.
+const RATE_LIMIT_REMAINING: &str = "ratelimit-remaining";
+
+/// A `RateLimit-Reset` above this many seconds is a Unix timestamp, not a delay.
+///
+/// 10⁹ s is 31.7 years as a delay — no server means that — and 2001-09-09 as a timestamp,
+/// earlier than any clock a server runs on today.
+const RESET_TIMESTAMP_THRESHOLD: u64 = 1_000_000_000;
 
 /// Parses one `Retry-After` value: delay-seconds or an HTTP-date, relative to `now`.
+///
+/// Returns `None` for anything that is neither; a date at or before `now` is
+/// `Some(Duration::ZERO)`; more seconds than a `u64` holds saturate to
+/// `Duration::from_secs(u64::MAX)`. See the [module docs](self) for the full table.
+///
+/// ```
+/// # use http::HeaderValue;
+/// # use std::time::{Duration, SystemTime};
+/// use tower_backoff::retry_after::parse;
+///
+/// let now = SystemTime::now();
+/// assert_eq!(parse(&HeaderValue::from_static(" 3 "), now), Some(Duration::from_secs(3)));
+/// assert_eq!(parse(&HeaderValue::from_static("1.5"), now), None);
+/// ```
 pub fn parse(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
-    let _ = now;
-    let text = value.to_str().ok()?.trim_matches([' ', '\t']);
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+    let bytes = trim_ows(value.as_bytes());
+    if bytes.is_empty() {
         return None;
     }
-    Some(Duration::from_secs(text.parse().unwrap_or(u64::MAX)))
+    if let Some(delay) = delay_seconds(bytes) {
+        return Some(delay);
+    }
+    // httpdate checks for ASCII itself, but only after from_utf8; obs-text fails either way.
+    let text = std::str::from_utf8(bytes).ok()?;
+    let at = httpdate::parse_http_date(text).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// The delay a response's headers ask for: the first `Retry-After` value, else the
-/// `t` parameter of the `RateLimit` header.
+/// The delay a response's headers ask for: the first valid `Retry-After`, else the reset of
+/// the exhausted `RateLimit` quotas, else the older `RateLimit-Reset`.
+///
+/// `None` when none of them gives a delay. The precedence and the rules for each header are
+/// in the [module docs](self).
+///
+/// ```
+/// # use http::{HeaderMap, HeaderValue};
+/// # use std::time::{Duration, SystemTime};
+/// use tower_backoff::retry_after::from_headers;
+///
+/// let mut headers = HeaderMap::new();
+/// headers.append("retry-after", HeaderValue::from_static("soon"));
+/// headers.append("ratelimit", HeaderValue::from_static(r#""default";r=0;t=10"#));
+/// // The invalid Retry-After is ignored; the RateLimit reset applies.
+/// assert_eq!(from_headers(&headers, SystemTime::now()), Some(Duration::from_secs(10)));
+/// ```
 pub fn from_headers(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     headers
         .get(http::header::RETRY_AFTER)
-        .and_then(|v| parse(v, now))
+        .and_then(|value| parse(value, now))
+        .or_else(|| rate_limit::reset(headers.get_all(RATE_LIMIT)))
+        .or_else(|| legacy_reset(headers, now))
+}
+
+/// `RateLimit-Reset` of drafts up to 06, ignored when `RateLimit-Remaining` says quota is left.
+fn legacy_reset(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    if let Some(remaining) = headers.get(RATE_LIMIT_REMAINING) {
+        if delay_seconds(trim_ows(remaining.as_bytes())) != Some(Duration::ZERO) {
+            return None;
+        }
+    }
+    let reset = delay_seconds(trim_ows(headers.get(RATE_LIMIT_RESET)?.as_bytes()))?;
+    if reset.as_secs() <= RESET_TIMESTAMP_THRESHOLD {
+        return Some(reset);
+    }
+    Some(match UNIX_EPOCH.checked_add(reset) {
+        Some(at) => at.duration_since(now).unwrap_or(Duration::ZERO),
+        None => reset,
+    })
+}
+
+/// `1*DIGIT` as whole seconds, saturating at `u64::MAX` seconds; `None` if not all digits.
+fn delay_seconds(bytes: &[u8]) -> Option<Duration> {
+    if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let secs = bytes.iter().try_fold(0u64, |acc, digit| {
+        acc.checked_mul(10)?.checked_add(u64::from(digit - b'0'))
+    });
+    Some(Duration::from_secs(secs.unwrap_or(u64::MAX)))
+}
+
+/// Strips the optional whitespace (spaces and tabs) HTTP allows around a field value.
+fn trim_ows(bytes: &[u8]) -> &[u8] {
+    let is_ows = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = bytes.iter().position(|b| !is_ows(b)).unwrap_or(bytes.len());
+    let end = bytes.iter().rposition(|b| !is_ows(b)).map_or(start, |i| i + 1);
+    &bytes[start..end]
 }

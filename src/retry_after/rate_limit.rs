@@ -1,0 +1,339 @@
+//! The `RateLimit` field: a Structured Field List (RFC 8941 §3.1) of quota policies.
+//!
+//! Only what the reset rule needs is kept (each member's `r` and `t` parameters), but the whole
+//! value is validated, because RFC 8941 makes a field that fails to parse void as a whole.
+
+use http::header::GetAll;
+use http::HeaderValue;
+use std::time::Duration;
+
+/// The largest `t` among the members with `r=0`, over every line of the field.
+///
+/// `None` when no member is exhausted, when the field is absent, or when any line is not a
+/// valid Structured Field List.
+pub(super) fn reset(lines: GetAll<'_, HeaderValue>) -> Option<Duration> {
+    let mut longest: Option<u64> = None;
+    for line in lines {
+        let mut parser = Parser::new(line.as_bytes());
+        parser.list(|member| {
+            if member.remaining == Some(0) {
+                if let Some(t) = member.reset {
+                    longest = Some(longest.map_or(t, |l| l.max(t)));
+                }
+            }
+        })?;
+    }
+    longest.map(Duration::from_secs)
+}
+
+/// The parameters of one list member that matter here; negative values are dropped.
+#[derive(Default)]
+struct Member {
+    remaining: Option<u64>,
+    reset: Option<u64>,
+}
+
+/// A bare item, reduced to what a parameter check needs.
+enum Bare {
+    Integer(i64),
+    Other,
+}
+
+/// A cursor over one field line. Every method returns `None` on a syntax error.
+struct Parser<'a> {
+    input: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn new(input: &'a [u8]) -> Self {
+        Self { input, pos: 0 }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.input.get(self.pos).copied()
+    }
+
+    fn bump(&mut self) -> Option<u8> {
+        let byte = self.peek()?;
+        self.pos += 1;
+        Some(byte)
+    }
+
+    fn eat(&mut self, byte: u8) -> bool {
+        let hit = self.peek() == Some(byte);
+        if hit {
+            self.pos += 1;
+        }
+        hit
+    }
+
+    fn skip_sp(&mut self) {
+        while self.eat(b' ') {}
+    }
+
+    fn skip_ows(&mut self) {
+        while self.eat(b' ') || self.eat(b'\t') {}
+    }
+
+    /// sf-list, calling `on_member` for each member that is an Item (inner lists are checked
+    /// but carry no quota policy).
+    fn list(&mut self, mut on_member: impl FnMut(Member)) -> Option<()> {
+        // HTTP strips OWS around a field value; be as lenient when the caller did not.
+        self.skip_ows();
+        let mut end = self.input.len();
+        while end > self.pos && matches!(self.input[end - 1], b' ' | b'\t') {
+            end -= 1;
+        }
+        self.input = &self.input[..end];
+        while self.peek().is_some() {
+            if self.peek() == Some(b'(') {
+                self.inner_list()?;
+            } else {
+                self.bare_item()?;
+                on_member(self.parameters()?);
+            }
+            self.skip_ows();
+            if self.peek().is_none() {
+                return Some(());
+            }
+            if !self.eat(b',') {
+                return None;
+            }
+            self.skip_ows();
+            if self.peek().is_none() {
+                return None; // trailing comma
+            }
+        }
+        Some(())
+    }
+
+    fn inner_list(&mut self) -> Option<()> {
+        if !self.eat(b'(') {
+            return None;
+        }
+        loop {
+            self.skip_sp();
+            if self.eat(b')') {
+                self.parameters()?;
+                return Some(());
+            }
+            self.bare_item()?;
+            self.parameters()?;
+            if !matches!(self.peek(), Some(b' ' | b')')) {
+                return None;
+            }
+        }
+    }
+
+    /// Parameters, keeping `r` and `t` when they are non-negative integers (last one wins).
+    fn parameters(&mut self) -> Option<Member> {
+        let mut member = Member::default();
+        while self.eat(b';') {
+            self.skip_sp();
+            let key = self.key()?;
+            let value = if self.eat(b'=') {
+                self.bare_item()?
+            } else {
+                Bare::Other // boolean true
+            };
+            let number = match value {
+                Bare::Integer(n) => u64::try_from(n).ok(),
+                Bare::Other => None,
+            };
+            match key {
+                b"r" => member.remaining = number,
+                b"t" => member.reset = number,
+                _ => {}
+            }
+        }
+        Some(member)
+    }
+
+    fn key(&mut self) -> Option<&'a [u8]> {
+        let start = self.pos;
+        match self.bump()? {
+            b'a'..=b'z' | b'*' => {}
+            _ => return None,
+        }
+        while matches!(
+            self.peek(),
+            Some(b'a'..=b'z' | b'0'..=b'9' | b'_' | b'-' | b'.' | b'*')
+        ) {
+            self.pos += 1;
+        }
+        Some(&self.input[start..self.pos])
+    }
+
+    fn bare_item(&mut self) -> Option<Bare> {
+        match self.peek()? {
+            b'-' | b'0'..=b'9' => self.number(),
+            b'"' => self.string().map(|()| Bare::Other),
+            b'*' | b'A'..=b'Z' | b'a'..=b'z' => self.token().map(|()| Bare::Other),
+            b':' => self.byte_sequence().map(|()| Bare::Other),
+            b'?' => self.boolean().map(|()| Bare::Other),
+            // RFC 9651 Date: an integer number of seconds after '@'.
+            b'@' => {
+                self.pos += 1;
+                match self.number()? {
+                    Bare::Integer(_) => Some(Bare::Other),
+                    Bare::Other => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// sf-integer (at most 15 digits) or sf-decimal (12 + 3 digits).
+    fn number(&mut self) -> Option<Bare> {
+        let negative = self.eat(b'-');
+        let mut value: i64 = 0;
+        let mut digits = 0;
+        while let Some(d @ b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+            digits += 1;
+            if digits > 15 {
+                return None;
+            }
+            value = value * 10 + i64::from(d - b'0');
+        }
+        if digits == 0 {
+            return None;
+        }
+        if !self.eat(b'.') {
+            return Some(Bare::Integer(if negative { -value } else { value }));
+        }
+        if digits > 12 {
+            return None;
+        }
+        let mut fraction = 0;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.pos += 1;
+            fraction += 1;
+        }
+        if fraction == 0 || fraction > 3 {
+            return None;
+        }
+        Some(Bare::Other)
+    }
+
+    fn string(&mut self) -> Option<()> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        loop {
+            match self.bump()? {
+                b'"' => return Some(()),
+                b'\\' => {
+                    if !matches!(self.bump()?, b'"' | b'\\') {
+                        return None;
+                    }
+                }
+                0x20..=0x7e => {}
+                _ => return None,
+            }
+        }
+    }
+
+    fn token(&mut self) -> Option<()> {
+        match self.bump()? {
+            b'*' | b'A'..=b'Z' | b'a'..=b'z' => {}
+            _ => return None,
+        }
+        while self.peek().is_some_and(is_token_char) {
+            self.pos += 1;
+        }
+        Some(())
+    }
+
+    fn byte_sequence(&mut self) -> Option<()> {
+        if !self.eat(b':') {
+            return None;
+        }
+        while self
+            .peek()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+        {
+            self.pos += 1;
+        }
+        self.eat(b':').then_some(())
+    }
+
+    fn boolean(&mut self) -> Option<()> {
+        if !self.eat(b'?') {
+            return None;
+        }
+        matches!(self.bump()?, b'0' | b'1').then_some(())
+    }
+}
+
+/// tchar (RFC 9110 §5.6.2), plus ':' and '/' as sf-token allows.
+fn is_token_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'!' | b'#'
+                | b'$'
+                | b'%'
+                | b'&'
+                | b'\''
+                | b'*'
+                | b'+'
+                | b'-'
+                | b'.'
+                | b'^'
+                | b'_'
+                | b'`'
+                | b'|'
+                | b'~'
+                | b':'
+                | b'/'
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(input: &str) -> Option<Vec<(Option<u64>, Option<u64>)>> {
+        let mut members = Vec::new();
+        Parser::new(input.as_bytes()).list(|m| members.push((m.remaining, m.reset)))?;
+        Some(members)
+    }
+
+    #[test]
+    fn parses_members_and_their_parameters() {
+        assert_eq!(
+            list(r#""burst";r=0;t=5, "day";r=100;t=3600"#),
+            Some(vec![(Some(0), Some(5)), (Some(100), Some(3600))])
+        );
+        assert_eq!(
+            list(r#"default;pk=:YWJj:;r=1;t=2;x="a,b;c""#),
+            Some(vec![(Some(1), Some(2))])
+        );
+        assert_eq!(list("a;r=-1;t=2.5"), Some(vec![(None, None)]));
+        assert_eq!(list("a;r;t=?1"), Some(vec![(None, None)]));
+        assert_eq!(list(r#"(a "b");r=0, c"#), Some(vec![(None, None)]));
+        assert_eq!(list(""), Some(vec![]));
+    }
+
+    #[test]
+    fn rejects_invalid_lists() {
+        for bad in [
+            "a,",
+            "a;r=0;t=1234567890123456",
+            "a;R=0",
+            "a;r=0 b",
+            "\"open",
+            "a;t=1.2345",
+            "(a",
+            ",a",
+            "a;r=",
+            "a;r=\"\\x\"",
+            "a;r=@x",
+            "é",
+        ] {
+            assert_eq!(list(bad), None, "{bad:?}");
+        }
+    }
+}
