@@ -294,7 +294,9 @@ impl GrpcCodes {
 
     /// The codes in the set, in numeric order.
     pub fn iter(self) -> impl Iterator<Item = Code> {
-        Code::ALL.into_iter().filter(move |code| self.contains(*code))
+        Code::ALL
+            .into_iter()
+            .filter(move |code| self.contains(*code))
     }
 }
 
@@ -458,7 +460,9 @@ fn decide(code: Code, headers: &HeaderMap, retryable: GrpcCodes) -> GrpcDecision
     };
     if retryable.contains(code) {
         match pushback {
-            Some(Pushback::DoNotRetry) => GrpcDecision::DoNotRetry(DoNotRetryReason::Pushback(code)),
+            Some(Pushback::DoNotRetry) => {
+                GrpcDecision::DoNotRetry(DoNotRetryReason::Pushback(code))
+            }
             _ => GrpcDecision::Retry {
                 code,
                 after: pushed_delay,

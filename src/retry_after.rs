@@ -156,10 +156,10 @@ pub fn from_headers(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 
 /// `RateLimit-Reset` of drafts up to 06, ignored when `RateLimit-Remaining` says quota is left.
 fn legacy_reset(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    if let Some(remaining) = headers.get(RATE_LIMIT_REMAINING) {
-        if delay_seconds(trim_ows(remaining.as_bytes())) != Some(Duration::ZERO) {
-            return None;
-        }
+    if let Some(remaining) = headers.get(RATE_LIMIT_REMAINING)
+        && delay_seconds(trim_ows(remaining.as_bytes())) != Some(Duration::ZERO)
+    {
+        return None;
     }
     let reset = delay_seconds(trim_ows(headers.get(RATE_LIMIT_RESET)?.as_bytes()))?;
     if reset.as_secs() <= RESET_TIMESTAMP_THRESHOLD {
@@ -186,6 +186,9 @@ fn delay_seconds(bytes: &[u8]) -> Option<Duration> {
 fn trim_ows(bytes: &[u8]) -> &[u8] {
     let is_ows = |b: &u8| *b == b' ' || *b == b'\t';
     let start = bytes.iter().position(|b| !is_ows(b)).unwrap_or(bytes.len());
-    let end = bytes.iter().rposition(|b| !is_ows(b)).map_or(start, |i| i + 1);
+    let end = bytes
+        .iter()
+        .rposition(|b| !is_ows(b))
+        .map_or(start, |i| i + 1);
     &bytes[start..end]
 }

@@ -3,8 +3,8 @@
 //! Only what the reset rule needs is kept (each member's `r` and `t` parameters), but the whole
 //! value is validated, because RFC 8941 makes a field that fails to parse void as a whole.
 
-use http::header::GetAll;
 use http::HeaderValue;
+use http::header::GetAll;
 use std::time::Duration;
 
 /// The largest `t` among the members with `r=0`, over every line of the field.
@@ -16,10 +16,8 @@ pub(super) fn reset(lines: GetAll<'_, HeaderValue>) -> Option<Duration> {
     for line in lines {
         let mut parser = Parser::new(line.as_bytes());
         parser.list(|member| {
-            if member.remaining == Some(0) {
-                if let Some(t) = member.reset {
-                    longest = Some(longest.map_or(t, |l| l.max(t)));
-                }
+            if let (Some(0), Some(t)) = (member.remaining, member.reset) {
+                longest = Some(longest.map_or(t, |l| l.max(t)));
             }
         })?;
     }
@@ -101,9 +99,7 @@ impl<'a> Parser<'a> {
                 return None;
             }
             self.skip_ows();
-            if self.peek().is_none() {
-                return None; // trailing comma
-            }
+            self.peek()?; // a trailing comma is an error
         }
         Some(())
     }
