@@ -20,8 +20,9 @@
 //! | `RESOURCE_EXHAUSTED` not in the set, no valid pushback | [`GrpcDecision::DoNotRetry`] |
 //! | any other code | [`GrpcDecision::DoNotRetry`] ([`DoNotRetryReason::NotRetryable`]), pushback or not |
 //!
-//! The retryable set defaults to [`GrpcCodes::DEFAULT_RETRYABLE`] = {`UNAVAILABLE`}: the one code
-//! gRPC guarantees means "the server did not process the call". `RESOURCE_EXHAUSTED` is left out
+//! The retryable set defaults to [`GrpcCodes::DEFAULT_RETRYABLE`] = {`UNAVAILABLE`}: the code
+//! gRPC's status-code guide calls transient, to be retried with a backoff (for a call that is
+//! not idempotent, retrying it is still the caller's risk). `RESOURCE_EXHAUSTED` is left out
 //! because it is also produced locally (message too large) where a retry cannot help; a server
 //! that is merely out of quota says so by sending a pushback delay, which is honoured.
 //!
@@ -124,7 +125,7 @@ pub enum Code {
     Unimplemented = 12,
     /// 13: an internal invariant was broken.
     Internal = 13,
-    /// 14: the service is currently unavailable; the one code that is always safe to retry.
+    /// 14: the service is currently unavailable, most likely transiently: retry with a backoff.
     Unavailable = 14,
     /// 15: unrecoverable data loss or corruption.
     DataLoss = 15,
@@ -261,8 +262,8 @@ impl fmt::Display for Code {
 pub struct GrpcCodes(u32);
 
 impl GrpcCodes {
-    /// The default retryable set: `UNAVAILABLE` only, as gRPC's own retry policy examples and
-    /// every gRPC library's default; see the [module docs](self) for why not more.
+    /// The default retryable set: `UNAVAILABLE` only, the transient code that gRPC's retry
+    /// examples use; see the [module docs](self) for why not more.
     pub const DEFAULT_RETRYABLE: GrpcCodes = GrpcCodes::empty().with(Code::Unavailable);
 
     /// The empty set.

@@ -129,8 +129,8 @@ pub fn parse(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// The delay a response's headers ask for: the first valid `Retry-After`, else the reset of
-/// the exhausted `RateLimit` quotas, else the older `RateLimit-Reset`.
+/// The delay a response's headers ask for: the first `Retry-After` value if it is valid, else
+/// the reset of the exhausted `RateLimit` quotas, else the older `RateLimit-Reset`.
 ///
 /// `None` when none of them gives a delay. The precedence and the rules for each header are
 /// in the [module docs](self).

@@ -176,7 +176,28 @@ impl<'a> Parser<'a> {
                     Bare::Other => None,
                 }
             }
+            b'%' => self.display_string().map(|()| Bare::Other),
             _ => None,
+        }
+    }
+
+    /// RFC 9651 Display String: `%"` then printable ASCII, with `%xx` (lowercase hex) escapes.
+    fn display_string(&mut self) -> Option<()> {
+        if !(self.eat(b'%') && self.eat(b'"')) {
+            return None;
+        }
+        let is_hex = |b: u8| matches!(b, b'0'..=b'9' | b'a'..=b'f');
+        loop {
+            match self.bump()? {
+                b'"' => return Some(()),
+                b'%' => {
+                    if !(is_hex(self.bump()?) && is_hex(self.bump()?)) {
+                        return None;
+                    }
+                }
+                0x20..=0x7e => {}
+                _ => return None,
+            }
         }
     }
 
@@ -311,6 +332,10 @@ mod tests {
         assert_eq!(list("a;r;t=?1"), Some(vec![(None, None)]));
         assert_eq!(list(r#"(a "b");r=0, c"#), Some(vec![(None, None)]));
         assert_eq!(list(""), Some(vec![]));
+        assert_eq!(
+            list(r#"a;n=%"caf%c3%a9";d=@1700000000;r=0;t=9"#),
+            Some(vec![(Some(0), Some(9))])
+        );
     }
 
     #[test]
@@ -328,6 +353,9 @@ mod tests {
             "a;r=\"\\x\"",
             "a;r=@x",
             "é",
+            "a;n=%\"bad%C3\"",
+            "a;n=%\"open",
+            "a;d=@1.5",
         ] {
             assert_eq!(list(bad), None, "{bad:?}");
         }
