@@ -123,7 +123,7 @@ pub fn parse(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
     if let Some(delay) = delay_seconds(bytes) {
         return Some(delay);
     }
-    // httpdate checks for ASCII itself, but only after from_utf8; obs-text fails either way.
+    // obs-text fails here (not UTF-8) or in httpdate, which accepts ASCII only.
     let text = std::str::from_utf8(bytes).ok()?;
     let at = httpdate::parse_http_date(text).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
