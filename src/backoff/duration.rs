@@ -30,10 +30,19 @@ mod tests {
     #[test]
     fn saturates_instead_of_panicking() {
         assert_eq!(mul_f64(Duration::MAX, 2.0), Duration::MAX);
-        assert_eq!(mul_f64(Duration::from_secs(1), f64::INFINITY), Duration::MAX);
+        assert_eq!(
+            mul_f64(Duration::from_secs(1), f64::INFINITY),
+            Duration::MAX
+        );
         assert_eq!(mul_f64(Duration::from_secs(1), f64::NAN), Duration::ZERO);
         assert_eq!(mul_f64(Duration::from_secs(1), -1.0), Duration::ZERO);
-        assert_eq!(mul_pow(Duration::from_secs(1), 2.0, u32::MAX), Duration::MAX);
-        assert_eq!(mul_pow(Duration::from_secs(1), 2.0, 3), Duration::from_secs(8));
+        assert_eq!(
+            mul_pow(Duration::from_secs(1), 2.0, u32::MAX),
+            Duration::MAX
+        );
+        assert_eq!(
+            mul_pow(Duration::from_secs(1), 2.0, 3),
+            Duration::from_secs(8)
+        );
     }
 }
