@@ -33,3 +33,11 @@ mod layer;
 pub mod body;
 
 // ---- end section E ----
+
+// ---- strategies (section B) ----
+pub use backoff::{
+    DecorrelatedJitter, EqualJitter, ExponentialJitter, Fibonacci, FullJitter, Linear,
+    ResponsiveBackOff, ResponsiveBackOffBuilder, ResponsiveMetrics, Table,
+};
+
+// ---- end section B ----
