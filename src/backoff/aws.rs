@@ -42,7 +42,7 @@
 //! assert!(full.next_backoff().unwrap() <= secs(2));
 //! ```
 
-use super::sample::between;
+use super::sample::{between, mul_u64};
 use super::{BackOff, Jitter, Schedule, mul_pow};
 use crate::ConfigError;
 use crate::error::check;
@@ -93,8 +93,22 @@ fn check_step(step: f64) -> Result<f64, ConfigError> {
 }
 
 /// `min(cap, base × step^n)`, saturating.
+///
+/// Exact for whole steps (2.0, 3.0, …) while `step^n` fits a `u64`; in floating point
+/// otherwise, where the result is kept at least `base` (as `step >= 1` guarantees), so
+/// rounding never yields a delay below the base.
 fn ceiling(base: Duration, cap: Duration, step: f64, retry: u32) -> Duration {
-    mul_pow(base, step, retry).min(cap)
+    // 2^64: the first float whose `as u64` saturates.
+    const TWO_POW_64: f64 = 18_446_744_073_709_551_616.0;
+    let whole = step as u64;
+    let power = (step < TWO_POW_64 && whole as f64 == step)
+        .then(|| whole.checked_pow(retry))
+        .flatten();
+    match power {
+        Some(power) => mul_u64(base, power),
+        None => mul_pow(base, step, retry).max(base),
+    }
+    .min(cap)
 }
 
 /// Always the same delay, whatever the retry number: for simple polling.
@@ -649,6 +663,23 @@ mod tests {
         ] {
             assert_fills(&EqualJitter::default(), n, secs(lo), secs(hi));
         }
+    }
+
+    #[test]
+    fn ceilings_are_exact_for_whole_steps_and_never_below_base() {
+        // Not representable exactly as f64 seconds: float math would lose the nanosecond.
+        let base = Duration::new(4_503_599_627_370_496, 1);
+        let mut rng = rng();
+        let e = Exponential::with_step(base, Duration::MAX, 1.0).unwrap();
+        assert_eq!(e.delay(0, &mut rng), base);
+        assert_eq!(e.delay(u32::MAX, &mut rng), base);
+        let e = Exponential::new(base, Duration::MAX).unwrap();
+        assert_eq!(e.delay(1, &mut rng), base * 2);
+        let e = Exponential::with_step(base, Duration::MAX, 1.5).unwrap();
+        assert!(e.delay(0, &mut rng) >= base);
+        let ns = Duration::from_nanos;
+        let e = Exponential::with_step(ns(3), Duration::MAX, 3.0).unwrap();
+        assert_eq!(e.delay(30, &mut rng), ns(3u64.pow(31)));
     }
 
     #[test]
