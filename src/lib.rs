@@ -33,3 +33,12 @@ mod layer;
 pub mod body;
 
 // ---- end section E ----
+
+// ---- strategies (section B) ----
+pub use backoff::aws;
+pub use backoff::{
+    DecorrelatedJitter, EqualJitter, ExponentialJitter, Fibonacci, FullJitter, Linear,
+    ResponsiveBackOff, ResponsiveBackOffBuilder, ResponsiveMetrics, Table,
+};
+
+// ---- end section B ----

@@ -191,6 +191,12 @@ mod limit;
 pub mod aws;
 mod linear;
 mod responsive;
+mod sample;
 mod table;
+
+pub use aws::{DecorrelatedJitter, EqualJitter, ExponentialJitter, FullJitter};
+pub use linear::{Fibonacci, Linear};
+pub use responsive::{ResponsiveBackOff, ResponsiveBackOffBuilder, ResponsiveMetrics};
+pub use table::Table;
 
 // ---- end section B ----
