@@ -111,7 +111,39 @@ impl<E: std::error::Error + 'static> std::error::Error for Error<E> {
 /// or its last error.
 ///
 /// The backoff is reset first, and `op` always runs at least once. Between attempts it
-/// sleeps with [`tokio::time::sleep`]. See the [module docs](self) for an example.
+/// sleeps with [`tokio::time::sleep`]. Plain errors raised with `?` are transient; mark
+/// the ones retrying cannot fix as [`Error::permanent`]:
+///
+/// ```
+/// use std::io;
+/// use std::time::Duration;
+/// use tower_backoff::{ExponentialBackOff, retry};
+///
+/// async fn read_config(attempt: u32) -> io::Result<String> {
+///     match attempt {
+///         1 => Err(io::Error::new(io::ErrorKind::TimedOut, "slow disk")),
+///         _ => Err(io::Error::new(io::ErrorKind::NotFound, "no config")),
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let mut attempt = 0;
+/// let result: Result<String, io::Error> = retry(ExponentialBackOff::default(), || {
+///     attempt += 1;
+///     let n = attempt;
+///     async move {
+///         match read_config(n).await {
+///             Err(e) if e.kind() == io::ErrorKind::NotFound => Err(retry::Error::permanent(e)),
+///             other => Ok(other?),
+///         }
+///     }
+/// })
+/// .await;
+/// assert_eq!(result.unwrap_err().kind(), io::ErrorKind::NotFound);
+/// assert_eq!(attempt, 2);
+/// # }
+/// ```
 pub async fn retry<B, T, E, F, Fut>(backoff: B, op: F) -> Result<T, E>
 where
     B: BackOff,
@@ -280,6 +312,17 @@ mod tests {
         let calls = std::cell::Cell::new(0);
         let result = retry(&mut backoff, || flaky(&calls, 1)).await;
         assert_eq!(result, Ok(2));
+    }
+
+    #[tokio::test]
+    async fn future_is_send_for_spawning() {
+        fn assert_send<T: Send>(t: T) -> T {
+            t
+        }
+        let fut = assert_send(retry(crate::ExponentialBackOff::default(), || async {
+            Ok::<_, Error<std::io::Error>>(5)
+        }));
+        assert_eq!(tokio::spawn(fut).await.unwrap().unwrap(), 5);
     }
 
     #[test]

@@ -183,6 +183,12 @@ mod tests {
         assert!(ticker.as_mut().poll_next(&mut cx).is_ready());
     }
 
+    #[test]
+    fn is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Ticker<crate::ExponentialBackOff>>();
+    }
+
     #[tokio::test(start_paused = true)]
     async fn stop_ticks_once() {
         let mut ticker = pin!(Ticker::new(StopBackOff));
