@@ -14,6 +14,13 @@ pub use backoff::{BackOff, Schedule, Scheduled};
 pub mod retry;
 mod ticker;
 
+pub use backoff::{
+    BackOffExt, ConstantBackOff, ExponentialBackOff, ExponentialBackOffBuilder, MaxDelay,
+    MaxElapsed, MaxRetries, StopBackOff, ZeroBackOff,
+};
+pub use retry::{retry, retry_notify};
+pub use ticker::Ticker;
+
 // ---- end section A ----
 
 // ---- retry-after (section C) ----

@@ -185,6 +185,10 @@ mod constant;
 mod exponential;
 mod limit;
 
+pub use constant::{ConstantBackOff, StopBackOff, ZeroBackOff};
+pub use exponential::{ExponentialBackOff, ExponentialBackOffBuilder};
+pub use limit::{BackOffExt, MaxDelay, MaxElapsed, MaxRetries};
+
 // ---- end section A ----
 
 // ---- strategies (section B) ----
