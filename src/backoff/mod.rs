@@ -12,7 +12,7 @@
 mod duration;
 mod jitter;
 
-pub(crate) use duration::{from_secs_f64, mul_f64, mul_pow};
+pub(crate) use duration::{mul_f64, mul_pow};
 pub(crate) use jitter::Jitter;
 
 use rand::RngCore;
@@ -125,7 +125,7 @@ impl<S: Schedule + ?Sized> Schedule for std::sync::Arc<S> {
 }
 
 /// A [`Schedule`] driven as a [`BackOff`]: counts the retries and never stops by itself
-/// (wrap it in [`MaxRetries`](crate::MaxRetries) or [`MaxElapsed`](crate::MaxElapsed)).
+/// (wrap it in [`MaxRetries`] or [`MaxElapsed`]).
 ///
 /// Clones draw from different random streams, so a policy cloned per request does not
 /// make every request wait the same "random" delay.
