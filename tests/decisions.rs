@@ -884,3 +884,94 @@ fn invalid_configuration_is_a_typed_error() {
         ]
     );
 }
+
+// ---- tracing ----
+
+/// Captures every event's fields as `name=value` text.
+struct Capture(Arc<Mutex<Vec<String>>>);
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0 += &format!("{}={:?} ", field.name(), value);
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut fields = Fields(String::new());
+        event.record(&mut fields);
+        self.0.lock().unwrap().push(fields.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_retry_is_a_tracing_event_with_attempt_delay_reason_and_status() {
+    let events: Arc<Mutex<Vec<String>>> = Arc::default();
+    let _guard = tracing::subscriber::set_default(Capture(events.clone()));
+    let (res, _) = run(
+        layer(),
+        get(),
+        &[
+            WithHeader(429, "retry-after", b"2"),
+            Error(io::ErrorKind::ConnectionRefused),
+        ],
+    )
+    .await;
+    assert_eq!(res.unwrap().status(), 200);
+    let events = events.lock().unwrap();
+    let retries: Vec<&String> = events
+        .iter()
+        .filter(|e| e.contains("retrying request"))
+        .collect();
+    assert_eq!(retries.len(), 2, "{events:?}");
+    assert!(
+        retries[0].contains("attempt=1 delay=2s reason=status 429 status=429"),
+        "{}",
+        retries[0]
+    );
+    assert!(
+        retries[1].contains("attempt=2 delay=200ms reason=connect error"),
+        "{}",
+        retries[1]
+    );
+}
+
+// ---- wall clock and thread safety ----
+
+/// Needs the HTTP-date parser of `retry_after` (section C).
+#[tokio::test(start_paused = true)]
+async fn http_dates_are_read_against_the_injected_wall_clock() {
+    let now = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let date = httpdate::fmt_http_date(now + 5 * SEC);
+    let date: &'static [u8] = Box::leak(date.into_bytes().into_boxed_slice());
+    let (res, arrivals) = run(
+        layer().wall_clock(move || now),
+        get(),
+        &[WithHeader(503, "retry-after", date)],
+    )
+    .await;
+    assert_eq!(res.unwrap().status(), 200);
+    assert_eq!(arrivals, [Duration::ZERO, 5 * SEC]);
+}
+
+#[test]
+fn the_layer_policy_and_delay_can_cross_threads() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    send_sync::<RetryLayer<Steps>>();
+    send_sync::<tower_backoff::RetryPolicy<Steps>>();
+    send_sync::<tower_backoff::RetryDelay>();
+    send_sync::<RetrySettings>();
+    send_sync::<Routes>();
+}

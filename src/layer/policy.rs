@@ -63,10 +63,14 @@ impl Default for Shared {
 /// #     fn reset(&mut self) {}
 /// # }
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// type Req = http::Request<String>;
+/// type Res = http::Response<String>;
+///
 /// let mut policy = RetryLayer::new(Fixed).policy();
-/// let mut req = http::Request::get("/").body(String::new()).unwrap();
-/// let mut copy = policy.clone_request(&req).expect("GETs can be retried");
-/// let mut result: Result<_, std::io::Error> =
+/// let req: Req = http::Request::get("/").body(String::new()).unwrap();
+/// let mut copy = Policy::<Req, Res, std::io::Error>::clone_request(&mut policy, &req)
+///     .expect("GETs can be retried");
+/// let mut result: Result<Res, std::io::Error> =
 ///     Ok(http::Response::builder().status(503).body(String::new()).unwrap());
 /// assert!(policy.retry(&mut copy, &mut result).is_some());
 /// # }
