@@ -50,6 +50,9 @@ impl Default for Shared {
 ///
 /// Tower clones the policy for each request: the clone holds that request's state (its
 /// settings, attempt count, backoff, start time, time waited); everything else is shared.
+/// A request that can never be retried (its settings allow one attempt, or its
+/// [`ReplayGuard`] is already capped) is not cloned at all; for the others every attempt,
+/// the last one included, is cloned so that its response can carry [`RetryStats`].
 /// See the [decision table](crate::RetryLayer#decisions) for what is retried.
 ///
 /// ```
@@ -227,7 +230,14 @@ where
                 let reason = match class {
                     ErrorClass::Connect => RetryReason::Connect,
                     ErrorClass::Transport if idempotent => RetryReason::Transport,
-                    ErrorClass::Transport | ErrorClass::Fatal => return None,
+                    ErrorClass::Transport | ErrorClass::Fatal => {
+                        tracing::debug!(
+                            attempt = self.attempts,
+                            class = ?class,
+                            "not retrying this error"
+                        );
+                        return None;
+                    }
                 };
                 (reason, None)
             }

@@ -49,13 +49,14 @@ impl<'a> RequestHead<'a> {
 
 type RouteFn = dyn Fn(&RequestHead<'_>) -> Option<RetrySettings> + Send + Sync;
 
+#[derive(Clone)]
 enum Route {
     Prefix {
         method: Option<Method>,
         prefix: Box<str>,
         settings: RetrySettings,
     },
-    Fn(Box<RouteFn>),
+    Fn(Arc<RouteFn>),
 }
 
 /// A route table: the first matching route gives a request its [`RetrySettings`];
@@ -92,10 +93,8 @@ impl Routes {
     }
 
     fn push(mut self, route: Route) -> Self {
-        match Arc::get_mut(&mut self.0) {
-            Some(routes) => routes.push(route),
-            None => unreachable!("a Routes under construction is never shared"),
-        }
+        // Copy-on-write: a clone of this table keeps its own routes.
+        Arc::make_mut(&mut self.0).push(route);
         self
     }
 
@@ -139,7 +138,7 @@ impl Routes {
     where
         F: Fn(&RequestHead<'_>) -> Option<RetrySettings> + Send + Sync + 'static,
     {
-        self.push(Route::Fn(Box::new(f)))
+        self.push(Route::Fn(Arc::new(f)))
     }
 
     /// The number of routes.
@@ -217,6 +216,13 @@ mod tests {
         let post = http::Request::post("/a/1").body(()).unwrap();
         assert_eq!(routes.find(&RequestHead::of(&get)), Some(a));
         assert_eq!(routes.find(&RequestHead::of(&post)), Some(b));
+    }
+
+    #[test]
+    fn adding_to_a_clone_leaves_the_original_alone() {
+        let one = Routes::new().route_fn(|_| None);
+        let two = one.clone().route_fn(|_| None);
+        assert_eq!((one.len(), two.len()), (1, 2));
     }
 
     #[test]
