@@ -887,8 +887,14 @@ fn invalid_configuration_is_a_typed_error() {
 
 // ---- tracing ----
 
-/// Captures every event's fields as `name=value` text.
-struct Capture(Arc<Mutex<Vec<String>>>);
+thread_local! {
+    /// The events seen on this thread while capturing.
+    static CAPTURED: std::cell::RefCell<Option<Vec<String>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A global subscriber recording each event's fields as `name=value` text, on the threads
+/// that asked for it (a global one, so no other test's callsite caching can hide events).
+struct Capture;
 
 struct Fields(String);
 
@@ -910,7 +916,11 @@ impl tracing::Subscriber for Capture {
     fn event(&self, event: &tracing::Event<'_>) {
         let mut fields = Fields(String::new());
         event.record(&mut fields);
-        self.0.lock().unwrap().push(fields.0);
+        CAPTURED.with(|c| {
+            if let Some(events) = c.borrow_mut().as_mut() {
+                events.push(fields.0);
+            }
+        });
     }
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
@@ -918,8 +928,9 @@ impl tracing::Subscriber for Capture {
 
 #[tokio::test(start_paused = true)]
 async fn each_retry_is_a_tracing_event_with_attempt_delay_reason_and_status() {
-    let events: Arc<Mutex<Vec<String>>> = Arc::default();
-    let _guard = tracing::subscriber::set_default(Capture(events.clone()));
+    // Only this test installs a global subscriber.
+    tracing::subscriber::set_global_default(Capture).unwrap();
+    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
     let (res, _) = run(
         layer(),
         get(),
@@ -930,7 +941,7 @@ async fn each_retry_is_a_tracing_event_with_attempt_delay_reason_and_status() {
     )
     .await;
     assert_eq!(res.unwrap().status(), 200);
-    let events = events.lock().unwrap();
+    let events = CAPTURED.with(|c| c.borrow_mut().take().unwrap());
     let retries: Vec<&String> = events
         .iter()
         .filter(|e| e.contains("retrying request"))
