@@ -986,3 +986,62 @@ fn the_layer_policy_and_delay_can_cross_threads() {
     send_sync::<RetrySettings>();
     send_sync::<Routes>();
 }
+
+// ---- property: no server value escapes the cap and the budget ----
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn no_retry_after_escapes_the_cap_or_the_budget(
+        secs in proptest::prelude::any::<u64>(),
+        raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..32),
+        use_raw in proptest::prelude::any::<bool>(),
+        code in proptest::sample::select(vec![429u16, 503, 502, 504, 408]),
+        clamp in proptest::prelude::any::<bool>(),
+        spent_ms in 0u32..6_000,
+    ) {
+        let value = if use_raw { raw } else { secs.to_string().into_bytes() };
+        let Ok(value) = HeaderValue::from_bytes(&value) else { return Ok(()) };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let budget = 5 * SEC;
+        let cap = 2 * SEC;
+        rt.block_on(async {
+            let settings = RetrySettings::new()
+                .with_max_elapsed(budget).unwrap()
+                .with_max_retry_after(cap).unwrap()
+                .with_clamp_retry_after(clamp);
+            let mut policy = layer().settings(settings).policy();
+            let request = get();
+            let mut copy =
+                <_ as Policy<_, Response<String>, io::Error>>::clone_request(&mut policy, &request)
+                    .unwrap();
+            // Time already spent inside the first attempt.
+            tokio::time::advance(spent_ms * MS).await;
+            let mut res = Response::builder().status(code).body(String::new()).unwrap();
+            res.headers_mut().insert("retry-after", value.clone());
+            let mut result: Result<_, io::Error> = Ok(res);
+            let t0 = Instant::now();
+            match policy.retry(&mut copy, &mut result) {
+                Some(wait) => {
+                    wait.await;
+                    let waited = t0.elapsed();
+                    // The backoff's first delay is 100 ms; the server's value is capped.
+                    proptest::prop_assert!(waited <= cap.max(100 * MS), "waited {waited:?}");
+                    proptest::prop_assert!(spent_ms * MS + waited <= budget);
+                }
+                None => {
+                    let res = result.unwrap();
+                    proptest::prop_assert_eq!(res.status().as_u16(), code);
+                    proptest::prop_assert_eq!(&res.headers()["retry-after"], &value);
+                    proptest::prop_assert_eq!(t0.elapsed(), Duration::ZERO);
+                }
+            }
+            Ok(())
+        })?;
+    }
+}
