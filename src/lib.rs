@@ -33,6 +33,10 @@ pub mod retry_after;
 pub mod budget;
 pub mod classify;
 mod layer;
+pub use layer::{
+    DEFAULT_MAX_RETRY_AFTER, OnRetry, RequestHead, RetryDelay, RetryEvent, RetryLayer, RetryPolicy,
+    RetryReason, RetrySettings, RetryStats, Routes,
+};
 
 // ---- end section D ----
 

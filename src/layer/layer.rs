@@ -1,0 +1,170 @@
+//! The [`tower::Layer`] that wraps a service in tower's `Retry` with a [`RetryPolicy`].
+
+use super::hook::OnRetry;
+use super::policy::{RetryPolicy, Shared};
+use super::routes::Routes;
+#[allow(unused_imports)] // doc links
+use super::settings::DEFAULT_MAX_RETRY_AFTER as _;
+use super::settings::RetrySettings;
+use crate::BackOff;
+use crate::classify::ErrorClass;
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+use std::time::SystemTime;
+use tower_layer::Layer;
+
+/// Retries HTTP requests on 429, 503 (honouring `Retry-After`), 502, 504, 408 and
+/// transport errors, within a per-request budget.
+///
+/// The layer wraps services in tower's own [`tower::retry::Retry`] with a
+/// [`RetryPolicy`]; `backoff` gives the delays when the server does not, and is reset for
+/// every logical request.
+///
+/// # Decisions
+///
+/// "Idempotent" means an idempotent method of RFC 9110 §9.2.2 (GET, HEAD, OPTIONS, TRACE,
+/// PUT, DELETE) or any request carrying an `Idempotency-Key` header; other methods (POST,
+/// PATCH, CONNECT, …) are only retried when the server cannot have acted on them.
+///
+/// | Outcome of an attempt | Idempotent request | Other methods | Delay before the retry |
+/// |---|---|---|---|
+/// | 429 Too Many Requests | retry | retry | `Retry-After`, else the backoff's |
+/// | 503 Service Unavailable | retry | returned as is | `Retry-After`, else the backoff's |
+/// | 502, 504, 408 | retry | returned as is | the backoff's, but never less than a `Retry-After` |
+/// | any other status | returned as is | returned as is | — |
+/// | connect failure ([`ErrorClass::Connect`]) | retry | retry | the backoff's |
+/// | other transport error ([`ErrorClass::Transport`]) | retry | error returned | the backoff's |
+/// | [`ErrorClass::Fatal`] error | error returned | error returned | — |
+///
+/// The retried statuses are configurable ([`RetrySettings::with_status`],
+/// [`RetrySettings::with_statuses`]); [`RetrySettings::with_retry_non_idempotent`] gives
+/// other methods the idempotent column. A retry is not started — the last response or
+/// error is returned at once — when:
+///
+/// - the server asks for more than [`RetrySettings::max_retry_after`] (default
+///   [`DEFAULT_MAX_RETRY_AFTER`](crate::DEFAULT_MAX_RETRY_AFTER)); with
+///   [`RetrySettings::with_clamp_retry_after`] the policy waits for the cap instead;
+/// - the attempts reach [`Limits::max_attempts`](crate::budget::Limits::max_attempts), or
+///   the wait would end after [`Limits::max_elapsed`](crate::budget::Limits::max_elapsed)
+///   from the start of the first attempt;
+/// - the backoff returns `None`;
+/// - the request's body could not be replayed ([`ReplayGuard`](crate::body::ReplayGuard)
+///   capped).
+///
+/// ```
+/// use std::time::Duration;
+/// use http::Method;
+/// use tower::ServiceBuilder;
+/// use tower_backoff::{BackOff, RetryEvent, RetryLayer, RetrySettings, Routes};
+///
+/// # #[derive(Clone)] struct Fixed;
+/// # impl BackOff for Fixed {
+/// #     fn next_backoff(&mut self) -> Option<Duration> { Some(Duration::from_millis(100)) }
+/// #     fn reset(&mut self) {}
+/// # }
+/// let layer = RetryLayer::new(Fixed)
+///     .settings(RetrySettings::new().with_max_attempts(4)?)
+///     .routes(Routes::new().route(Method::POST, "/orders", RetrySettings::disabled())?)
+///     .on_retry(|e: &RetryEvent<'_>| eprintln!("retry #{} in {:?}", e.attempt(), e.delay()));
+/// let service = ServiceBuilder::new()
+///     .layer(layer)
+///     .service(tower::service_fn(|_: http::Request<String>| async {
+///         Ok::<_, std::io::Error>(http::Response::new(String::new()))
+///     }));
+/// # drop(service);
+/// # Ok::<(), tower_backoff::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct RetryLayer<B> {
+    backoff: B,
+    shared: Arc<Shared>,
+}
+
+impl<B: BackOff> RetryLayer<B> {
+    /// A layer with the default [`RetrySettings`], no routes, no hook and the
+    /// [default error classifier](crate::classify::default_error_class).
+    pub fn new(backoff: B) -> Self {
+        Self {
+            backoff,
+            shared: Arc::new(Shared::default()),
+        }
+    }
+
+    fn shared_mut(&mut self) -> &mut Shared {
+        Arc::make_mut(&mut self.shared)
+    }
+
+    /// The settings of requests that match no route and carry no settings of their own.
+    pub fn settings(mut self, settings: RetrySettings) -> Self {
+        self.shared_mut().settings = settings;
+        self
+    }
+
+    /// Chooses settings per request (first match wins; see [`Routes`]).
+    pub fn routes(mut self, routes: Routes) -> Self {
+        self.shared_mut().routes = routes;
+        self
+    }
+
+    /// Calls `hook` before each retry's wait.
+    pub fn on_retry<H>(mut self, hook: H) -> Self
+    where
+        H: OnRetry + Send + Sync + 'static,
+    {
+        self.shared_mut().on_retry = Arc::new(hook);
+        self
+    }
+
+    /// Classifies errors of the inner service with `classify` instead of
+    /// [`default_error_class`](crate::classify::default_error_class) (which a closure can
+    /// still fall back to).
+    pub fn classify_errors<F>(mut self, classify: F) -> Self
+    where
+        F: Fn(&(dyn Error + 'static)) -> ErrorClass + Send + Sync + 'static,
+    {
+        self.shared_mut().classify = Some(Arc::new(classify));
+        self
+    }
+
+    /// Reads the wall clock (for `Retry-After` HTTP-dates) with `clock` instead of
+    /// `SystemTime::now` — for tests and simulations.
+    pub fn wall_clock<F>(mut self, clock: F) -> Self
+    where
+        F: Fn() -> SystemTime + Send + Sync + 'static,
+    {
+        self.shared_mut().wall_clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// The policy this layer installs, for `tower::retry::RetryLayer::new` or direct use.
+    pub fn policy(&self) -> RetryPolicy<B>
+    where
+        B: Clone,
+    {
+        RetryPolicy::new(self.backoff.clone(), self.shared.clone())
+    }
+
+    /// The policy this layer installs, consuming the layer.
+    pub fn into_policy(self) -> RetryPolicy<B> {
+        RetryPolicy::new(self.backoff, self.shared)
+    }
+}
+
+impl<S, B: BackOff + Clone> Layer<S> for RetryLayer<B> {
+    type Service = tower::retry::Retry<RetryPolicy<B>, S>;
+
+    fn layer(&self, service: S) -> Self::Service {
+        tower::retry::Retry::new(self.policy(), service)
+    }
+}
+
+impl<B: fmt::Debug> fmt::Debug for RetryLayer<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryLayer")
+            .field("backoff", &self.backoff)
+            .field("settings", &self.shared.settings)
+            .field("routes", &self.shared.routes)
+            .finish_non_exhaustive()
+    }
+}
