@@ -1,1 +1,3 @@
 //! Placeholder: filled in by its owner.
+mod shared;
+pub use shared::RetryBudget;
