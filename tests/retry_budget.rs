@@ -144,7 +144,11 @@ async fn withdrawals_expire_after_the_ttl_so_the_floor_refills() {
     advance(ms(500)).await;
     assert!(!budget.withdraw(), "the spent floor is still in the window");
     advance(ms(500)).await;
-    assert_eq!(drain(&budget, 100), 3, "a ttl later the floor is whole again");
+    assert_eq!(
+        drain(&budget, 100),
+        3,
+        "a ttl later the floor is whole again"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -229,7 +233,10 @@ async fn concurrent_withdrawals_never_overdraw() {
         task.await.unwrap();
     }
     let allowed = allowed.load(Ordering::Relaxed);
-    assert!(allowed <= 500, "overdrawn: {allowed} retries allowed for 500");
+    assert!(
+        allowed <= 500,
+        "overdrawn: {allowed} retries allowed for 500"
+    );
     // No withdrawal is lost or double-counted: what was allowed plus what is left is the
     // whole allowance.
     assert_eq!(allowed + budget.available(), 500);
@@ -287,7 +294,13 @@ fn concurrent_use_from_plain_threads() {
 
 #[test]
 fn invalid_ttls_are_config_errors() {
-    for ttl in [Duration::ZERO, ms(999), ms(60_001), secs(3600), Duration::MAX] {
+    for ttl in [
+        Duration::ZERO,
+        ms(999),
+        ms(60_001),
+        secs(3600),
+        Duration::MAX,
+    ] {
         let err = RetryBudget::new(ttl, 10, 0.2).unwrap_err();
         assert_eq!(err.field(), "ttl");
         assert_eq!(err.value(), format!("{ttl:?}"));

@@ -13,7 +13,8 @@
 //! recycles it with one compare-and-swap (the old counts are older than the window, so
 //! dropping them *is* the expiry); a writer whose clock lags behind a newer tag joins the
 //! newer slot rather than clobbering it. There is no lock and no allocation anywhere: a
-//! deposit is a clock read, one load and one successful CAS in the common case.
+//! deposit is a clock read, one load and one `fetch_add` in the common case (a saturating
+//! CAS loop only when the slot must be recycled or its count nears `u32::MAX`).
 //!
 //! Counts saturate at `u32::MAX` per slot and all sums are taken in `u128`/`i128`, so no
 //! amount of traffic can wrap a counter or panic.
@@ -52,6 +53,10 @@ const SLOTS: usize = 10;
 /// The budget counts in millionths of a retry, so the ratio is exact to 1e-6 and all the
 /// arithmetic is integer (no float rounding decides whether a retry is allowed).
 const MICROS: u64 = 1_000_000;
+
+/// Below this count a slot is incremented with `fetch_add`; above it, with a saturating
+/// compare-and-swap.
+const FAST_PATH_LIMIT: u32 = 1 << 31;
 
 /// A retry budget shared by every clone: retries are allowed only while they stay under a
 /// fraction of the recent requests, plus a small floor per second.
@@ -226,7 +231,7 @@ impl RetryBudget {
     /// Records one request: it earns `retry_ratio` retries for the next `ttl`.
     ///
     /// Call it once per logical request, not per attempt. It takes no lock and never
-    /// allocates: a clock read and, in the common case, one compare-and-swap.
+    /// allocates: a clock read and, in the common case, one atomic `fetch_add`.
     pub fn deposit(&self) {
         let epoch = self.inner.epoch(Instant::now());
         self.inner.deposits[slot_index(epoch)].add(tag(epoch), 1, Ordering::Relaxed);
@@ -317,7 +322,8 @@ impl Inner {
     /// Whole slot widths elapsed since the budget was created.
     fn epoch(&self, now: Instant) -> u64 {
         let elapsed = now.saturating_duration_since(self.start).as_nanos();
-        u64::try_from(elapsed / u128::from(self.slot_nanos)).unwrap_or(u64::MAX)
+        // Saturating after 584 years, by which time the epoch has long been wrapping anyway.
+        u64::try_from(elapsed).unwrap_or(u64::MAX) / self.slot_nanos
     }
 
     /// Allowance minus withdrawals over the window ending at epoch `now`, in millionths of
@@ -371,6 +377,14 @@ impl Slot {
     /// if the count was already saturated (nothing recorded).
     fn add(&self, tag: u32, n: u32, order: Ordering) -> Option<u64> {
         let mut current = self.0.load(Ordering::Relaxed);
+        let (held, count) = unpack(current);
+        if n == 1 && held == tag && count < FAST_PATH_LIMIT {
+            // Fast path: our epoch and far from saturation, so one `fetch_add` that cannot
+            // fail. The count cannot carry into the tag: that would take 2^31 callers
+            // between the load above and their increment. If the slot was recycled for a
+            // newer epoch meanwhile, the count joins the newer epoch, as below.
+            return Some(self.0.fetch_add(1, order).wrapping_add(1));
+        }
         loop {
             let (held, count) = unpack(current);
             let next = if age(tag, held) > 0 {
@@ -475,6 +489,20 @@ mod tests {
         slot.add(u32::MAX, 4, Ordering::SeqCst).unwrap();
         slot.add(9, 1, Ordering::SeqCst).unwrap();
         assert_eq!(slot.load(Ordering::SeqCst), (9, 1));
+    }
+
+    #[test]
+    fn fast_and_saturating_paths_agree() {
+        let slot = Slot::default();
+        slot.add(7, FAST_PATH_LIMIT - 2, Ordering::SeqCst).unwrap();
+        for expected in [FAST_PATH_LIMIT - 1, FAST_PATH_LIMIT, FAST_PATH_LIMIT + 1] {
+            let written = slot.add(7, 1, Ordering::SeqCst).unwrap();
+            assert_eq!(unpack(written), (7, expected));
+            assert_eq!(slot.load(Ordering::SeqCst), (7, expected));
+        }
+        // A stale epoch in the fast-path range is recycled, not incremented.
+        let written = slot.add(17, 1, Ordering::SeqCst).unwrap();
+        assert_eq!(unpack(written), (17, 1));
     }
 
     #[test]
