@@ -16,8 +16,8 @@
 //! deposit is a clock read, one load and one `fetch_add` in the common case (a saturating
 //! CAS loop only when the slot must be recycled or its count nears `u32::MAX`).
 //!
-//! Counts saturate at `u32::MAX` per slot and all sums are taken in `u128`/`i128`, so no
-//! amount of traffic can wrap a counter or panic.
+//! Counts saturate at `u32::MAX` per slot, window sums (ten such counts) fit a `u64` and
+//! the balance is computed in `i128`, so no amount of traffic can wrap a counter or panic.
 //!
 //! ## Memory ordering
 //!
@@ -29,7 +29,9 @@
 //! non-negative (otherwise it takes its record back). With a single total order over these
 //! operations, of any two racing withdrawals the later one's loads come after the earlier
 //! one's increment and so count it (the store-buffer pattern). Hence concurrent callers
-//! cannot jointly overdraw the budget; a race can only make a caller see a *pending* record
+//! cannot jointly overdraw the budget (barring a thread descheduled for most of a `ttl`
+//! between reading the clock and recording, whose record then lands in an expired slot);
+//! a race can only make a caller see a *pending* record
 //! that is about to be taken back, and refuse a retry it could have had. That transient
 //! under-allowance is the only race margin, and a budget is approximate by nature anyway.
 //!
@@ -85,7 +87,7 @@ const FAST_PATH_LIMIT: u32 = 1 << 31;
 /// turns into an outage that sustains itself.
 ///
 /// A budget caps the *extra* load instead: retries can add at most `retry_ratio` of the
-/// healthy traffic (20 % by default), however many requests fail. Scattered failures are
+/// healthy traffic (20 % by default) plus the small floor, however many requests fail. Scattered failures are
 /// still retried almost always, because they cost little of the budget; during an outage
 /// the budget runs dry within seconds and the clients send barely more than their normal
 /// load, giving the server room to recover. Keep a per-request limit too: the budget
@@ -104,8 +106,9 @@ const FAST_PATH_LIMIT: u32 = 1 << 31;
 /// # How the retry layer uses it
 ///
 /// The retry policy, cloned once per request, holds a clone of the budget. It deposits
-/// once per logical request, when it clones the request for the first attempt (not for
-/// the retries, so that retries never fund further retries), and withdraws before each
+/// once per logical request, when it clones the request for the first attempt (tower's
+/// `Retry` calls `clone_request` before every attempt: only the first one deposits, so
+/// that retries never fund further retries), and withdraws before each
 /// retry, giving up on the request when the withdrawal is refused.
 ///
 /// # Example
