@@ -172,3 +172,6 @@ mod tests {
         );
     }
 }
+
+mod shared;
+pub use shared::RetryBudget;
