@@ -112,7 +112,9 @@ struct State<B> {
     trailers: Option<HeaderMap>,
     /// `body` has ended (or failed): it is not polled again.
     done: bool,
+    /// Nothing is buffered any more: past the cap, failed, or never replayable.
     capped: bool,
+    /// `body` failed (implies `capped`).
     failed: bool,
 }
 
@@ -222,7 +224,7 @@ impl<B: Body> ReplayBody<B> {
     }
 
     fn is_end_stream_of(&self, state: &State<B>) -> bool {
-        if state.failed || (state.capped && self.state.is_none()) {
+        if state.capped && self.state.is_none() {
             // A replay that will fail still has its error to yield.
             return false;
         }
@@ -291,6 +293,7 @@ where
                 tracing::debug!("original body failed; it cannot be replayed");
                 state.done = true;
                 state.failed = true;
+                state.capped = true;
                 state.chunks = Vec::new();
                 guard.set_capped();
                 return Poll::Ready(Some(Err(err.into())));
@@ -343,13 +346,14 @@ where
         }
         self.with_state(|state| {
             if state.capped && self.state.is_none() {
-                // Not replayable: this clone yields an error, never data.
-                SizeHint::with_exact(0)
+                // Not replayable: this clone yields an error. Its hint must not say "empty",
+                // or a client could send an empty body without polling for that error.
+                self.shared.orig_size_hint
             } else {
                 self.remaining_hint(state)
             }
         })
-        .unwrap_or_else(|| self.shared.orig_size_hint.clone())
+        .unwrap_or_else(|| self.shared.orig_size_hint)
     }
 }
 

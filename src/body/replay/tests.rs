@@ -522,6 +522,12 @@ async fn caps_buffer() {
         !replay.is_end_stream(),
         "the replay still has its error to yield"
     );
+    let hint = replay.size_hint();
+    assert_eq!(
+        (hint.lower(), hint.upper()),
+        (0, None),
+        "the original hint, never \"empty\""
+    );
     let err = next_error(&mut replay).await;
     assert!(err.is::<Capped>(), "{err}");
 }
@@ -593,6 +599,11 @@ async fn unreplayable_body_streams_the_original_and_its_clones_fail() {
     let mut initial = ReplayBody::unreplayable(body);
     let mut replay = initial.clone();
     assert!(initial.is_capped());
+    assert_eq!(
+        replay.size_hint().exact(),
+        Some(11),
+        "not \"empty\": it fails"
+    );
     assert!(initial.guard().is_capped());
     assert_eq!(initial.size_hint().exact(), Some(11));
 
@@ -627,7 +638,18 @@ async fn a_failed_original_body_cannot_be_replayed() {
         "the original error reaches the attempt"
     );
     assert!(initial.is_capped(), "retries are disabled");
+    assert!(initial.is_end_stream());
+    assert!(
+        initial.frame().await.is_none(),
+        "the failed body is not polled again"
+    );
     drop(initial);
+    assert!(!replay.is_end_stream(), "the replay has its error to yield");
+    assert_eq!(
+        replay.size_hint().upper(),
+        None,
+        "not \"5 bytes\": it fails"
+    );
 
     let err = next_error(&mut replay).await;
     assert!(err.is::<Interrupted>(), "{err}");
