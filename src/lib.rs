@@ -31,6 +31,6 @@ mod layer;
 
 // ---- bodies (section E) ----
 pub mod body;
-pub use body::{Capped, ReplayBody, ReplayBodyLayer, ReplayBodyService, ReplayGuard};
+pub use body::{Capped, Interrupted, ReplayBody, ReplayBodyLayer, ReplayBodyService, ReplayGuard};
 
 // ---- end section E ----

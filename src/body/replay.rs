@@ -37,6 +37,10 @@ pub const DEFAULT_MAX_BYTES: usize = 64 * 1024;
 /// clone polled while another one still owns the state waits (returns `Pending`) until that
 /// one is dropped.
 ///
+/// Its data is [`Bytes`]: a chunk is kept by bumping a reference count, not copied (a body
+/// whose data is some other [`Buf`] is copied into `Bytes` once, as it is read). A replay
+/// yields the kept chunks one by one, as the first attempt yielded them.
+///
 /// # The cap
 ///
 /// At most `max_bytes` bytes are buffered ([`DEFAULT_MAX_BYTES`] unless told otherwise).
