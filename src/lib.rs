@@ -42,6 +42,7 @@ pub use layer::{
 
 // ---- bodies (section E) ----
 pub mod body;
+pub use body::{Capped, Interrupted, ReplayBody, ReplayBodyLayer, ReplayBodyService, ReplayGuard};
 
 // ---- end section E ----
 
