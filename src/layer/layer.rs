@@ -7,6 +7,7 @@ use super::routes::Routes;
 use super::settings::DEFAULT_MAX_RETRY_AFTER as _;
 use super::settings::RetrySettings;
 use crate::BackOff;
+use crate::budget::RetryBudget;
 use crate::classify::ErrorClass;
 use std::error::Error;
 use std::fmt;
@@ -56,14 +57,9 @@ use tower_layer::Layer;
 /// use std::time::Duration;
 /// use http::Method;
 /// use tower::ServiceBuilder;
-/// use tower_backoff::{BackOff, RetryEvent, RetryLayer, RetrySettings, Routes};
+/// use tower_backoff::{ConstantBackOff, RetryEvent, RetryLayer, RetrySettings, Routes};
 ///
-/// # #[derive(Clone)] struct Fixed;
-/// # impl BackOff for Fixed {
-/// #     fn next_backoff(&mut self) -> Option<Duration> { Some(Duration::from_millis(100)) }
-/// #     fn reset(&mut self) {}
-/// # }
-/// let layer = RetryLayer::new(Fixed)
+/// let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)))
 ///     .settings(RetrySettings::new().with_max_attempts(4)?)
 ///     .routes(Routes::new().route(Method::POST, "/orders", RetrySettings::disabled())?)
 ///     .on_retry(|e: &RetryEvent<'_>| eprintln!("retry #{} in {:?}", e.attempt(), e.delay()));
@@ -134,6 +130,24 @@ impl<B: BackOff> RetryLayer<B> {
         F: Fn() -> SystemTime + Send + Sync + 'static,
     {
         self.shared_mut().wall_clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Shares `budget` between every request of this layer (and of its clones): retries
+    /// are allowed only while they stay under a fraction of recent requests, so an outage
+    /// does not multiply the load on the failing server (see [`RetryBudget`]).
+    ///
+    /// Every layer has one by default: [`RetryBudget::default()`], created by
+    /// [`RetryLayer::new`].
+    pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
+        self.shared_mut().retry_budget = Some(budget);
+        self
+    }
+
+    /// Removes the shared retry budget: only the per-request [`Limits`](crate::budget::Limits)
+    /// bound retries.
+    pub fn without_retry_budget(mut self) -> Self {
+        self.shared_mut().retry_budget = None;
         self
     }
 

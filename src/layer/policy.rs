@@ -6,7 +6,7 @@ use super::settings::RetrySettings;
 use super::stats::RetryStats;
 use crate::BackOff;
 use crate::body::ReplayGuard;
-use crate::budget::Exhausted;
+use crate::budget::{Exhausted, RetryBudget};
 use crate::classify::{AsError, ErrorClass, default_error_class, is_idempotent};
 use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
@@ -31,6 +31,7 @@ pub(crate) struct Shared {
     pub(crate) on_retry: Arc<dyn OnRetry + Send + Sync>,
     pub(crate) classify: Option<Arc<ClassifyFn>>,
     pub(crate) wall_clock: Option<Arc<ClockFn>>,
+    pub(crate) retry_budget: Option<RetryBudget>,
 }
 
 impl Default for Shared {
@@ -41,6 +42,7 @@ impl Default for Shared {
             on_retry: Arc::new(()),
             classify: None,
             wall_clock: None,
+            retry_budget: Some(RetryBudget::default()),
         }
     }
 }
@@ -58,18 +60,13 @@ impl Default for Shared {
 /// ```
 /// use std::time::Duration;
 /// use tower::retry::Policy;
-/// use tower_backoff::{BackOff, RetryLayer};
+/// use tower_backoff::{ConstantBackOff, RetryLayer};
 ///
-/// # #[derive(Clone)] struct Fixed;
-/// # impl BackOff for Fixed {
-/// #     fn next_backoff(&mut self) -> Option<Duration> { Some(Duration::from_millis(100)) }
-/// #     fn reset(&mut self) {}
-/// # }
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// type Req = http::Request<String>;
 /// type Res = http::Response<String>;
 ///
-/// let mut policy = RetryLayer::new(Fixed).policy();
+/// let mut policy = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100))).policy();
 /// let req: Req = http::Request::get("/").body(String::new()).unwrap();
 /// let mut copy = Policy::<Req, Res, std::io::Error>::clone_request(&mut policy, &req)
 ///     .expect("GETs can be retried");
@@ -150,6 +147,7 @@ enum GiveUp {
     BackOff,
     RetryAfterCap(Duration),
     Budget(Exhausted),
+    RetryBudget,
 }
 
 impl fmt::Display for GiveUp {
@@ -159,6 +157,7 @@ impl fmt::Display for GiveUp {
             Self::BackOff => f.write_str("backoff gave up"),
             Self::RetryAfterCap(asked) => write!(f, "server asked for {asked:?}, past the cap"),
             Self::Budget(why) => write!(f, "{why}"),
+            Self::RetryBudget => f.write_str("the client's shared retry budget is spent"),
         }
     }
 }
@@ -283,6 +282,14 @@ where
             return None;
         }
 
+        // Last check, so that a retry refused for another reason costs no token.
+        if let Some(budget) = &self.shared.retry_budget {
+            if !budget.withdraw() {
+                self.give_up(GiveUp::RetryBudget, reason, result);
+                return None;
+            }
+        }
+
         let event = RetryEvent {
             attempt: self.attempts,
             delay,
@@ -314,7 +321,11 @@ where
             self.attempts = self.attempts.saturating_add(1);
             return Some(clone_parts(req));
         }
-        // A new logical request: choose its settings and start afresh.
+        // A new logical request: it funds the shared retry budget (retries do not, or
+        // retries would fund more retries), then chooses its settings and starts afresh.
+        if let Some(budget) = &self.shared.retry_budget {
+            budget.deposit();
+        }
         let settings = match req.extensions().get::<RetrySettings>() {
             Some(settings) => settings.clone(),
             None => self
