@@ -7,13 +7,14 @@ use super::routes::Routes;
 use super::settings::DEFAULT_MAX_RETRY_AFTER as _;
 use super::settings::RetrySettings;
 use crate::BackOff;
+use crate::body::ReplayBodyLayer;
 use crate::budget::RetryBudget;
 use crate::classify::ErrorClass;
 use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
-use tower_layer::Layer;
+use tower_layer::{Layer, Stack};
 
 /// Retries HTTP requests on 429, 503 (honouring `Retry-After`), 502, 504, 408 and
 /// transport errors, within a per-request budget.
@@ -149,6 +150,54 @@ impl<B: BackOff> RetryLayer<B> {
     pub fn without_retry_budget(mut self) -> Self {
         self.shared_mut().retry_budget = None;
         self
+    }
+
+    /// Makes requests whose body is not `Clone` (hyper's `Incoming`, axum, tonic and
+    /// streaming bodies) retryable: a [`ReplayBodyLayer`] in front of the retry buffers
+    /// each body *as the first attempt streams it*, up to `max_bytes`
+    /// ([`DEFAULT_MAX_BYTES`](crate::body::DEFAULT_MAX_BYTES) is a good start), so that a
+    /// retry can send it again. A body that outgrows the cap is sent once, normally, and
+    /// its request is not retried.
+    ///
+    /// The inner service then receives `http::Request<ReplayBody<B>>`.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http_body_util::{BodyExt, channel::Channel};
+    /// use std::time::Duration;
+    /// use tower::{ServiceBuilder, ServiceExt};
+    /// use tower_backoff::{ConstantBackOff, ReplayBody, RetryLayer, body::DEFAULT_MAX_BYTES};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// // The upstream answers 503 to the first attempt; both attempts see the whole body.
+    /// let mut calls = 0;
+    /// let upstream = tower::service_fn(move |req: http::Request<ReplayBody<Channel<Bytes>>>| {
+    ///     calls += 1;
+    ///     let status = if calls == 1 { 503 } else { 200 };
+    ///     async move {
+    ///         let body = req.into_body().collect().await?.to_bytes();
+    ///         assert_eq!(&body[..], b"hello world");
+    ///         let res = http::Response::builder().status(status).body(()).unwrap();
+    ///         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(res)
+    ///     }
+    /// });
+    /// let backoff = ConstantBackOff::new(Duration::from_millis(10));
+    /// let client = ServiceBuilder::new()
+    ///     .layer(RetryLayer::new(backoff).replay_bodies(DEFAULT_MAX_BYTES))
+    ///     .service(upstream);
+    ///
+    /// // A streaming body (not `Clone`), written while the request is in flight.
+    /// let (mut tx, body) = Channel::<Bytes>::new(1);
+    /// tokio::spawn(async move {
+    ///     tx.send_data(Bytes::from("hello ")).await.unwrap();
+    ///     tx.send_data(Bytes::from("world")).await.unwrap();
+    /// });
+    /// let res = client.oneshot(http::Request::put("/").body(body).unwrap()).await.unwrap();
+    /// assert_eq!(res.status(), 200);
+    /// # }
+    /// ```
+    pub fn replay_bodies(self, max_bytes: usize) -> Stack<Self, ReplayBodyLayer> {
+        Stack::new(self, ReplayBodyLayer::new().with_max_bytes(max_bytes))
     }
 
     /// The policy this layer installs, for `tower::retry::RetryLayer::new` or direct use.

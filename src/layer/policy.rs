@@ -283,11 +283,11 @@ where
         }
 
         // Last check, so that a retry refused for another reason costs no token.
-        if let Some(budget) = &self.shared.retry_budget {
-            if !budget.withdraw() {
-                self.give_up(GiveUp::RetryBudget, reason, result);
-                return None;
-            }
+        if let Some(budget) = &self.shared.retry_budget
+            && !budget.withdraw()
+        {
+            self.give_up(GiveUp::RetryBudget, reason, result);
+            return None;
         }
 
         let event = RetryEvent {
