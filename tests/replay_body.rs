@@ -131,13 +131,16 @@ fn clone_request<B>(req: &Request<ReplayBody<B>>) -> Request<ReplayBody<B>> {
     clone
 }
 
+/// Both response bodies of a request sent twice, and whether its guard ended capped.
+type TwoBodies = (Result<Bytes, BoxError>, Result<Bytes, BoxError>, bool);
+
 /// A service that sends each request twice through `client`, the second time with a clone
 /// taken before the first attempt, and returns both response bodies.
 fn send_twice<B>(
     client: Client<HttpConnector, ReplayBody<B>>,
 ) -> impl Service<
     Request<ReplayBody<B>>,
-    Response = (Result<Bytes, BoxError>, Result<Bytes, BoxError>, bool),
+    Response = TwoBodies,
     Error = BoxError,
     Future = impl Future + Send,
 > + Clone
