@@ -37,12 +37,6 @@ fn ours_bench<B: BackOff>(b: &mut criterion::Bencher<'_>, mut backoff: B) {
 }
 
 fn bench(c: &mut Criterion) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let _guard = rt.enter();
-
     let mut g = c.benchmark_group("next_backoff");
     g.throughput(Throughput::Elements(DRAWS));
 
@@ -111,6 +105,14 @@ fn bench(c: &mut Criterion) {
         })
     });
 
+    // Tower's `next_backoff` creates a `tokio::time::Sleep`, which needs a runtime. Ours run
+    // outside one: with the `test-util` feature (enabled by the dev-dependencies) tokio's
+    // `Instant::now` inside a runtime locks the mock clock, a cost production never pays.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _guard = rt.enter();
     let mut maker = ExponentialBackoffMaker::new(INITIAL, CAP, 0.5, HasherRng::default()).unwrap();
     g.bench_function("tower 0.5 ExponentialBackoffMaker", |b| {
         b.iter(|| {
