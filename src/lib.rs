@@ -97,8 +97,8 @@ pub mod budget;
 pub mod classify;
 mod layer;
 pub use layer::{
-    DEFAULT_MAX_RETRY_AFTER, OnRetry, RequestHead, RetryDelay, RetryEvent, RetryLayer, RetryPolicy,
-    RetryReason, RetrySettings, RetryStats, Routes,
+    DEFAULT_MAX_RETRY_AFTER, GiveUp, OnRetry, RequestHead, RetryDelay, RetryEvent, RetryLayer,
+    RetryPolicy, RetryReason, RetrySettings, RetryStats, Routes,
 };
 
 // ---- end section D ----
