@@ -53,7 +53,7 @@ impl Log {
 
 /// The inner service: answers with the status named by the path (`/503`), echoes an
 /// `x-retry-after` request header as `Retry-After`, fails with an I/O error on `/err`,
-/// and logs every call.
+/// takes `?sleep=<ms>` to answer, and logs every call.
 fn scripted(
     log: &Log,
 ) -> impl Service<Request<()>, Response = Response<()>, Error = std::io::Error, Future: Send>
@@ -68,6 +68,9 @@ fn scripted(
                 .lock()
                 .unwrap()
                 .push((Instant::now(), request.uri().to_string()));
+            if let Some(sleep) = request.uri().query().and_then(|q| q.strip_prefix("sleep=")) {
+                tokio::time::sleep(ms(sleep.parse().unwrap())).await;
+            }
             let path = request.uri().path().trim_start_matches('/');
             if path == "err" {
                 return Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
@@ -451,6 +454,87 @@ async fn concurrent_requests_sharing_a_layer_are_spaced() {
     }
     let expected: Vec<_> = (0..=10).map(|i| ms(100 * i)).collect();
     assert_eq!(log.offsets(start), expected);
+}
+
+#[tokio::test(start_paused = true)]
+async fn refusals_of_requests_already_in_flight_raise_the_delay_once() {
+    let log = Log::default();
+    let pacing = layer(100);
+    let client = pacing.layer(scripted(&log));
+    let burst: Vec<_> = (0..8)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/503?sleep=1000"))))
+        .collect();
+    for task in burst {
+        assert_eq!(task.await.unwrap().unwrap().status(), 503);
+    }
+    // Eight refusals of one round: one step up, not 100 ms × 2⁷.
+    assert_eq!(pacing.current_delay(), ms(100));
+    assert_eq!(pacing.backoff().metrics().went_up, 1);
+    // A request sent at the new pace and refused again: the next step.
+    client.clone().oneshot(get("http://a/503")).await.unwrap();
+    assert_eq!(pacing.current_delay(), ms(200));
+}
+
+/// Checks tower's contract: `call` only on an instance that `poll_ready` made ready.
+/// As with tower's `Buffer`, a clone does not inherit the readiness.
+struct Strict<S> {
+    inner: S,
+    ready: bool,
+    readied: Arc<Mutex<usize>>,
+}
+
+impl<S: Clone> Clone for Strict<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            ready: false,
+            readied: Arc::clone(&self.readied),
+        }
+    }
+}
+
+impl<S: Service<Request<()>>> Service<Request<()>> for Strict<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        let poll = self.inner.poll_ready(cx);
+        if poll.is_ready() && !self.ready {
+            self.ready = true;
+            *self.readied.lock().unwrap() += 1;
+        }
+        poll
+    }
+
+    fn call(&mut self, request: Request<()>) -> S::Future {
+        assert!(self.ready, "called without poll_ready");
+        self.ready = false;
+        self.inner.call(request)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_request_readies_its_own_clone_of_the_inner_service() {
+    let log = Log::default();
+    let readied = Arc::new(Mutex::new(0));
+    let pacing = layer(100);
+    let mut client = pacing.layer(Strict {
+        inner: scripted(&log),
+        ready: false,
+        readied: Arc::clone(&readied),
+    });
+    send(&mut client, get("http://a/503")).await.unwrap();
+    assert_eq!(*readied.lock().unwrap(), 1);
+    // This one waits 100 ms, with an unready clone that it readies after the wait...
+    send(&mut client, get("http://a/200")).await.unwrap();
+    assert_eq!(*readied.lock().unwrap(), 3);
+    // ...while the service's own readiness was kept for the next request.
+    assert!(client.get_ref().ready);
+    assert_eq!(log.len(), 2);
 }
 
 #[tokio::test(start_paused = true)]

@@ -38,8 +38,8 @@ pin_project! {
             sleep: Sleep,
             pending: Option<(S, R)>,
         },
-        // Sent: awaiting the inner service's response.
-        Calling { #[pin] future: F },
+        // Sent during pacing round `round`: awaiting the inner service's response.
+        Calling { #[pin] future: F, round: u64 },
     }
 }
 
@@ -47,9 +47,14 @@ impl<S, B> ResponseFuture<S, B>
 where
     S: Service<Request<B>>,
 {
-    pub(crate) fn calling(future: S::Future, shared: Arc<Shared>, to: Destination) -> Self {
+    pub(crate) fn calling(
+        future: S::Future,
+        round: u64,
+        shared: Arc<Shared>,
+        to: Destination,
+    ) -> Self {
         Self {
-            state: State::Calling { future },
+            state: State::Calling { future, round },
             shared,
             to,
         }
@@ -105,16 +110,17 @@ where
                         .expect("ResponseFuture polled after completion");
                     ready!(service.poll_ready(cx)).map_err(Into::into)?;
                     let (mut service, request) = pending.take().expect("checked above");
+                    let round = this.shared.round();
                     let future = service.call(request);
-                    this.state.set(State::Calling { future });
+                    this.state.set(State::Calling { future, round });
                 }
-                StateProj::Calling { future } => {
+                StateProj::Calling { future, round } => {
                     let result = ready!(future.poll(cx));
                     // Transport errors leave the pace alone: they say nothing about the
                     // server's load, and a dead host must not slow down the others.
                     if let Ok(response) = &result {
-                        this.shared
-                            .record(this.to, response.status(), response.headers());
+                        let (status, headers) = (response.status(), response.headers());
+                        this.shared.record(this.to, *round, status, headers);
                     }
                     return Poll::Ready(result.map_err(Into::into));
                 }

@@ -6,7 +6,7 @@ use crate::ResponsiveBackOff;
 use http::uri::Authority;
 use http::{HeaderMap, Request, StatusCode};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
@@ -67,6 +67,9 @@ pub(crate) struct Shared {
     /// the gate's lock after every slow-down response; cleared under it by `admit`, after
     /// reading the delay under it too, so a concurrent slow-down is never lost.
     throttled: AtomicBool,
+    /// Counts the raises of the delay; a request remembers the round it was sent in.
+    /// Written under the gate's lock.
+    round: AtomicU64,
     gate: Mutex<Gate>,
 }
 
@@ -97,6 +100,7 @@ impl Shared {
             backoff,
             settings,
             throttled: AtomicBool::new(false),
+            round: AtomicU64::new(0),
             gate: Mutex::new(Gate::default()),
         }
     }
@@ -166,15 +170,27 @@ impl Shared {
         }
     }
 
-    /// Learns from a response of `to`: a slow-down status raises the client's delay,
-    /// pushes the next slot one delay past now and, with a `Retry-After` (or
-    /// `RateLimit`), cools `to` down; any other status counts as a success.
-    pub(crate) fn record(&self, to: &Destination, status: StatusCode, headers: &HeaderMap) {
+    /// The current pacing round, to pass back to [`record`](Self::record) with the
+    /// response of a request sent now.
+    pub(crate) fn round(&self) -> u64 {
+        self.round.load(Ordering::Acquire)
+    }
+
+    /// Learns from the response of `to` to a request sent in `round`: a slow-down status
+    /// raises the client's delay (once per round), pushes the next slot one delay past
+    /// now and, with a `Retry-After` (or `RateLimit`), cools `to` down; any other status
+    /// counts as a success.
+    pub(crate) fn record(
+        &self,
+        to: &Destination,
+        round: u64,
+        status: StatusCode,
+        headers: &HeaderMap,
+    ) {
         if !self.settings.slow_down.contains(status) {
             self.backoff.on_success();
             return;
         }
-        let delay = self.backoff.on_failure();
         let cooldown = if self.settings.max_cooldown.is_zero() {
             None
         } else {
@@ -184,6 +200,15 @@ impl Shared {
         };
         let now = Instant::now();
         let mut gate = self.lock();
+        // Only a request sent after the last raise raises again: the other refusals
+        // answer requests sent at the old pace, and counting each would multiply the
+        // delay once per request in flight (TCP likewise backs off once per round trip).
+        let delay = if self.round.load(Ordering::Acquire) == round {
+            self.round.store(round.wrapping_add(1), Ordering::Release);
+            self.backoff.on_failure()
+        } else {
+            self.backoff.current()
+        };
         let after = later(now, delay);
         gate.next_slot = Some(gate.next_slot.map_or(after, |slot| slot.max(after)));
         if let Some(cooldown) = cooldown {

@@ -7,13 +7,19 @@
 //! paces the client itself, every request it sends:
 //!
 //! - **Spacing.** It learns one delay for the whole client with the
-//!   [`ResponsiveBackOff`](crate::ResponsiveBackOff) of seed 002. Each response whose
+//!   [`ResponsiveBackOff`](crate::ResponsiveBackOff) of seed 002. A response whose
 //!   status is a slow-down status (429 and 503 by default) raises the delay (to 100 ms
 //!   from zero, then ×2 up to 5 s by default) and pushes the next request's start one
 //!   delay past that response. New requests are then spaced at least the delay apart,
 //!   in arrival order. Every other response is a success; after 10 in a row (default)
 //!   the delay halves, and drops to zero below its initial value: the client is back at
 //!   full speed, and requests no longer wait at all.
+//! - **Once per round.** Only a refusal of a request sent *after* the delay last went up
+//!   raises it again. When 50 requests are in flight and the server refuses them all,
+//!   they answer the old pace: the delay goes up once, not 2⁵⁰ times (TCP, likewise,
+//!   backs off once per round trip). The other refusals still push the next slot and
+//!   set cool-downs, but are not reported to the backoff (nor counted in its
+//!   [`metrics`](crate::ResponsiveBackOff::metrics)).
 //! - **Cool-downs.** When a slow-down response carries `Retry-After` (or a `RateLimit`
 //!   reset, read by [`retry_after::from_headers`](crate::retry_after::from_headers)), its
 //!   destination — the request URI's authority, else its `Host` header — cools down:

@@ -70,8 +70,9 @@ where
         let deadline = request.extensions().get::<PacingDeadline>().map(|d| d.0);
         match self.shared.admit(&to, deadline) {
             Ok(None) => {
+                let round = self.shared.round();
                 let future = self.inner.call(request);
-                ResponseFuture::calling(future, Arc::clone(&self.shared), to)
+                ResponseFuture::calling(future, round, Arc::clone(&self.shared), to)
             }
             Ok(Some(start)) => ResponseFuture::waiting(
                 start,
