@@ -247,6 +247,36 @@ async fn requests_queued_behind_a_cool_down_leave_one_delay_apart() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_cool_down_shorter_than_the_clients_queue_does_not_jump_it() {
+    let log = Log::default();
+    let pacing = layer(100);
+    let client = pacing.layer(scripted(&log));
+    let start = Instant::now();
+    client
+        .clone()
+        .oneshot(get_ra("http://a/503", "1"))
+        .await
+        .unwrap();
+    // Fifteen requests to B take the client's slots 100 ms to 1.5 s...
+    let queued: Vec<_> = (0..15)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://b/200"))))
+        .collect();
+    tokio::task::yield_now().await;
+    // ...so A, whose cool-down ends at 1 s, comes after them, not before.
+    client.clone().oneshot(get("http://a/200")).await.unwrap();
+    for task in queued {
+        task.await.unwrap().unwrap();
+    }
+    let offsets = log.offsets(start);
+    assert_eq!(offsets.len(), 17);
+    assert_eq!(offsets[15], ms(1500));
+    assert_eq!(
+        (offsets[16], log.uris()[16].as_str()),
+        (ms(1600), "http://a/200")
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_wait_beyond_max_wait_or_the_deadline_fails_fast() {
     let log = Log::default();
     let pacing = PacingLayer::builder()

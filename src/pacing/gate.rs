@@ -129,15 +129,16 @@ impl Shared {
             gate.cooldowns.clear();
             gate.cooling_until = None;
         }
+        let slot = gate.next_slot.map_or(now, |slot| slot.max(now));
+        // A cool-down ending after the client's next slot holds the request in its own
+        // queue, without taking one of the client's slots (requests to other destinations
+        // need not wait behind it); one ending sooner is covered by that slot.
         let cooling = if gate.cooldowns.is_empty() {
             None
         } else {
-            gate.cooldowns.get(to).copied().filter(|at| *at > now)
+            gate.cooldowns.get(to).copied().filter(|at| *at > slot)
         };
-        let start = match cooling {
-            Some(at) => at,
-            None => gate.next_slot.map_or(now, |slot| slot.max(now)),
-        };
+        let start = cooling.unwrap_or(slot);
         let wait = start - now;
         let budget = match deadline {
             Some(deadline) => self

@@ -16,7 +16,7 @@
 //!   full speed, and requests no longer wait at all.
 //! - **Once per round.** Only a refusal of a request sent *after* the delay last went up
 //!   raises it again. When 50 requests are in flight and the server refuses them all,
-//!   they answer the old pace: the delay goes up once, not 2⁵⁰ times (TCP, likewise,
+//!   they answer the old pace: the delay goes up one step, not fifty (TCP, likewise,
 //!   backs off once per round trip). The other refusals still push the next slot and
 //!   set cool-downs, but are not reported to the backoff (nor counted in its
 //!   [`metrics`](crate::ResponsiveBackOff::metrics)).
@@ -25,11 +25,13 @@
 //!   destination — the request URI's authority, else its `Host` header — cools down:
 //!   new requests to it wait until then (capped by
 //!   [`max_cooldown`](PacingBuilder::max_cooldown), 5 min by default), then leave one
-//!   delay apart. Requests to other destinations are not held by it.
+//!   delay apart, not in a burst. Requests to other destinations are not held by it,
+//!   and it does not let its own requests jump the client's queue either.
 //! - **Fail fast.** A request never waits longer than
 //!   [`max_wait`](PacingBuilder::max_wait) (10 s by default), nor past its own
 //!   [`PacingDeadline`], if it carries one: when its wait would, it fails at once with
 //!   [`PacingError::WouldExceedBudget`], unsent, and reserves nothing.
+//!   A request dropped while it waits leaves its slot unused.
 //! - **Transport errors** (connection refused, reset, …) change nothing: they do not say
 //!   the server is overloaded, and one dead host must not slow the client down for all
 //!   the others.
@@ -47,6 +49,10 @@
 //!   and every attempt's response teaches the pace.
 //! - **Outside the retry layer** (`.layer(pacing).layer(retry)`): only new requests are
 //!   paced, and pacing only sees the final response of each one.
+//!
+//! Inside, a request turned away by pacing reaches the retry policy as an error (a boxed
+//! [`PacingError`]); a policy should not retry it, since the wait that made it fail is
+//! still ahead.
 //!
 //! Below, a 503 with `Retry-After: 2` is retried by tower's own retry layer (a
 //! one-retry policy stands in for the crate's `RetryLayer`, which goes in the same
