@@ -117,3 +117,10 @@ pub use backoff::{
 };
 
 // ---- end section B ----
+
+// ---- pacing (section H) ----
+pub mod pacing;
+
+pub use pacing::{Pacing, PacingBuilder, PacingDeadline, PacingError, PacingLayer};
+
+// ---- end section H ----
