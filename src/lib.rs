@@ -69,6 +69,11 @@
 mod error;
 pub use error::ConfigError;
 
+/// The README's Rust snippets, compiled and run as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 // ---- backoff core ----
 pub mod backoff;
 pub use backoff::{BackOff, Schedule, Scheduled};
@@ -97,8 +102,8 @@ pub mod budget;
 pub mod classify;
 mod layer;
 pub use layer::{
-    DEFAULT_MAX_RETRY_AFTER, OnRetry, RequestHead, RetryDelay, RetryEvent, RetryLayer, RetryPolicy,
-    RetryReason, RetrySettings, RetryStats, Routes,
+    DEFAULT_MAX_RETRY_AFTER, GiveUp, OnRetry, RequestHead, RetryDelay, RetryEvent, RetryLayer,
+    RetryPolicy, RetryReason, RetrySettings, RetryStats, Routes,
 };
 
 // ---- end section D ----
@@ -117,3 +122,10 @@ pub use backoff::{
 };
 
 // ---- end section B ----
+
+// ---- pacing (section H) ----
+pub mod pacing;
+
+pub use pacing::{Pacing, PacingBuilder, PacingDeadline, PacingError, PacingLayer};
+
+// ---- end section H ----

@@ -9,10 +9,10 @@ use tokio::time::Instant;
 use tower::retry::Policy;
 use tower::{Layer, Service, ServiceExt};
 use tower_backoff::body::ReplayGuard;
-use tower_backoff::budget::Limits;
+use tower_backoff::budget::{Exhausted, Limits};
 use tower_backoff::classify::{ErrorClass, IDEMPOTENCY_KEY, StatusSet, default_error_class};
 use tower_backoff::{
-    BackOff, RetryEvent, RetryLayer, RetryReason, RetrySettings, RetryStats, Routes,
+    BackOff, GiveUp, RetryEvent, RetryLayer, RetryReason, RetrySettings, RetryStats, Routes,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -181,7 +181,8 @@ async fn row_429_waits_for_retry_after_for_every_method() {
             stats(&res),
             RetryStats {
                 attempts: 2,
-                waited: 2 * SEC
+                waited: 2 * SEC,
+                gave_up: None,
             }
         );
     }
@@ -233,7 +234,8 @@ async fn row_503_for_a_non_idempotent_request_is_returned_as_is() {
             stats(&res),
             RetryStats {
                 attempts: 1,
-                waited: Duration::ZERO
+                waited: Duration::ZERO,
+                gave_up: Some(GiveUp::NotIdempotent),
             }
         );
     }
@@ -431,6 +433,10 @@ async fn retry_after_past_the_cap_gives_up_at_once_with_the_response_unchanged()
     assert_eq!(res.status(), 503);
     assert_eq!(res.headers()["retry-after"], "11");
     assert_eq!(res.body(), "body 503");
+    assert_eq!(
+        stats(&res).gave_up,
+        Some(GiveUp::RetryAfterTooLong(11 * SEC))
+    );
     // Exactly at the default cap (10 s) is still waited for.
     let (_, arrivals) = run(layer(), get(), &[WithHeader(503, "retry-after", b"10")]).await;
     assert_eq!(arrivals, [Duration::ZERO, 10 * SEC]);
@@ -541,7 +547,8 @@ async fn max_attempts_counts_the_first_attempt() {
         stats(&res),
         RetryStats {
             attempts: 3,
-            waited: 300 * MS
+            waited: 300 * MS,
+            gave_up: Some(GiveUp::Budget(Exhausted::Attempts)),
         }
     );
     // The default is three attempts.
@@ -575,7 +582,8 @@ async fn a_wait_ending_past_the_deadline_is_not_started() {
         stats(&res),
         RetryStats {
             attempts: 2,
-            waited: 400 * MS
+            waited: 400 * MS,
+            gave_up: Some(GiveUp::Budget(Exhausted::Deadline)),
         }
     );
 }
@@ -612,7 +620,9 @@ async fn a_backoff_returning_none_stops_the_retries() {
         &[Status(503); 5],
     )
     .await;
-    assert_eq!(res.unwrap().status(), 503);
+    let res = res.unwrap();
+    assert_eq!(res.status(), 503);
+    assert_eq!(stats(&res).gave_up, Some(GiveUp::BackOff));
     assert_eq!(arrivals.len(), 2);
 }
 
@@ -631,7 +641,8 @@ async fn the_backoff_starts_fresh_for_each_logical_request() {
         stats(&res),
         RetryStats {
             attempts: 2,
-            waited: 100 * MS
+            waited: 100 * MS,
+            gave_up: None,
         }
     );
 }
@@ -760,7 +771,8 @@ async fn the_final_response_carries_attempts_and_time_waited() {
         stats(&res.unwrap()),
         RetryStats {
             attempts: 1,
-            waited: Duration::ZERO
+            waited: Duration::ZERO,
+            gave_up: None,
         }
     );
     let (res, _) = run(
@@ -774,7 +786,8 @@ async fn the_final_response_carries_attempts_and_time_waited() {
         stats(&res.unwrap()),
         RetryStats {
             attempts: 3,
-            waited: SEC + 200 * MS
+            waited: SEC + 200 * MS,
+            gave_up: None,
         }
     );
 }
@@ -837,6 +850,10 @@ async fn a_body_capped_during_the_attempt_is_not_retried() {
         Ok(Response::builder().status(503).body(String::new()).unwrap());
     assert!(policy.retry(&mut copy, &mut result).is_none());
     assert_eq!(stats(result.as_ref().unwrap()).attempts, 1);
+    assert_eq!(
+        stats(result.as_ref().unwrap()).gave_up,
+        Some(GiveUp::BodyNotReplayable)
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -165,7 +165,8 @@ async fn waits_for_retry_after_seconds_then_http_date_then_backs_off_on_429() {
         res.extensions().get::<RetryStats>(),
         Some(&RetryStats {
             attempts: 4,
-            waited
+            waited,
+            gave_up: None,
         })
     );
     assert!(real_start.elapsed() < SEC, "ran on virtual time");
@@ -303,7 +304,8 @@ async fn a_refused_post_succeeds_once_the_server_is_up() {
         res.extensions().get::<RetryStats>(),
         Some(&RetryStats {
             attempts: 2,
-            waited: 100 * MS
+            waited: 100 * MS,
+            gave_up: None,
         })
     );
     let arrivals = arrivals.lock().unwrap().clone().unwrap();

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tower::{Layer, Service, ServiceExt};
-use tower_backoff::budget::RetryBudget;
-use tower_backoff::{ConstantBackOff, RetryLayer, RetrySettings};
+use tower_backoff::budget::{Exhausted, RetryBudget};
+use tower_backoff::{ConstantBackOff, GiveUp, RetryLayer, RetrySettings, RetryStats};
 
 /// A server in total outage: every request is answered 503; counts the attempts.
 fn outage(
@@ -44,6 +44,14 @@ async fn run(layer: RetryLayer<ConstantBackOff>, requests: u32) -> u32 {
             .await
             .unwrap();
         assert_eq!(res.status(), 503);
+        let gave_up = res.extensions().get::<RetryStats>().unwrap().gave_up;
+        assert!(
+            matches!(
+                gave_up,
+                Some(GiveUp::RetryBudget | GiveUp::Budget(Exhausted::Attempts))
+            ),
+            "{gave_up:?}"
+        );
     }
     attempts.load(Ordering::SeqCst)
 }

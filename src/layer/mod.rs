@@ -20,4 +20,4 @@ pub use layer::RetryLayer;
 pub use policy::{RetryDelay, RetryPolicy};
 pub use routes::{RequestHead, Routes};
 pub use settings::{DEFAULT_MAX_RETRY_AFTER, RetrySettings};
-pub use stats::RetryStats;
+pub use stats::{GiveUp, RetryStats};

@@ -3,10 +3,10 @@
 use super::hook::{OnRetry, RetryEvent, RetryReason};
 use super::routes::{RequestHead, Routes};
 use super::settings::RetrySettings;
-use super::stats::RetryStats;
+use super::stats::{GiveUp, RetryStats};
 use crate::BackOff;
 use crate::body::ReplayGuard;
-use crate::budget::{Exhausted, RetryBudget};
+use crate::budget::RetryBudget;
 use crate::classify::{AsError, ErrorClass, default_error_class, is_idempotent};
 use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
@@ -104,6 +104,7 @@ impl<B> RetryPolicy<B> {
         RetryStats {
             attempts: self.attempts,
             waited: self.waited,
+            gave_up: None,
         }
     }
 
@@ -141,34 +142,16 @@ fn clone_parts<B: Clone>(req: &Request<B>) -> Request<B> {
     copy
 }
 
-/// Why the policy stops (only traced: the caller sees the last outcome).
-enum GiveUp {
-    Replay,
-    BackOff,
-    RetryAfterCap(Duration),
-    Budget(Exhausted),
-    RetryBudget,
-}
-
-impl fmt::Display for GiveUp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Replay => f.write_str("request body cannot be replayed"),
-            Self::BackOff => f.write_str("backoff gave up"),
-            Self::RetryAfterCap(asked) => write!(f, "server asked for {asked:?}, past the cap"),
-            Self::Budget(why) => write!(f, "{why}"),
-            Self::RetryBudget => f.write_str("the client's shared retry budget is spent"),
-        }
-    }
-}
-
 impl<B> RetryPolicy<B>
 where
     B: BackOff,
 {
-    fn finish<Res, E>(&self, result: &mut Result<Response<Res>, E>) {
+    fn finish<Res, E>(&self, result: &mut Result<Response<Res>, E>, gave_up: Option<GiveUp>) {
         if let Ok(res) = result {
-            res.extensions_mut().insert(self.stats());
+            res.extensions_mut().insert(RetryStats {
+                gave_up,
+                ..self.stats()
+            });
         }
     }
 
@@ -184,7 +167,7 @@ where
             why = %why,
             "not retrying"
         );
-        self.finish(result);
+        self.finish(result, Some(why));
     }
 }
 
@@ -207,10 +190,13 @@ where
         let (reason, asked) = match result {
             Ok(res) => {
                 let status = res.status();
-                let retryable = settings.statuses().contains(status)
-                    && (idempotent || status == StatusCode::TOO_MANY_REQUESTS);
-                if !retryable {
-                    self.finish(result);
+                if !settings.statuses().contains(status) {
+                    self.finish(result, None);
+                    return None;
+                }
+                // A 429 was refused before any processing: safe to resend for every method.
+                if !idempotent && status != StatusCode::TOO_MANY_REQUESTS {
+                    self.give_up(GiveUp::NotIdempotent, RetryReason::Status(status), result);
                     return None;
                 }
                 let now = match &self.shared.wall_clock {
@@ -242,7 +228,7 @@ where
             }
         };
         if capped(req) {
-            self.give_up(GiveUp::Replay, reason, result);
+            self.give_up(GiveUp::BodyNotReplayable, reason, result);
             return None;
         }
         let limits = settings.limits();
@@ -263,7 +249,7 @@ where
                 } else if settings.clamp_retry_after() {
                     cap
                 } else {
-                    self.give_up(GiveUp::RetryAfterCap(asked), reason, result);
+                    self.give_up(GiveUp::RetryAfterTooLong(asked), reason, result);
                     return None;
                 };
                 match reason {
