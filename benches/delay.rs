@@ -19,9 +19,7 @@ use std::hint::black_box;
 use std::time::Duration;
 use tower::retry::backoff::{Backoff as _, ExponentialBackoffMaker, MakeBackoff};
 use tower::util::rng::HasherRng;
-use tower_backoff::{
-    BackOff, DecorrelatedJitter, ExponentialBackOff, FullJitter, Schedule, aws,
-};
+use tower_backoff::{BackOff, DecorrelatedJitter, ExponentialBackOff, FullJitter, Schedule, aws};
 
 const INITIAL: Duration = Duration::from_millis(100);
 const CAP: Duration = Duration::from_secs(10);
@@ -64,13 +62,25 @@ fn bench(c: &mut Criterion) {
         ours_bench(b, ours_no_clock.clone())
     });
     g.bench_function("tower-backoff FullJitter", |b| {
-        ours_bench(b, FullJitter::new(INITIAL, CAP).unwrap().into_backoff().with_seed(1))
+        ours_bench(
+            b,
+            FullJitter::new(INITIAL, CAP)
+                .unwrap()
+                .into_backoff()
+                .with_seed(1),
+        )
     });
     g.bench_function("tower-backoff aws::Exponential (no jitter)", |b| {
-        ours_bench(b, aws::Exponential::new(INITIAL, CAP).unwrap().into_backoff())
+        ours_bench(
+            b,
+            aws::Exponential::new(INITIAL, CAP).unwrap().into_backoff(),
+        )
     });
     g.bench_function("tower-backoff DecorrelatedJitter", |b| {
-        ours_bench(b, DecorrelatedJitter::new(INITIAL, CAP).unwrap().with_seed(1))
+        ours_bench(
+            b,
+            DecorrelatedJitter::new(INITIAL, CAP).unwrap().with_seed(1),
+        )
     });
 
     let mut peer = backoff::ExponentialBackoffBuilder::new()

@@ -43,7 +43,9 @@ async fn server() -> SocketAddr {
             let service = hyper::service::service_fn(|req: Request<Incoming>| async move {
                 // Read the whole request body, as a real handler would.
                 let _ = req.into_body().collect().await;
-                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"{\"ok\":true}"))))
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(
+                    b"{\"ok\":true}",
+                ))))
             });
             tokio::spawn(
                 hyper::server::conn::http1::Builder::new()
@@ -61,7 +63,10 @@ fn request(addr: SocketAddr) -> Request<Full<Bytes>> {
         .header("accept-encoding", "identity")
         .header("authorization", "Bearer eyJhbGciOiJIUzI1NiJ9.e30.abc")
         .header("x-request-id", "6f1c2f8e-8a55-4c1b-9d0e-2b7f1a3c9d44")
-        .header("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        .header(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
         .header("cache-control", "no-cache")
         .header("x-client-version", "1.2.3")
         .header("content-type", "application/json")
@@ -85,7 +90,13 @@ where
             let mut svc = svc.clone();
             tokio::spawn(async move {
                 for _ in 0..BATCH / CONCURRENCY {
-                    let res = svc.ready().await.unwrap().call(request(addr)).await.unwrap();
+                    let res = svc
+                        .ready()
+                        .await
+                        .unwrap()
+                        .call(request(addr))
+                        .await
+                        .unwrap();
                     assert!(res.status().is_success());
                     res.into_body().collect().await.unwrap();
                 }

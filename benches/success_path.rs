@@ -76,7 +76,10 @@ fn request() -> Req {
         .header("accept-encoding", "gzip, br")
         .header("authorization", "Bearer eyJhbGciOiJIUzI1NiJ9.e30.abc")
         .header("x-request-id", "6f1c2f8e-8a55-4c1b-9d0e-2b7f1a3c9d44")
-        .header("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+        .header(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
         .header("cache-control", "no-cache")
         .header("x-client-version", "1.2.3")
         .header("content-type", "application/json")

@@ -4,6 +4,7 @@
 //! cargo run --release --example simulate -- all            # every experiment, charts into docs/
 //! cargo run --release --example simulate -- all --short    # a quick run for CI (no charts)
 //! cargo run --release --example simulate -- contention     # or: overload, ratelimit, delays
+//! cargo run --release --example simulate -- overload --timeline   # + when each client sends
 //! ```
 //!
 //! Every experiment runs the crate's real `RetryLayer` (tower's `Retry` with the crate's
@@ -29,8 +30,8 @@ use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt};
 use tower_backoff::budget::RetryBudget;
 use tower_backoff::{
-    BackOff, DecorrelatedJitter, EqualJitter, ExponentialBackOff, FullJitter, RetryLayer,
-    RetrySettings, Schedule, ZeroBackOff, aws,
+    BackOff, DecorrelatedJitter, EqualJitter, ExponentialBackOff, FullJitter, PacingLayer,
+    ResponsiveBackOff, RetryLayer, RetrySettings, Schedule, ZeroBackOff, aws,
 };
 
 type BoxError = Box<dyn Error + Send + Sync>;
@@ -39,6 +40,10 @@ type Res = Response<()>;
 type Client = BoxCloneService<Req, Res, BoxError>;
 
 const MS: Duration = Duration::from_millis(1);
+
+/// `--timeline`: print, for every overload run, the server's attempts and successes per
+/// half second (to stderr), to see *when* a client sends.
+static TIMELINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 const SEC: Duration = Duration::from_secs(1);
 
 // ---------------------------------------------------------------------------------------
@@ -153,22 +158,32 @@ fn contention(strategy: &str, clients: u32, seed: u64) -> ContentionRun {
     match strategy {
         "no backoff" => contention_with(ZeroBackOff, clients, seed),
         "exponential, no jitter" => contention_with(
-            aws::Exponential::new(BLOG_BASE, BLOG_CAP).unwrap().into_backoff(),
+            aws::Exponential::new(BLOG_BASE, BLOG_CAP)
+                .unwrap()
+                .into_backoff(),
             clients,
             seed,
         ),
         "full jitter" => contention_with(
-            FullJitter::new(BLOG_BASE, BLOG_CAP).unwrap().into_backoff().with_seed(s),
+            FullJitter::new(BLOG_BASE, BLOG_CAP)
+                .unwrap()
+                .into_backoff()
+                .with_seed(s),
             clients,
             seed,
         ),
         "equal jitter" => contention_with(
-            EqualJitter::new(BLOG_BASE, BLOG_CAP).unwrap().into_backoff().with_seed(s),
+            EqualJitter::new(BLOG_BASE, BLOG_CAP)
+                .unwrap()
+                .into_backoff()
+                .with_seed(s),
             clients,
             seed,
         ),
         "decorrelated jitter" => contention_with(
-            DecorrelatedJitter::new(BLOG_BASE, BLOG_CAP).unwrap().with_seed(s),
+            DecorrelatedJitter::new(BLOG_BASE, BLOG_CAP)
+                .unwrap()
+                .with_seed(s),
             clients,
             seed,
         ),
@@ -183,11 +198,9 @@ fn contention(strategy: &str, clients: u32, seed: u64) -> ContentionRun {
             clients,
             seed,
         ),
-        "ExponentialBackOff::default()" => contention_with(
-            ExponentialBackOff::default().with_seed(s),
-            clients,
-            seed,
-        ),
+        "ExponentialBackOff::default()" => {
+            contention_with(ExponentialBackOff::default().with_seed(s), clients, seed)
+        }
         other => unreachable!("unknown strategy {other}"),
     }
 }
@@ -311,15 +324,22 @@ fn run_contention(short: bool, seeds: u64, out: &mut String) -> ContentionTable 
         if seeds == 1 { "" } else { "s" }
     );
     contention_markdown(&table, out, |c| format!("{:.0}", c.0));
-    let _ = writeln!(out, "\n### Contention: completion time, ms (mean of {seeds} seed{})\n",
-        if seeds == 1 { "" } else { "s" });
+    let _ = writeln!(
+        out,
+        "\n### Contention: completion time, ms (mean of {seeds} seed{})\n",
+        if seeds == 1 { "" } else { "s" }
+    );
     contention_markdown(&table, out, |c| format!("{:.0}", c.1 * 1000.0));
     let _ = writeln!(out);
     contention_findings(&table, out);
     table
 }
 
-fn contention_markdown(t: &ContentionTable, out: &mut String, cell: impl Fn(&(f64, f64)) -> String) {
+fn contention_markdown(
+    t: &ContentionTable,
+    out: &mut String,
+    cell: impl Fn(&(f64, f64)) -> String,
+) {
     let _ = write!(out, "| strategy |");
     for n in &t.ns {
         let _ = write!(out, " N={n} |");
@@ -341,7 +361,12 @@ fn contention_markdown(t: &ContentionTable, out: &mut String, cell: impl Fn(&(f6
 /// Checks the blog's three findings against the data and says which hold.
 fn contention_findings(t: &ContentionTable, out: &mut String) {
     let last = t.ns.len() - 1;
-    let idx = |name: &str| CONTENTION_STRATEGIES.iter().position(|s| *s == name).unwrap();
+    let idx = |name: &str| {
+        CONTENTION_STRATEGIES
+            .iter()
+            .position(|s| *s == name)
+            .unwrap()
+    };
     // 1. Work and completion time grow with N, for every strategy (first vs last N).
     let grows = t
         .cells
@@ -350,7 +375,12 @@ fn contention_findings(t: &ContentionTable, out: &mut String) {
     // 2. Exponential without jitter is the clear loser among backoff strategies: the
     //    longest completion time and the most calls at the largest N.
     let no_jitter = idx("exponential, no jitter");
-    let backoffs = [no_jitter, idx("full jitter"), idx("equal jitter"), idx("decorrelated jitter")];
+    let backoffs = [
+        no_jitter,
+        idx("full jitter"),
+        idx("equal jitter"),
+        idx("decorrelated jitter"),
+    ];
     let loser = backoffs.iter().all(|&i| {
         i == no_jitter
             || (t.cells[no_jitter][last].0 > t.cells[i][last].0
@@ -450,6 +480,8 @@ enum Variant {
     Naive,
     Budget,
     BudgetShortTtl,
+    BudgetPacing,
+    BudgetPacingFine,
 }
 
 impl Variant {
@@ -459,16 +491,36 @@ impl Variant {
             Variant::Naive => "naive retry (3 attempts, no budget)",
             Variant::Budget => "RetryLayer default (3 attempts, budget 10 s / 10/s / 20 %)",
             Variant::BudgetShortTtl => "RetryLayer, budget ttl 2 s",
+            Variant::BudgetPacing => "RetryLayer default + PacingLayer::new() inside",
+            Variant::BudgetPacingFine => "RetryLayer default + PacingLayer, initial interval 1 ms",
         }
     }
 }
 
-const VARIANTS: [Variant; 4] = [
+const VARIANTS: [Variant; 6] = [
     Variant::NoRetry,
     Variant::Naive,
     Variant::Budget,
     Variant::BudgetShortTtl,
+    Variant::BudgetPacing,
+    Variant::BudgetPacingFine,
 ];
+
+/// The default pacing layer but for its initial interval, its randomization seeded.
+fn pacing(seed: u64, initial_interval: Duration) -> PacingLayer {
+    let backoff = ResponsiveBackOff::builder()
+        .initial_interval(initial_interval)
+        .max_interval(PacingLayer::DEFAULT_MAX_INTERVAL)
+        .up_multiplier(PacingLayer::DEFAULT_UP_MULTIPLIER)
+        .down_multiplier(PacingLayer::DEFAULT_DOWN_MULTIPLIER)
+        .down_threshold(PacingLayer::DEFAULT_DOWN_THRESHOLD)
+        .randomization_factor(PacingLayer::DEFAULT_RANDOMIZATION_FACTOR)
+        .max_randomization(PacingLayer::DEFAULT_MAX_RANDOMIZATION)
+        .seed(seed)
+        .build()
+        .unwrap();
+    PacingLayer::builder().backoff(backoff).build().unwrap()
+}
 
 /// The client under test, in front of `server`.
 fn client<S>(variant: Variant, server: S, seed: u64) -> Client
@@ -492,6 +544,19 @@ where
                 .settings(three)
                 .retry_budget(RetryBudget::new(2 * SEC, 10, 0.2).unwrap()),
             server,
+        ),
+        // Pacing inside the retry layer (the recommended place): every attempt is paced.
+        Variant::BudgetPacing => BoxCloneService::new(
+            tower::ServiceBuilder::new()
+                .layer(RetryLayer::new(backoff).settings(three))
+                .layer(pacing(seed, PacingLayer::DEFAULT_INITIAL_INTERVAL))
+                .service(server),
+        ),
+        Variant::BudgetPacingFine => BoxCloneService::new(
+            tower::ServiceBuilder::new()
+                .layer(RetryLayer::new(backoff).settings(three))
+                .layer(pacing(seed, MS))
+                .service(server),
         ),
     }
 }
@@ -572,6 +637,22 @@ fn overload(scenario: &Scenario, variant: Variant, seed: u64) -> OverloadRow {
             outcomes.push(task.await.unwrap());
         }
         let state = state.lock().unwrap();
+        if TIMELINE.load(std::sync::atomic::Ordering::Relaxed) {
+            let end = state.log.iter().map(|l| l.0).fold(0.0, f64::max);
+            let mut bins = vec![(0, 0); (end * 2.0) as usize + 1];
+            for &(t, served) in &state.log {
+                let bin = &mut bins[(t * 2.0) as usize];
+                bin.0 += 1;
+                bin.1 += usize::from(served);
+            }
+            eprintln!(
+                "{} / {}: attempts/served per 0.5 s:",
+                scenario.name,
+                variant.name()
+            );
+            let line: Vec<String> = bins.iter().map(|(a, s)| format!("{a}/{s}")).collect();
+            eprintln!("  {}", line.join(" "));
+        }
         let (w0, w1) = scenario.window;
         let inside = |t: f64| t >= w0 && t < w1;
         let mut latencies: Vec<f64> = outcomes.iter().map(|o| o.1).collect();
@@ -745,7 +826,10 @@ fn run_rate_limit(short: bool, seed: u64, out: &mut String) -> Vec<RateRow> {
         out,
         "### Rate limit: a burst of N={n} requests against R={rate} req/s (ideal N/R = {ideal:.1} s, seed {seed})\n"
     );
-    let _ = writeln!(out, "| client | succeeded | 429s | 429s / N | completion | completion / (N/R) |");
+    let _ = writeln!(
+        out,
+        "| client | succeeded | 429s | 429s / N | completion | completion / (N/R) |"
+    );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
     for r in &rows {
         let _ = writeln!(
@@ -792,11 +876,21 @@ fn delay_samples() -> Vec<(&'static str, Vec<Vec<f64>>)> {
         ),
         (
             "full jitter",
-            draw(|s| FullJitter::new(base, cap).unwrap().into_backoff().with_seed(s)),
+            draw(|s| {
+                FullJitter::new(base, cap)
+                    .unwrap()
+                    .into_backoff()
+                    .with_seed(s)
+            }),
         ),
         (
             "equal jitter",
-            draw(|s| EqualJitter::new(base, cap).unwrap().into_backoff().with_seed(s)),
+            draw(|s| {
+                EqualJitter::new(base, cap)
+                    .unwrap()
+                    .into_backoff()
+                    .with_seed(s)
+            }),
         ),
         (
             "decorrelated jitter",
@@ -894,12 +988,11 @@ mod charts {
                 .draw()?;
             for (i, (name, row)) in CONTENTION_STRATEGIES.iter().zip(&t.cells).enumerate() {
                 let color = COLORS[i % COLORS.len()];
-                let points: Vec<(f64, f64)> = t
-                    .ns
-                    .iter()
-                    .zip(row)
-                    .map(|(&n, c)| (n as f64, value(c).max(1.0)))
-                    .collect();
+                let points: Vec<(f64, f64)> =
+                    t.ns.iter()
+                        .zip(row)
+                        .map(|(&n, c)| (n as f64, value(c).max(1.0)))
+                        .collect();
                 chart
                     .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
                     .label(*name)
@@ -944,9 +1037,12 @@ mod charts {
             // density shows.
             chart.draw_series(seqs.iter().enumerate().flat_map(|(k, seq)| {
                 let dx = (k as f64 / seqs.len() as f64 - 0.5) * 0.5;
-                seq.iter().enumerate().filter(|(_, d)| d.is_finite()).map(move |(r, &d)| {
-                    Circle::new((r as f64 + 1.0 + dx, d), 1, color.mix(0.35).filled())
-                })
+                seq.iter()
+                    .enumerate()
+                    .filter(|(_, d)| d.is_finite())
+                    .map(move |(r, &d)| {
+                        Circle::new((r as f64 + 1.0 + dx, d), 1, color.mix(0.35).filled())
+                    })
             }))?;
             let medians: Vec<(f64, f64)> = (0..RETRIES as usize)
                 .map(|r| {
@@ -958,7 +1054,9 @@ mod charts {
             chart
                 .draw_series(LineSeries::new(medians, BLACK.stroke_width(2)))?
                 .label("median")
-                .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2)));
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2))
+                });
             chart
                 .configure_series_labels()
                 .position(SeriesLabelPosition::UpperLeft)
@@ -977,6 +1075,10 @@ mod charts {
 fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let short = args.iter().any(|a| a == "--short");
+    TIMELINE.store(
+        args.iter().any(|a| a == "--timeline"),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let what = args
         .iter()
         .find(|a| !a.starts_with("--"))
@@ -987,8 +1089,14 @@ fn main() -> Result<(), Box<dyn Error>> {
     let real = std::time::Instant::now();
     let mut out = String::new();
     let all = what == "all";
-    if !matches!(what, "all" | "contention" | "overload" | "ratelimit" | "delays") {
-        return Err(format!("unknown experiment {what:?}: all, contention, overload, ratelimit, delays").into());
+    if !matches!(
+        what,
+        "all" | "contention" | "overload" | "ratelimit" | "delays"
+    ) {
+        return Err(format!(
+            "unknown experiment {what:?}: all, contention, overload, ratelimit, delays"
+        )
+        .into());
     }
 
     if all || what == "contention" {
@@ -999,7 +1107,10 @@ fn main() -> Result<(), Box<dyn Error>> {
             let a = contention("full jitter", 30, 7);
             let b = contention("full jitter", 30, 7);
             assert_eq!((a.calls, a.completion), (b.calls, b.completion));
-            let _ = writeln!(out, "\nDeterminism check (full jitter, N=30, seed 7, twice): identical.\n");
+            let _ = writeln!(
+                out,
+                "\nDeterminism check (full jitter, N=30, seed 7, twice): identical.\n"
+            );
         }
         if charts {
             charts::contention(&table, &docs.join("contention.svg"))?;
@@ -1022,7 +1133,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     eprintln!(
         "simulated in {:.1} s of real time{}",
         real.elapsed().as_secs_f64(),
-        if charts { "; charts written to docs/" } else { "" }
+        if charts {
+            "; charts written to docs/"
+        } else {
+            ""
+        }
     );
     Ok(())
 }
