@@ -2,17 +2,23 @@
 //! concurrency, with and without `RetryLayer`, against a healthy server (every answer is
 //! `200 OK`, so the layer never retries: this is its pure overhead).
 //!
+//! Six clients are compared: the bare client; two wrappers that isolate what tower's
+//! `Retry` does per request (clone the inner service; clone the request and hold the copy
+//! until the response); tower's `Retry` with a trivial always-clone policy; `RetryLayer`
+//! (defaults); and `RetryLayer` without its retry budget.
 //! One iteration sends [`BATCH`] GET requests (ten headers, small body) from
 //! [`CONCURRENCY`] tasks, each reusing its keep-alive connection. Server and client share
 //! one two-worker tokio runtime, as on a two-core machine they would share the CPU anyway.
-//! The throughput (`elem/s`) is requests per second.
+//! The throughput (`elem/s`) is requests per second. After criterion's two measurements,
+//! an interleaved comparison (see [`interleaved`]) prints the overhead as a median ratio,
+//! which background load on a shared machine skews far less.
 //!
 //! ```text
 //! cargo bench --bench loopback
 //! ```
 
 use bytes::Bytes;
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput, criterion_group};
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -23,6 +29,7 @@ use std::error::Error;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
+use tower::retry::{Policy, Retry};
 use tower::{Layer, Service, ServiceExt};
 use tower_backoff::{ExponentialBackOff, RetryLayer};
 
@@ -109,7 +116,100 @@ where
     start.elapsed()
 }
 
-fn bench(c: &mut Criterion) {
+/// The cheapest useful tower policy: clones every request, never retries.
+#[derive(Clone, Copy)]
+struct AlwaysClone;
+
+type Req = Request<Full<Bytes>>;
+type Res = Response<Incoming>;
+
+impl Policy<Req, Res, BoxError> for AlwaysClone {
+    type Future = std::future::Ready<()>;
+
+    fn retry(&mut self, _: &mut Req, _: &mut Result<Res, BoxError>) -> Option<Self::Future> {
+        None
+    }
+
+    fn clone_request(&mut self, req: &Req) -> Option<Req> {
+        let mut copy = Request::new(req.body().clone());
+        *copy.method_mut() = req.method().clone();
+        *copy.uri_mut() = req.uri().clone();
+        *copy.version_mut() = req.version();
+        *copy.headers_mut() = req.headers().clone();
+        *copy.extensions_mut() = req.extensions().clone();
+        Some(copy)
+    }
+}
+
+type Variant = tower::util::BoxCloneService<Req, Res, BoxError>;
+
+/// Calls a fresh clone of the inner service for every request, as tower's `Retry` does
+/// (its response future owns a clone of the whole `Retry`, inner service included, to
+/// send retries with): isolates what that clone costs.
+#[derive(Clone)]
+struct CloneEachCall<S>(S);
+
+impl<S: Service<Req> + Clone> Service<Req> for CloneEachCall<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Req) -> S::Future {
+        let clone = self.0.clone();
+        let fut = self.0.call(req);
+        drop(clone);
+        fut
+    }
+}
+
+/// Clones each request and keeps the copy until the response, as every retrying tower
+/// policy must (tower's `Retry` holds the copy for a possible retry): isolates what that
+/// clone costs.
+#[derive(Clone)]
+struct CloneReq<S>(S);
+
+impl<S: Service<Req> + Clone> Service<Req> for CloneReq<S>
+where
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        let copy = AlwaysClone.clone_request(&req);
+        let fut = self.0.call(req);
+        Box::pin(async move {
+            let r = fut.await;
+            drop(copy);
+            r
+        })
+    }
+}
+
+/// The runtime, the server's address and the clients compared, by name.
+fn setup() -> (
+    tokio::runtime::Runtime,
+    SocketAddr,
+    Vec<(&'static str, Variant)>,
+) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -119,35 +219,103 @@ fn bench(c: &mut Criterion) {
     let client = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(CONCURRENCY)
         .build_http::<Full<Bytes>>();
-    // Box the client's error so that both variants have the same error type.
+    // Box the client's error so that every variant has the same error type.
     let bare = tower::ServiceBuilder::new()
         .map_err(|e| Box::new(e) as BoxError)
         .service(client);
-    let layered = RetryLayer::new(ExponentialBackOff::default()).layer(bare.clone());
-    // Warm the connection pool for both.
-    rt.block_on(batch(bare.clone(), addr));
-    rt.block_on(batch(layered.clone(), addr));
+    let variants: Vec<(&'static str, Variant)> = vec![
+        ("hyper-util client", Variant::new(bare.clone())),
+        (
+            "hyper-util client, cloned per request",
+            Variant::new(CloneEachCall(bare.clone())),
+        ),
+        (
+            "hyper-util client, request cloned and held",
+            Variant::new(CloneReq(bare.clone())),
+        ),
+        (
+            "hyper-util client + tower Retry, always-clone policy",
+            Variant::new(Retry::new(AlwaysClone, bare.clone())),
+        ),
+        (
+            "hyper-util client + RetryLayer",
+            Variant::new(RetryLayer::new(ExponentialBackOff::default()).layer(bare.clone())),
+        ),
+        (
+            "hyper-util client + RetryLayer without retry budget",
+            Variant::new(
+                RetryLayer::new(ExponentialBackOff::default())
+                    .without_retry_budget()
+                    .layer(bare),
+            ),
+        ),
+    ];
+    // Warm the connection pool.
+    for (_, v) in &variants {
+        rt.block_on(batch(v.clone(), addr));
+    }
+    (rt, addr, variants)
+}
 
+fn bench(c: &mut Criterion) {
+    let (rt, addr, variants) = setup();
     let mut g = c.benchmark_group("loopback");
     g.throughput(Throughput::Elements(BATCH as u64));
     g.sample_size(30);
-    g.measurement_time(Duration::from_secs(10));
-    g.bench_function("hyper-util client", |b| {
-        b.iter_custom(|iters| {
-            (0..iters)
-                .map(|_| rt.block_on(batch(bare.clone(), addr)))
-                .sum()
-        })
-    });
-    g.bench_function("hyper-util client + RetryLayer", |b| {
-        b.iter_custom(|iters| {
-            (0..iters)
-                .map(|_| rt.block_on(batch(layered.clone(), addr)))
-                .sum()
-        })
-    });
+    g.measurement_time(Duration::from_secs(8));
+    for (name, svc) in &variants {
+        g.bench_function(*name, |b| {
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| rt.block_on(batch(svc.clone(), addr)))
+                    .sum()
+            })
+        });
+    }
     g.finish();
 }
 
+/// Rounds of the interleaved comparison.
+const ROUNDS: usize = 60;
+
+/// Criterion measures one variant after the other, so a change in background load between
+/// them shows up as overhead. This comparison runs one batch of every variant per round,
+/// rotating which goes first, and reports per variant the median (and quartiles) of its
+/// time divided by the bare client's time in the same round.
+fn interleaved() {
+    let (rt, addr, variants) = setup();
+    let n = variants.len();
+    let mut ratios = vec![Vec::with_capacity(ROUNDS); n];
+    for round in 0..ROUNDS {
+        let mut times = vec![Duration::ZERO; n];
+        for k in 0..n {
+            let i = (round + k) % n;
+            times[i] = rt.block_on(batch(variants[i].1.clone(), addr));
+        }
+        for i in 0..n {
+            ratios[i].push(times[i].as_secs_f64() / times[0].as_secs_f64());
+        }
+    }
+    println!(
+        "loopback/interleaved: time / bare client's time, {ROUNDS} rounds of {BATCH} requests"
+    );
+    for ((name, _), mut r) in variants.iter().zip(ratios) {
+        r.sort_by(f64::total_cmp);
+        let q = |p: f64| r[((r.len() - 1) as f64 * p).round() as usize];
+        println!(
+            "  {name}: median {:.3} ({:+.1} %), quartiles {:.3} – {:.3}",
+            q(0.5),
+            (q(0.5) - 1.0) * 100.0,
+            q(0.25),
+            q(0.75)
+        );
+    }
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    benches();
+    interleaved();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -31,7 +31,7 @@ use tower::{Layer, ServiceExt};
 use tower_backoff::budget::RetryBudget;
 use tower_backoff::{
     BackOff, DecorrelatedJitter, EqualJitter, ExponentialBackOff, FullJitter, PacingLayer,
-    ResponsiveBackOff, RetryLayer, RetrySettings, Schedule, ZeroBackOff, aws,
+    ResponsiveBackOff, RetryLayer, RetrySettings, Schedule, Table, ZeroBackOff, aws,
 };
 
 type BoxError = Box<dyn Error + Send + Sync>;
@@ -855,7 +855,7 @@ const RETRIES: u32 = 10;
 const SEQUENCES: u64 = 200;
 
 /// `SEQUENCES` seeded sequences of `RETRIES` delays (seconds) per strategy, base 100 ms,
-/// cap 10 s.
+/// cap 10 s (the stateless `Table` with its own default delays, 0 ms to 5 s).
 fn delay_samples() -> Vec<(&'static str, Vec<Vec<f64>>)> {
     let base = 100 * MS;
     let cap = 10 * SEC;
@@ -908,13 +908,17 @@ fn delay_samples() -> Vec<(&'static str, Vec<Vec<f64>>)> {
                     .unwrap()
             }),
         ),
+        (
+            "Table::default() (its own delays, ±50 %)",
+            draw(|s| Table::default().into_backoff().with_seed(s)),
+        ),
     ]
 }
 
 fn delays_table(samples: &[(&'static str, Vec<Vec<f64>>)], out: &mut String) {
     let _ = writeln!(
         out,
-        "### Delay distributions (base 100 ms, cap 10 s, {SEQUENCES} seeded sequences): p5 / p50 / p95 in ms\n"
+        "### Delay distributions (base 100 ms, cap 10 s; Table: its defaults; {SEQUENCES} seeded sequences): p5 / p50 / p95 in ms\n"
     );
     let _ = write!(out, "| strategy |");
     for r in 1..=RETRIES {
@@ -959,39 +963,42 @@ mod charts {
     ];
 
     type Result = std::result::Result<(), Box<dyn std::error::Error>>;
+    /// Picks the plotted value out of a (calls, completion) cell.
+    type Metric = fn(&(f64, f64)) -> f64;
 
     pub fn contention(t: &ContentionTable, path: &Path) -> Result {
-        let root = SVGBackend::new(path, (1100, 460)).into_drawing_area();
+        let root = SVGBackend::new(path, (1100, 480)).into_drawing_area();
         root.fill(&WHITE)?;
         let (left, right) = root.split_horizontally(550);
-        let panels: [(&DrawingArea<_, _>, &str, &str, fn(&(f64, f64)) -> f64); 2] = [
+        let panels: [(&DrawingArea<_, _>, &str, &str, Metric); 2] = [
             (&left, "Total calls (work)", "calls", |c| c.0),
             (&right, "Completion time", "ms", |c| c.1 * 1000.0),
         ];
         let x_max = *t.ns.last().unwrap() as f64;
         for (area, title, unit, value) in panels {
-            let y_max = t
-                .cells
-                .iter()
-                .flat_map(|r| r.iter().map(value))
-                .fold(1.0, f64::max);
+            let values = || t.cells.iter().flat_map(|r| r.iter().map(value));
+            let y_max = values().fold(1.0, f64::max);
+            // Room below the lowest curve for the legend.
+            let y_min = (values().fold(f64::INFINITY, f64::min) / 8.0).max(1.0);
             let mut chart = ChartBuilder::on(area)
                 .caption(title, ("sans-serif", 20))
                 .margin(12)
                 .x_label_area_size(36)
                 .y_label_area_size(60)
-                .build_cartesian_2d(0.0..x_max * 1.02, (1.0..y_max * 1.5).log_scale())?;
+                .build_cartesian_2d(0.0..x_max * 1.02, (y_min..y_max * 1.5).log_scale())?;
             chart
                 .configure_mesh()
                 .x_desc("clients (N)")
-                .y_desc(unit)
+                .y_desc(format!("{unit} (log scale)"))
+                .x_label_formatter(&|x| format!("{x:.0}"))
+                .y_label_formatter(&|y| format!("{y:.0}"))
                 .draw()?;
             for (i, (name, row)) in CONTENTION_STRATEGIES.iter().zip(&t.cells).enumerate() {
                 let color = COLORS[i % COLORS.len()];
                 let points: Vec<(f64, f64)> =
                     t.ns.iter()
                         .zip(row)
-                        .map(|(&n, c)| (n as f64, value(c).max(1.0)))
+                        .map(|(&n, c)| (n as f64, value(c).max(y_min)))
                         .collect();
                 chart
                     .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
@@ -1003,7 +1010,7 @@ mod charts {
             }
             chart
                 .configure_series_labels()
-                .position(SeriesLabelPosition::UpperLeft)
+                .position(SeriesLabelPosition::LowerRight)
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK.mix(0.3))
                 .draw()?;
@@ -1012,10 +1019,13 @@ mod charts {
         Ok(())
     }
 
+    /// Sequences drawn as points in each panel.
+    const SHOWN: usize = 40;
+
     pub fn delays(samples: &[(&'static str, Vec<Vec<f64>>)], path: &Path) -> Result {
         let cols = 3;
         let rows = samples.len().div_ceil(cols);
-        let root = SVGBackend::new(path, (1200, 340 * rows as u32)).into_drawing_area();
+        let root = SVGBackend::new(path, (1200, 360 * rows as u32)).into_drawing_area();
         root.fill(&WHITE)?;
         let areas = root.split_evenly((rows, cols));
         let y_max = 10.5;
@@ -1032,31 +1042,41 @@ mod charts {
                 .x_desc("retry")
                 .y_desc("delay, s")
                 .x_labels(RETRIES as usize)
+                .x_label_formatter(&|x| format!("{x:.0}"))
                 .draw()?;
-            // Every draw, slightly spread horizontally by its sequence number so the
-            // density shows.
-            chart.draw_series(seqs.iter().enumerate().flat_map(|(k, seq)| {
-                let dx = (k as f64 / seqs.len() as f64 - 0.5) * 0.5;
+            // The draws of the first sequences, spread a little horizontally by sequence
+            // so their density shows (all sequences would make a megabyte of SVG)...
+            chart.draw_series(seqs.iter().take(SHOWN).enumerate().flat_map(|(k, seq)| {
+                let dx = (k as f64 / SHOWN as f64 - 0.5) * 0.5;
                 seq.iter()
                     .enumerate()
                     .filter(|(_, d)| d.is_finite())
                     .map(move |(r, &d)| {
-                        Circle::new((r as f64 + 1.0 + dx, d), 1, color.mix(0.35).filled())
+                        Circle::new((r as f64 + 1.0 + dx, d), 2, color.mix(0.4).filled())
                     })
             }))?;
-            let medians: Vec<(f64, f64)> = (0..RETRIES as usize)
-                .map(|r| {
-                    let mut col: Vec<f64> = seqs.iter().map(|s| s[r]).collect();
-                    col.sort_by(f64::total_cmp);
-                    (r as f64 + 1.0, super::percentile(&col, 50.0))
-                })
-                .collect();
+            // ...and the percentiles of all of them.
+            let line = |p: f64| -> Vec<(f64, f64)> {
+                (0..RETRIES as usize)
+                    .map(|r| {
+                        let mut col: Vec<f64> = seqs.iter().map(|s| s[r]).collect();
+                        col.sort_by(f64::total_cmp);
+                        (r as f64 + 1.0, super::percentile(&col, p))
+                    })
+                    .collect()
+            };
             chart
-                .draw_series(LineSeries::new(medians, BLACK.stroke_width(2)))?
+                .draw_series(LineSeries::new(line(50.0), BLACK.stroke_width(2)))?
                 .label("median")
                 .legend(|(x, y)| {
                     PathElement::new(vec![(x, y), (x + 16, y)], BLACK.stroke_width(2))
                 });
+            let thin = BLACK.mix(0.6).stroke_width(1);
+            chart
+                .draw_series(LineSeries::new(line(5.0), thin))?
+                .label("p5, p95")
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], thin));
+            chart.draw_series(LineSeries::new(line(95.0), thin))?;
             chart
                 .configure_series_labels()
                 .position(SeriesLabelPosition::UpperLeft)

@@ -125,7 +125,10 @@ fn request() -> Req {
         ("accept-encoding", "gzip, br"),
         ("authorization", "Bearer eyJhbGciOiJIUzI1NiJ9.e30.abc"),
         ("x-request-id", "6f1c2f8e-8a55-4c1b-9d0e-2b7f1a3c9d44"),
-        ("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        (
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        ),
         ("cache-control", "no-cache"),
         ("x-client-version", "1.2.3"),
         ("content-type", "application/json"),
@@ -174,7 +177,10 @@ fn success_path_allocates_only_the_request_clone_and_the_stats() {
     let template = request();
     drop(clone_request(&template));
     let (clone_allocs, _) = allocations(|| clone_request(&template));
-    assert_eq!(clone_allocs, 2, "a header map clone: its indices and its entries");
+    assert_eq!(
+        clone_allocs, 2,
+        "a header map clone: its indices and its entries"
+    );
 
     let (stats_allocs, _) = allocations(|| {
         let mut res = Response::new(());
@@ -187,7 +193,10 @@ fn success_path_allocates_only_the_request_clone_and_the_stats() {
     assert_eq!(bare, 0, "the bare service allocates nothing");
 
     let (trivial, _) = per_request(&mut Retry::new(AlwaysClone, Ok200));
-    assert_eq!(trivial, clone_allocs, "tower's Retry: the request clone only");
+    assert_eq!(
+        trivial, clone_allocs,
+        "tower's Retry: the request clone only"
+    );
 
     for (name, layer) in [
         ("default", RetryLayer::new(ExponentialBackOff::default())),
@@ -201,7 +210,7 @@ fn success_path_allocates_only_the_request_clone_and_the_stats() {
             res.extensions().get::<RetryStats>(),
             Some(&RetryStats {
                 attempts: 1,
-                waited: std::time::Duration::ZERO
+                ..RetryStats::default()
             }),
             "{name}"
         );
