@@ -133,6 +133,19 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
+
+    // What one clock read costs here: `ExponentialBackOff` (like the `backoff` crate) reads
+    // the clock on every draw to enforce its max elapsed time.
+    let mut g = c.benchmark_group("reference");
+    g.throughput(Throughput::Elements(DRAWS));
+    g.bench_function("std::time::Instant::now", |b| {
+        b.iter(|| {
+            for _ in 0..DRAWS {
+                black_box(std::time::Instant::now());
+            }
+        })
+    });
+    g.finish();
 }
 
 criterion_group!(benches, bench);

@@ -18,9 +18,10 @@ use std::future::{Future, Ready, ready};
 use std::hint::black_box;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 use tower::retry::{Policy, Retry};
 use tower::{Layer, Service};
-use tower_backoff::{ExponentialBackOff, RetryLayer};
+use tower_backoff::{ConstantBackOff, ExponentialBackOff, RetryLayer};
 
 type Req = Request<Full<Bytes>>;
 type Res = Response<Full<Bytes>>;
@@ -129,6 +130,17 @@ fn bench(c: &mut Criterion) {
         .layer(Ok200);
     g.bench_function("RetryLayer without retry budget", |b| {
         b.iter_batched(fresh, |req| send(&mut ours_nb, req), BatchSize::SmallInput)
+    });
+    // A backoff whose reset reads no clock (`ExponentialBackOff::reset` reads one).
+    let mut ours_const = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)))
+        .without_retry_budget()
+        .layer(Ok200);
+    g.bench_function("RetryLayer(ConstantBackOff) without retry budget", |b| {
+        b.iter_batched(
+            fresh,
+            |req| send(&mut ours_const, req),
+            BatchSize::SmallInput,
+        )
     });
     g.finish();
 }

@@ -482,6 +482,8 @@ enum Variant {
     BudgetShortTtl,
     BudgetPacing,
     BudgetPacingFine,
+    Patient,
+    PatientPacing,
 }
 
 impl Variant {
@@ -493,6 +495,10 @@ impl Variant {
             Variant::BudgetShortTtl => "RetryLayer, budget ttl 2 s",
             Variant::BudgetPacing => "RetryLayer default + PacingLayer::new() inside",
             Variant::BudgetPacingFine => "RetryLayer default + PacingLayer, initial interval 1 ms",
+            Variant::Patient => "RetryLayer, 50 attempts within 60 s, no budget",
+            Variant::PatientPacing => {
+                "RetryLayer, 50 attempts within 60 s, no budget + PacingLayer::new() inside"
+            }
         }
     }
 }
@@ -530,6 +536,11 @@ where
 {
     let backoff = ExponentialBackOff::default().with_seed(seed);
     let three = RetrySettings::new().with_max_attempts(3).unwrap();
+    let patient = RetrySettings::new()
+        .with_max_attempts(50)
+        .unwrap()
+        .with_max_elapsed(60 * SEC)
+        .unwrap();
     match variant {
         Variant::NoRetry => BoxCloneService::new(server),
         Variant::Naive => layered(
@@ -558,6 +569,22 @@ where
                 .layer(pacing(seed, MS))
                 .service(server),
         ),
+        Variant::Patient => layered(
+            RetryLayer::new(backoff)
+                .settings(patient)
+                .without_retry_budget(),
+            server,
+        ),
+        Variant::PatientPacing => BoxCloneService::new(
+            tower::ServiceBuilder::new()
+                .layer(
+                    RetryLayer::new(backoff)
+                        .settings(patient)
+                        .without_retry_budget(),
+                )
+                .layer(pacing(seed, PacingLayer::DEFAULT_INITIAL_INTERVAL))
+                .service(server),
+        ),
     }
 }
 
@@ -579,6 +606,8 @@ struct OverloadRow {
     window_attempts: usize,
     window_served: usize,
     ok: usize,
+    /// Requests issued after the window, and how many of them succeeded.
+    after: (usize, usize),
     p50: f64,
     p99: f64,
 }
@@ -665,6 +694,10 @@ fn overload(scenario: &Scenario, variant: Variant, seed: u64) -> OverloadRow {
             window_attempts: state.log.iter().filter(|l| inside(l.0)).count(),
             window_served: state.log.iter().filter(|l| inside(l.0) && l.1).count(),
             ok: outcomes.iter().filter(|o| o.2).count(),
+            after: (
+                outcomes.iter().filter(|o| o.0 >= w1).count(),
+                outcomes.iter().filter(|o| o.0 >= w1 && o.2).count(),
+            ),
             p50: percentile(&latencies, 50.0),
             p99: percentile(&latencies, 99.0),
         }
@@ -698,13 +731,23 @@ fn run_overload(short: bool, seed: u64, out: &mut String) -> Vec<(&'static str, 
             "### {} (capacity {} req/s, window {w0}–{w1} s, seed {seed})\n",
             sc.name, sc.capacity
         );
+        let outage = sc.outage.is_some();
         let _ = writeln!(
             out,
-            "| client | requests | attempts | amplification in window | goodput in window | succeeded | p50 | p99 |"
+            "| client | requests | attempts | amplification (attempts / requests, window) | {} | succeeded | p50 | p99 |",
+            if outage {
+                "succeeded, issued after the outage"
+            } else {
+                "goodput (served / capacity, window)"
+            }
         );
         let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
         for r in &rows {
-            let goodput = r.window_served as f64 / ((w1 - w0) * sc.capacity);
+            let fourth = if outage {
+                r.after.1 as f64 / r.after.0 as f64
+            } else {
+                r.window_served as f64 / ((w1 - w0) * sc.capacity)
+            };
             let _ = writeln!(
                 out,
                 "| {} | {} | {} | {:.2}× | {:.1} % | {:.1} % | {:.0} ms | {:.0} ms |",
@@ -712,7 +755,7 @@ fn run_overload(short: bool, seed: u64, out: &mut String) -> Vec<(&'static str, 
                 r.requests,
                 r.attempts,
                 r.window_attempts as f64 / r.window_requests as f64,
-                goodput * 100.0,
+                fourth * 100.0,
                 r.ok as f64 * 100.0 / r.requests as f64,
                 r.p50 * 1000.0,
                 r.p99 * 1000.0,
@@ -762,7 +805,9 @@ struct RateRow {
     variant: Variant,
     ok: usize,
     limited: usize,
-    completion: f64,
+    /// When the last request ended (success or not), and the last success, in seconds.
+    done: f64,
+    last_success: f64,
 }
 
 fn rate_limit(n: usize, rate: f64, variant: Variant, seed: u64) -> RateRow {
@@ -798,19 +843,25 @@ fn rate_limit(n: usize, rate: f64, variant: Variant, seed: u64) -> RateRow {
                 tokio::spawn(async move {
                     let req = Request::get("http://api.example/items").body(()).unwrap();
                     let res = client.oneshot(req).await;
-                    matches!(&res, Ok(r) if r.status() == StatusCode::OK)
+                    let ok = matches!(&res, Ok(r) if r.status() == StatusCode::OK);
+                    (ok, secs(Instant::now(), start))
                 })
             })
             .collect();
+        let mut last_success: f64 = 0.0;
         for t in tasks {
-            t.await.unwrap();
+            let (ok, at) = t.await.unwrap();
+            if ok {
+                last_success = last_success.max(at);
+            }
         }
         let l = limiter.lock().unwrap();
         RateRow {
             variant,
             ok: l.ok,
             limited: l.limited,
-            completion: secs(Instant::now(), start),
+            done: secs(Instant::now(), start),
+            last_success,
         }
     })
 }
@@ -818,8 +869,10 @@ fn rate_limit(n: usize, rate: f64, variant: Variant, seed: u64) -> RateRow {
 fn run_rate_limit(short: bool, seed: u64, out: &mut String) -> Vec<RateRow> {
     let (n, rate) = if short { (200, 50.0) } else { (1000, 100.0) };
     let ideal = n as f64 / rate;
+    // Two more clients, whose attempt limit does not end the burst before pacing can act.
     let rows: Vec<_> = VARIANTS
         .iter()
+        .chain(&[Variant::Patient, Variant::PatientPacing])
         .map(|&v| rate_limit(n, rate, v, seed))
         .collect();
     let _ = writeln!(
@@ -828,19 +881,26 @@ fn run_rate_limit(short: bool, seed: u64, out: &mut String) -> Vec<RateRow> {
     );
     let _ = writeln!(
         out,
-        "| client | succeeded | 429s | 429s / N | completion | completion / (N/R) |"
+        "| client | succeeded | 429s | 429s / N | last request ended | last success | completion / (N/R) |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
+        // Completion means every request succeeded; a client that gave up on some did not
+        // complete the burst, however early it stopped.
+        let ratio = if r.ok == n {
+            format!("{:.2}×", r.last_success / ideal)
+        } else {
+            format!("– ({} gave up)", n - r.ok)
+        };
         let _ = writeln!(
             out,
-            "| {} | {} / {n} | {} | {:.1} % | {:.2} s | {:.2}× |",
+            "| {} | {} / {n} | {} | {:.1} % | {:.2} s | {:.2} s | {ratio} |",
             r.variant.name(),
             r.ok,
             r.limited,
             r.limited as f64 * 100.0 / n as f64,
-            r.completion,
-            r.completion / ideal,
+            r.done,
+            r.last_success,
         );
     }
     let _ = writeln!(out);
@@ -1122,6 +1182,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     if all || what == "contention" {
         let seeds = if short { 1 } else { 5 };
         let table = run_contention(short, seeds, &mut out);
+        let _ = writeln!(out);
         if short {
             // Reproducibility: the same seed gives the same run, call for call.
             let a = contention("full jitter", 30, 7);
