@@ -49,3 +49,8 @@ pub use backoff::{
 };
 
 // ---- end section B ----
+
+// ---- client integrations (section G) ----
+pub mod integrations;
+
+// ---- end section G ----

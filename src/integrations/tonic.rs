@@ -1,0 +1,1 @@
+//! tonic: placeholder until the retry layer lands.
