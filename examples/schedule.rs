@@ -16,7 +16,9 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 use tower_backoff::{
-    BackOff, BackOffExt, ConfigError, ConstantBackOff, ExponentialBackOff, StopBackOff, ZeroBackOff,
+    BackOff, BackOffExt, ConfigError, ConstantBackOff, DecorrelatedJitter, EqualJitter,
+    ExponentialBackOff, ExponentialJitter, Fibonacci, FullJitter, Linear, ResponsiveBackOff,
+    Schedule, StopBackOff, Table, ZeroBackOff, aws,
 };
 
 const HELP: &str = "\
@@ -30,6 +32,16 @@ STRATEGIES:
     constant       the same delay every time
     zero           no delay, forever
     stop           never retries
+    table          a table of delays, each jittered in [0.5d, 1.5d] (\"simple backoff\")
+    linear         +interval per retry, capped
+    fibonacci      base x 1, 1, 2, 3, 5, 8..., capped
+    fixed          AWS family: the same delay every time
+    aws-exponential      AWS family: min(cap, base x step^n), no jitter
+    exponential-jitter   AWS family: random in [0, min(cap, base x step^n)]
+    full-jitter          AWS family: random in [0, min(cap, base x 2^n)]
+    equal-jitter         AWS family: t/2 + random in [0, t/2], t = min(cap, base x 2^n)
+    decorrelated         AWS family: min(cap, random in [base, 3 x previous])
+    responsive     up/down backoff, shown here for consecutive failures
 
 EXPONENTIAL OPTIONS:
     --initial <DURATION>          first interval                     [default: 500ms]
@@ -40,6 +52,25 @@ EXPONENTIAL OPTIONS:
 
 CONSTANT OPTIONS:
     --interval <DURATION>         the delay                          [default: 1s]
+
+TABLE OPTIONS:
+    --delays <D1,D2,...>          the table      [default: 0ms,10ms,10ms,100ms,100ms,500ms,500ms,3s,3s,5s]
+
+LINEAR OPTIONS:
+    --interval <DURATION>         added per retry                    [default: 1s]
+    --max-interval <DURATION>     cap                                [default: 60s]
+
+FIBONACCI AND AWS FAMILY OPTIONS:
+    --base <DURATION>             base delay                         [default: 1s]
+    --cap <DURATION>              no delay is longer                 [default: 20s]
+    --step <NUMBER>               growth (aws-exponential, exponential-jitter) [default: 2]
+    --interval <DURATION>         the delay of `fixed`               [default: 1s]
+
+RESPONSIVE OPTIONS:
+    --initial <DURATION>          first delay                        [default: 500ms]
+    --up <NUMBER>                 multiplier on failure              [default: 1.5]
+    --randomization <NUMBER>      spread, 0..1                       [default: 0.3]
+    --max-interval <DURATION>     cap                                [default: 15m]
 
 OPTIONS FOR EVERY STRATEGY:
     --max-retries <N>             stop after N retries (MaxRetries)
@@ -112,7 +143,8 @@ struct Spec {
 }
 
 /// The strategies [`strategy`] knows, for error messages.
-const STRATEGIES: &str = "exponential, constant, zero, stop";
+const STRATEGIES: &str = "exponential, constant, zero, stop, table, linear, fibonacci, fixed, \
+aws-exponential, exponential-jitter, full-jitter, equal-jitter, decorrelated, responsive";
 
 /// Builds the strategy named on the command line, taking its options from `opts`.
 ///
@@ -162,6 +194,91 @@ fn strategy(name: &str, opts: &mut Options) -> Result<Spec, Exit> {
         }
         "zero" => fixed("zero".into(), || ZeroBackOff),
         "stop" => fixed("stop".into(), || StopBackOff),
+        "table" => {
+            let table = match opts.take("delays", parse_durations)? {
+                Some(delays) => Table::new(delays)?,
+                None => Table::default(),
+            };
+            sampled(format!("table: {:?}", table.delays()), table)
+        }
+        "linear" => {
+            let linear = Linear::new(
+                opts.duration("interval", Duration::from_secs(1))?,
+                opts.duration("max-interval", Duration::from_secs(60))?,
+            )?;
+            sampled(format!("{linear:?}"), linear)
+        }
+        "fibonacci" => {
+            let (base, cap) = base_cap(opts)?;
+            sampled(
+                format!("fibonacci: base {}, cap {}", human(base), human(cap)),
+                Fibonacci::new(base, cap)?,
+            )
+        }
+        "fixed" => {
+            let fixed = aws::Fixed::new(opts.duration("interval", Duration::from_secs(1))?)?;
+            sampled(format!("{fixed:?}"), fixed)
+        }
+        "aws-exponential" => {
+            let (base, cap) = base_cap(opts)?;
+            let s =
+                aws::Exponential::with_step(base, cap, opts.number("step", aws::DEFAULT_STEP)?)?;
+            sampled(format!("{s:?}"), s)
+        }
+        "exponential-jitter" => {
+            let (base, cap) = base_cap(opts)?;
+            let s =
+                ExponentialJitter::with_step(base, cap, opts.number("step", aws::DEFAULT_STEP)?)?;
+            sampled(format!("{s:?}"), s)
+        }
+        "full-jitter" => {
+            let (base, cap) = base_cap(opts)?;
+            let s = FullJitter::new(base, cap)?;
+            sampled(format!("{s:?}"), s)
+        }
+        "equal-jitter" => {
+            let (base, cap) = base_cap(opts)?;
+            let s = EqualJitter::new(base, cap)?;
+            sampled(format!("{s:?}"), s)
+        }
+        "decorrelated" => {
+            let (base, cap) = base_cap(opts)?;
+            let d = DecorrelatedJitter::new(base, cap)?;
+            Spec {
+                describe: format!(
+                    "decorrelated jitter: base {}, cap {}",
+                    human(base),
+                    human(cap)
+                ),
+                make: Box::new(move |seed| Box::new(d.clone().with_seed(seed))),
+                nominal: None,
+                band: None,
+            }
+        }
+        "responsive" => {
+            let builder = ResponsiveBackOff::builder()
+                .initial_interval(
+                    opts.duration("initial", ResponsiveBackOff::DEFAULT_INITIAL_INTERVAL)?,
+                )
+                .up_multiplier(opts.number("up", ResponsiveBackOff::DEFAULT_UP_MULTIPLIER)?)
+                .randomization_factor(opts.number(
+                    "randomization",
+                    ResponsiveBackOff::DEFAULT_RANDOMIZATION_FACTOR,
+                )?)
+                .max_interval(
+                    opts.duration("max-interval", ResponsiveBackOff::DEFAULT_MAX_INTERVAL)?,
+                );
+            builder.build()?;
+            Spec {
+                describe: "responsive: delay after consecutive failures".into(),
+                // A shared responsive backoff learns across clones, so every run builds its own.
+                make: Box::new(move |seed| {
+                    Box::new(builder.seed(seed).build().expect("validated above"))
+                }),
+                nominal: None,
+                band: None,
+            }
+        }
         other => {
             return usage(format!(
                 "unknown strategy `{other}` (expected one of: {STRATEGIES})"
@@ -169,6 +286,29 @@ fn strategy(name: &str, opts: &mut Options) -> Result<Spec, Exit> {
         }
     };
     Ok(spec)
+}
+
+/// A stateless schedule whose range is sampled over seeded runs.
+fn sampled<S: Schedule + Clone + 'static>(describe: String, schedule: S) -> Spec {
+    Spec {
+        describe,
+        make: Box::new(move |seed| Box::new(schedule.clone().into_backoff().with_seed(seed))),
+        nominal: None,
+        band: None,
+    }
+}
+
+/// `--base` and `--cap`, with the AWS family's defaults.
+fn base_cap(opts: &mut Options) -> Result<(Duration, Duration), Exit> {
+    Ok((
+        opts.duration("base", aws::DEFAULT_BASE)?,
+        opts.duration("cap", aws::DEFAULT_CAP)?,
+    ))
+}
+
+/// A comma-separated list of durations.
+fn parse_durations(text: &str) -> Result<Vec<Duration>, String> {
+    text.split(',').map(|d| parse_duration(d.trim())).collect()
 }
 
 /// A strategy without randomness: its delay is its own nominal interval.

@@ -1,4 +1,67 @@
 //! Retry middleware for the tower ecosystem that survives overloaded and flaky servers.
+//!
+//! `tower-backoff` has two halves:
+//!
+//! - **Backoff strategies** ([`backoff`]): how long to wait before each retry and when to
+//!   stop — cenkalti-style [`ExponentialBackOff`], constant, zero and stop, the stateless
+//!   [`Table`] of jittered delays, [`Linear`] and [`Fibonacci`], the AWS jitter family
+//!   ([`FullJitter`], [`EqualJitter`], [`DecorrelatedJitter`], [`ExponentialJitter`],
+//!   [`aws::Fixed`], [`aws::Exponential`]) and the up/down [`ResponsiveBackOff`]. Any of them
+//!   drives the plain async [`retry()`] function or a [`Ticker`].
+//! - **A tower layer** ([`RetryLayer`]) for HTTP clients: its [`RetryPolicy`] retries 429,
+//!   503 (after the server's `Retry-After`), 502/504/408 and transport failures, never sends
+//!   a non-idempotent request twice unless it could not have reached the server, and stops
+//!   within a per-request [`budget`] of attempts and elapsed time instead of sleeping only
+//!   to give up.
+//!
+//! # Quick start
+//!
+//! Three lines put the retry policy in front of any HTTP client service (here a stand-in;
+//! in practice hyper-util's client, a tonic channel, …):
+//!
+//! ```
+//! # let client = tower::service_fn(|_: http::Request<String>| async {
+//! #     Ok::<_, std::io::Error>(http::Response::new(String::new()))
+//! # });
+//! use tower::ServiceBuilder;
+//! use tower_backoff::{ExponentialBackOff, RetryLayer};
+//!
+//! let client = ServiceBuilder::new()
+//!     .layer(RetryLayer::new(ExponentialBackOff::default()))
+//!     .service(client);
+//! # drop(client);
+//! ```
+//!
+//! What is retried, when and after how long is the [decision table](RetryLayer#decisions).
+//! Settings can differ per route ([`Routes`]) or per request (a [`RetrySettings`] in the
+//! request's extensions); every retry is reported to `tracing` and to an [`OnRetry`] hook,
+//! and the final response carries [`RetryStats`].
+//!
+//! Without tower, [`retry()`] runs any async operation under a backoff:
+//!
+//! ```
+//! use tower_backoff::{BackOffExt, ExponentialBackOff, retry};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! let mut calls = 0;
+//! let value = retry(ExponentialBackOff::default().with_max_retries(5), || {
+//!     calls += 1;
+//!     let ok = calls >= 3;
+//!     async move { if ok { Ok(42) } else { Err("not yet")? } }
+//! })
+//! .await;
+//! assert_eq!(value, Ok(42));
+//! # }
+//! ```
+//!
+//! # Feature flags
+//!
+//! | feature | what it adds |
+//! | --- | --- |
+//! | `hyper` | the default error classifier also reads `hyper::Error` and hyper-util's legacy client errors (connect failures are retried for every method) |
+//!
+//! The default build depends only on tower, http, http-body, tokio (time), rand,
+//! pin-project-lite, httpdate, tracing and their small helpers.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
@@ -33,11 +96,16 @@ pub mod retry_after;
 pub mod budget;
 pub mod classify;
 mod layer;
+pub use layer::{
+    DEFAULT_MAX_RETRY_AFTER, GiveUp, OnRetry, RequestHead, RetryDelay, RetryEvent, RetryLayer,
+    RetryPolicy, RetryReason, RetrySettings, RetryStats, Routes,
+};
 
 // ---- end section D ----
 
 // ---- bodies (section E) ----
 pub mod body;
+pub use body::{Capped, Interrupted, ReplayBody, ReplayBodyLayer, ReplayBodyService, ReplayGuard};
 
 // ---- end section E ----
 
@@ -49,6 +117,13 @@ pub use backoff::{
 };
 
 // ---- end section B ----
+
+// ---- pacing (section H) ----
+pub mod pacing;
+
+pub use pacing::{Pacing, PacingBuilder, PacingDeadline, PacingError, PacingLayer};
+
+// ---- end section H ----
 
 // ---- client integrations (section G) ----
 pub mod integrations;

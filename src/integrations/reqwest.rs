@@ -29,6 +29,39 @@
 //! `StreamBody`, an incoming server body) is not: put a
 //! [`ReplayBodyLayer`](crate::body::ReplayBodyLayer) above the retry layer, which buffers the
 //! body as it streams (up to a cap) and refuses retries of bodies that outgrew the cap.
+//! Without it, a non-`Clone` body is refused at compile time, not at run time:
+//!
+//! ```compile_fail,E0277
+//! # use tower::{ServiceBuilder, ServiceExt};
+//! # use tower_backoff::integrations::reqwest::ReqwestService;
+//! # use tower_backoff::{ConstantBackOff, RetryLayer};
+//! # async fn run() {
+//! let service = ServiceBuilder::new()
+//!     .layer(RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10))))
+//!     .service(ReqwestService::new(reqwest::Client::new()));
+//! // error[E0277]: the trait bound `reqwest::Body: Clone` is not satisfied
+//! let request = http::Request::new(reqwest::Body::from("streamed"));
+//! let _ = service.oneshot(request).await;
+//! # }
+//! ```
+//!
+//! With it, the same request is retried as long as its body fits the cap:
+//!
+//! ```no_run
+//! # use tower::{ServiceBuilder, ServiceExt};
+//! # use tower_backoff::integrations::reqwest::ReqwestService;
+//! # use tower_backoff::{ConstantBackOff, ReplayBodyLayer, RetryLayer};
+//! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let service = ServiceBuilder::new()
+//!     .layer(ReplayBodyLayer::new().with_max_bytes(1 << 20))
+//!     .layer(RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10))))
+//!     .service(ReqwestService::new(reqwest::Client::new()));
+//! let request = http::Request::put("http://127.0.0.1:8080/upload")
+//!     .body(reqwest::Body::from("streamed"))?;
+//! let _ = service.oneshot(request).await?;
+//! # Ok(())
+//! # }
+//! ```
 
 use bytes::Bytes;
 use std::error::Error as StdError;
@@ -119,9 +152,9 @@ impl Future for ResponseFuture {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.inner {
             Inner::Pending(pending) => pending.as_mut().poll(cx).map_ok(Into::into),
-            Inner::Invalid(err) => {
-                Poll::Ready(Err(err.take().expect("ResponseFuture polled after completion")))
-            }
+            Inner::Invalid(err) => Poll::Ready(Err(err
+                .take()
+                .expect("ResponseFuture polled after completion"))),
         }
     }
 }
@@ -135,5 +168,11 @@ impl fmt::Debug for ResponseFuture {
         f.debug_struct("ResponseFuture")
             .field("state", &state)
             .finish()
+    }
+}
+
+impl crate::classify::AsError for ::reqwest::Error {
+    fn as_error(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(self)
     }
 }

@@ -247,7 +247,10 @@ where
             .map_err(|e| Status::unknown(format!("service was not ready: {}", e.into())))
     }
 
-    pub async fn unary(&mut self, req: impl tonic::IntoRequest<Msg>) -> Result<Response<Msg>, Status> {
+    pub async fn unary(
+        &mut self,
+        req: impl tonic::IntoRequest<Msg>,
+    ) -> Result<Response<Msg>, Status> {
         self.ready().await?;
         let path = PathAndQuery::from_static("/test.Echo/Unary");
         self.inner
@@ -262,7 +265,11 @@ where
         self.ready().await?;
         let path = PathAndQuery::from_static("/test.Echo/Sum");
         self.inner
-            .client_streaming(req.into_streaming_request(), path, ProstCodec::<Msg, Msg>::default())
+            .client_streaming(
+                req.into_streaming_request(),
+                path,
+                ProstCodec::<Msg, Msg>::default(),
+            )
             .await
     }
 
@@ -273,7 +280,11 @@ where
         self.ready().await?;
         let path = PathAndQuery::from_static("/test.Echo/Chat");
         self.inner
-            .streaming(req.into_streaming_request(), path, ProstCodec::<Msg, Msg>::default())
+            .streaming(
+                req.into_streaming_request(),
+                path,
+                ProstCodec::<Msg, Msg>::default(),
+            )
             .await
     }
 }

@@ -1,1 +1,4 @@
+#![allow(dead_code)]
+
 pub mod echo;
+pub mod upstream;

@@ -1,0 +1,239 @@
+//! The [`tower::Layer`] that wraps a service in tower's `Retry` with a [`RetryPolicy`].
+
+use super::hook::OnRetry;
+use super::policy::{RetryPolicy, Shared};
+use super::routes::Routes;
+#[allow(unused_imports)] // doc links
+use super::settings::DEFAULT_MAX_RETRY_AFTER as _;
+use super::settings::RetrySettings;
+use crate::BackOff;
+use crate::body::ReplayBodyLayer;
+use crate::budget::RetryBudget;
+use crate::classify::ErrorClass;
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+use std::time::SystemTime;
+use tower_layer::{Layer, Stack};
+
+/// Retries HTTP requests on 429, 503 (honouring `Retry-After`), 502, 504, 408 and
+/// transport errors, within a per-request budget.
+///
+/// The layer wraps services in tower's own [`tower::retry::Retry`] with a
+/// [`RetryPolicy`]; `backoff` gives the delays when the server does not, and is reset for
+/// every logical request.
+///
+/// # Decisions
+///
+/// "Idempotent" means an idempotent method of RFC 9110 §9.2.2 (GET, HEAD, OPTIONS, TRACE,
+/// PUT, DELETE) or any request carrying an `Idempotency-Key` header; other methods (POST,
+/// PATCH, CONNECT, …) are only retried when the server cannot have acted on them.
+///
+/// | Outcome of an attempt | Idempotent request | Other methods | Delay before the retry |
+/// |---|---|---|---|
+/// | 429 Too Many Requests | retry | retry | `Retry-After`, else the backoff's |
+/// | 503 Service Unavailable | retry | returned as is | `Retry-After`, else the backoff's |
+/// | 502, 504, 408 | retry | returned as is | the backoff's, but never less than a `Retry-After` |
+/// | any other status | returned as is | returned as is | — |
+/// | connect failure ([`ErrorClass::Connect`]) | retry | retry | the backoff's |
+/// | other transport error ([`ErrorClass::Transport`]) | retry | error returned | the backoff's |
+/// | [`ErrorClass::Fatal`] error | error returned | error returned | — |
+///
+/// The retried statuses are configurable ([`RetrySettings::with_status`],
+/// [`RetrySettings::with_statuses`]); [`RetrySettings::with_retry_non_idempotent`] gives
+/// other methods the idempotent column. A retry is not started — the last response or
+/// error is returned at once — when:
+///
+/// - the server asks for more than [`RetrySettings::max_retry_after`] (default
+///   [`DEFAULT_MAX_RETRY_AFTER`](crate::DEFAULT_MAX_RETRY_AFTER)); with
+///   [`RetrySettings::with_clamp_retry_after`] the policy waits for the cap instead;
+/// - the attempts reach [`Limits::max_attempts`](crate::budget::Limits::max_attempts), or
+///   the wait would end after [`Limits::max_elapsed`](crate::budget::Limits::max_elapsed)
+///   from the start of the first attempt;
+/// - the backoff returns `None`;
+/// - the request's body could not be replayed ([`ReplayGuard`](crate::body::ReplayGuard)
+///   capped).
+///
+/// ```
+/// use std::time::Duration;
+/// use http::Method;
+/// use tower::ServiceBuilder;
+/// use tower_backoff::{ConstantBackOff, RetryEvent, RetryLayer, RetrySettings, Routes};
+///
+/// let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)))
+///     .settings(RetrySettings::new().with_max_attempts(4)?)
+///     .routes(Routes::new().route(Method::POST, "/orders", RetrySettings::disabled())?)
+///     .on_retry(|e: &RetryEvent<'_>| eprintln!("retry #{} in {:?}", e.attempt(), e.delay()));
+/// let service = ServiceBuilder::new()
+///     .layer(layer)
+///     .service(tower::service_fn(|_: http::Request<String>| async {
+///         Ok::<_, std::io::Error>(http::Response::new(String::new()))
+///     }));
+/// # drop(service);
+/// # Ok::<(), tower_backoff::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct RetryLayer<B> {
+    backoff: B,
+    shared: Arc<Shared>,
+}
+
+impl<B: BackOff> RetryLayer<B> {
+    /// A layer with the default [`RetrySettings`], no routes, no hook and the
+    /// [default error classifier](crate::classify::default_error_class).
+    pub fn new(backoff: B) -> Self {
+        Self {
+            backoff,
+            shared: Arc::new(Shared::default()),
+        }
+    }
+
+    /// The gRPC preset: a layer with [`RetrySettings::grpc`], for tonic channels and other
+    /// gRPC clients (see [`integrations::tonic`](crate::integrations) for tonic's body type).
+    pub fn grpc(backoff: B) -> Self {
+        Self::new(backoff).settings(RetrySettings::grpc())
+    }
+
+    fn shared_mut(&mut self) -> &mut Shared {
+        Arc::make_mut(&mut self.shared)
+    }
+
+    /// The settings of requests that match no route and carry no settings of their own.
+    pub fn settings(mut self, settings: RetrySettings) -> Self {
+        self.shared_mut().settings = settings;
+        self
+    }
+
+    /// Chooses settings per request (first match wins; see [`Routes`]).
+    pub fn routes(mut self, routes: Routes) -> Self {
+        self.shared_mut().routes = routes;
+        self
+    }
+
+    /// Calls `hook` before each retry's wait.
+    pub fn on_retry<H>(mut self, hook: H) -> Self
+    where
+        H: OnRetry + Send + Sync + 'static,
+    {
+        self.shared_mut().on_retry = Arc::new(hook);
+        self
+    }
+
+    /// Classifies errors of the inner service with `classify` instead of
+    /// [`default_error_class`](crate::classify::default_error_class) (which a closure can
+    /// still fall back to).
+    pub fn classify_errors<F>(mut self, classify: F) -> Self
+    where
+        F: Fn(&(dyn Error + 'static)) -> ErrorClass + Send + Sync + 'static,
+    {
+        self.shared_mut().classify = Some(Arc::new(classify));
+        self
+    }
+
+    /// Reads the wall clock (for `Retry-After` HTTP-dates) with `clock` instead of
+    /// `SystemTime::now` — for tests and simulations.
+    pub fn wall_clock<F>(mut self, clock: F) -> Self
+    where
+        F: Fn() -> SystemTime + Send + Sync + 'static,
+    {
+        self.shared_mut().wall_clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Shares `budget` between every request of this layer (and of its clones): retries
+    /// are allowed only while they stay under a fraction of recent requests, so an outage
+    /// does not multiply the load on the failing server (see [`RetryBudget`]).
+    ///
+    /// Every layer has one by default: [`RetryBudget::default()`], created by
+    /// [`RetryLayer::new`].
+    pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
+        self.shared_mut().retry_budget = Some(budget);
+        self
+    }
+
+    /// Removes the shared retry budget: only the per-request [`Limits`](crate::budget::Limits)
+    /// bound retries.
+    pub fn without_retry_budget(mut self) -> Self {
+        self.shared_mut().retry_budget = None;
+        self
+    }
+
+    /// Makes requests whose body is not `Clone` (hyper's `Incoming`, axum, tonic and
+    /// streaming bodies) retryable: a [`ReplayBodyLayer`] in front of the retry buffers
+    /// each body *as the first attempt streams it*, up to `max_bytes`
+    /// ([`DEFAULT_MAX_BYTES`](crate::body::DEFAULT_MAX_BYTES) is a good start), so that a
+    /// retry can send it again. A body that outgrows the cap is sent once, normally, and
+    /// its request is not retried.
+    ///
+    /// The inner service then receives `http::Request<ReplayBody<B>>`.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use http_body_util::{BodyExt, channel::Channel};
+    /// use std::time::Duration;
+    /// use tower::{ServiceBuilder, ServiceExt};
+    /// use tower_backoff::{ConstantBackOff, ReplayBody, RetryLayer, body::DEFAULT_MAX_BYTES};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// // The upstream answers 503 to the first attempt; both attempts see the whole body.
+    /// let mut calls = 0;
+    /// let upstream = tower::service_fn(move |req: http::Request<ReplayBody<Channel<Bytes>>>| {
+    ///     calls += 1;
+    ///     let status = if calls == 1 { 503 } else { 200 };
+    ///     async move {
+    ///         let body = req.into_body().collect().await?.to_bytes();
+    ///         assert_eq!(&body[..], b"hello world");
+    ///         let res = http::Response::builder().status(status).body(()).unwrap();
+    ///         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(res)
+    ///     }
+    /// });
+    /// let backoff = ConstantBackOff::new(Duration::from_millis(10));
+    /// let client = ServiceBuilder::new()
+    ///     .layer(RetryLayer::new(backoff).replay_bodies(DEFAULT_MAX_BYTES))
+    ///     .service(upstream);
+    ///
+    /// // A streaming body (not `Clone`), written while the request is in flight.
+    /// let (mut tx, body) = Channel::<Bytes>::new(1);
+    /// tokio::spawn(async move {
+    ///     tx.send_data(Bytes::from("hello ")).await.unwrap();
+    ///     tx.send_data(Bytes::from("world")).await.unwrap();
+    /// });
+    /// let res = client.oneshot(http::Request::put("/").body(body).unwrap()).await.unwrap();
+    /// assert_eq!(res.status(), 200);
+    /// # }
+    /// ```
+    pub fn replay_bodies(self, max_bytes: usize) -> Stack<Self, ReplayBodyLayer> {
+        Stack::new(self, ReplayBodyLayer::new().with_max_bytes(max_bytes))
+    }
+
+    /// The policy this layer installs, for `tower::retry::RetryLayer::new` or direct use.
+    pub fn policy(&self) -> RetryPolicy<B>
+    where
+        B: Clone,
+    {
+        RetryPolicy::new(self.backoff.clone(), self.shared.clone())
+    }
+
+    /// The policy this layer installs, consuming the layer.
+    pub fn into_policy(self) -> RetryPolicy<B> {
+        RetryPolicy::new(self.backoff, self.shared)
+    }
+}
+
+impl<S, B: BackOff + Clone> Layer<S> for RetryLayer<B> {
+    type Service = tower::retry::Retry<RetryPolicy<B>, S>;
+
+    fn layer(&self, service: S) -> Self::Service {
+        tower::retry::Retry::new(self.policy(), service)
+    }
+}
+
+impl<B: fmt::Debug> fmt::Debug for RetryLayer<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryLayer")
+            .field("backoff", &self.backoff)
+            .field("settings", &self.shared.settings)
+            .field("routes", &self.shared.routes)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,235 @@
+//! Choosing retry settings per request.
+
+use super::settings::RetrySettings;
+use crate::ConfigError;
+use http::{Extensions, HeaderMap, Method, Uri};
+use std::fmt;
+use std::sync::Arc;
+
+/// A borrowed view of a request's head, given to [`Routes::route_fn`] closures.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestHead<'a> {
+    pub(crate) method: &'a Method,
+    pub(crate) uri: &'a Uri,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) extensions: &'a Extensions,
+}
+
+impl<'a> RequestHead<'a> {
+    /// The view of `req`'s head.
+    pub fn of<B>(req: &'a http::Request<B>) -> Self {
+        Self {
+            method: req.method(),
+            uri: req.uri(),
+            headers: req.headers(),
+            extensions: req.extensions(),
+        }
+    }
+
+    /// The request method.
+    pub fn method(&self) -> &'a Method {
+        self.method
+    }
+
+    /// The request URI.
+    pub fn uri(&self) -> &'a Uri {
+        self.uri
+    }
+
+    /// The request headers.
+    pub fn headers(&self) -> &'a HeaderMap {
+        self.headers
+    }
+
+    /// The request extensions.
+    pub fn extensions(&self) -> &'a Extensions {
+        self.extensions
+    }
+}
+
+type RouteFn = dyn Fn(&RequestHead<'_>) -> Option<RetrySettings> + Send + Sync;
+
+#[derive(Clone)]
+enum Route {
+    Prefix {
+        method: Option<Method>,
+        prefix: Box<str>,
+        settings: RetrySettings,
+    },
+    Fn(Arc<RouteFn>),
+}
+
+/// A route table: the first matching route gives a request its [`RetrySettings`];
+/// requests matching none use the layer's default settings.
+///
+/// A prefix matches whole path segments: `/api` matches `/api` and `/api/users` but not
+/// `/apiary` (a prefix ending in `/` matches any path starting with it). A
+/// [`RetrySettings`] value in a request's extensions overrides the table for that request.
+///
+/// ```
+/// use http::Method;
+/// use tower_backoff::{RetrySettings, Routes};
+///
+/// let routes = Routes::new()
+///     // Payments: never retried, even GETs.
+///     .route_any("/payments", RetrySettings::disabled())?
+///     // Uploads: the server deduplicates by body hash, so POSTs may be retried.
+///     .route(Method::POST, "/uploads", RetrySettings::new().with_retry_non_idempotent(true))?
+///     // Anything carrying a trace header gets more attempts.
+///     .route_fn(|head| {
+///         head.headers()
+///             .contains_key("x-debug")
+///             .then(|| RetrySettings::new().with_max_attempts(5).unwrap())
+///     });
+/// # Ok::<(), tower_backoff::ConfigError>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct Routes(Arc<Vec<Route>>);
+
+impl Routes {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn push(mut self, route: Route) -> Self {
+        // Copy-on-write: a clone of this table keeps its own routes.
+        Arc::make_mut(&mut self.0).push(route);
+        self
+    }
+
+    fn prefix(
+        self,
+        method: Option<Method>,
+        prefix: &str,
+        settings: RetrySettings,
+    ) -> Result<Self, ConfigError> {
+        if !prefix.starts_with('/') {
+            return Err(ConfigError::new(
+                "route",
+                prefix,
+                "a path prefix must start with '/'",
+            ));
+        }
+        Ok(self.push(Route::Prefix {
+            method,
+            prefix: prefix.into(),
+            settings,
+        }))
+    }
+
+    /// Requests with `method` whose path starts with `prefix` use `settings`.
+    pub fn route(
+        self,
+        method: Method,
+        prefix: &str,
+        settings: RetrySettings,
+    ) -> Result<Self, ConfigError> {
+        self.prefix(Some(method), prefix, settings)
+    }
+
+    /// Requests of any method whose path starts with `prefix` use `settings`.
+    pub fn route_any(self, prefix: &str, settings: RetrySettings) -> Result<Self, ConfigError> {
+        self.prefix(None, prefix, settings)
+    }
+
+    /// Requests for which `f` returns settings use them.
+    pub fn route_fn<F>(self, f: F) -> Self
+    where
+        F: Fn(&RequestHead<'_>) -> Option<RetrySettings> + Send + Sync + 'static,
+    {
+        self.push(Route::Fn(Arc::new(f)))
+    }
+
+    /// The number of routes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the table has no route.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The settings of the first route matching `head`, if any.
+    pub fn find(&self, head: &RequestHead<'_>) -> Option<RetrySettings> {
+        self.0.iter().find_map(|route| match route {
+            Route::Prefix {
+                method,
+                prefix,
+                settings,
+            } => (method.as_ref().is_none_or(|m| m == head.method)
+                && path_has_prefix(head.uri.path(), prefix))
+            .then(|| settings.clone()),
+            Route::Fn(f) => f(head),
+        })
+    }
+}
+
+fn path_has_prefix(path: &str, prefix: &str) -> bool {
+    match path.strip_prefix(prefix) {
+        Some(rest) => prefix.ends_with('/') || rest.is_empty() || rest.starts_with('/'),
+        None => false,
+    }
+}
+
+impl fmt::Debug for Routes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut list = f.debug_list();
+        for route in self.0.iter() {
+            match route {
+                Route::Prefix { method, prefix, .. } => list.entry(&format_args!(
+                    "{} {prefix}",
+                    method.as_ref().map_or("*", |m| m.as_str())
+                )),
+                Route::Fn(_) => list.entry(&format_args!("<fn>")),
+            };
+        }
+        list.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_match_whole_segments() {
+        assert!(path_has_prefix("/api", "/api"));
+        assert!(path_has_prefix("/api/users", "/api"));
+        assert!(!path_has_prefix("/apiary", "/api"));
+        assert!(path_has_prefix("/api/x", "/api/"));
+        assert!(!path_has_prefix("/ap", "/api"));
+        assert!(path_has_prefix("/anything", "/"));
+    }
+
+    #[test]
+    fn first_match_wins_and_method_must_match() {
+        let a = RetrySettings::new().with_max_attempts(2).unwrap();
+        let b = RetrySettings::new().with_max_attempts(7).unwrap();
+        let routes = Routes::new()
+            .route(Method::GET, "/a", a.clone())
+            .unwrap()
+            .route_any("/", b.clone())
+            .unwrap();
+        let get = http::Request::get("/a/1").body(()).unwrap();
+        let post = http::Request::post("/a/1").body(()).unwrap();
+        assert_eq!(routes.find(&RequestHead::of(&get)), Some(a));
+        assert_eq!(routes.find(&RequestHead::of(&post)), Some(b));
+    }
+
+    #[test]
+    fn adding_to_a_clone_leaves_the_original_alone() {
+        let one = Routes::new().route_fn(|_| None);
+        let two = one.clone().route_fn(|_| None);
+        assert_eq!((one.len(), two.len()), (1, 2));
+    }
+
+    #[test]
+    fn a_prefix_without_slash_is_a_config_error() {
+        let err = Routes::new()
+            .route_any("api", RetrySettings::new())
+            .unwrap_err();
+        assert_eq!((err.field(), err.value()), ("route", "\"api\""));
+    }
+}

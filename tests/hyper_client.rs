@@ -1,0 +1,315 @@
+//! The layer in front of a real hyper-util client, against real hyper servers on loopback.
+//!
+//! The client runs on paused tokio time: the retry waits (whole seconds of `Retry-After`)
+//! pass instantly in real time, while the server stamps each arrival with the virtual
+//! clock, so the waits are measured exactly.
+#![cfg(feature = "hyper")]
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+use tower::{ServiceBuilder, ServiceExt};
+use tower_backoff::{BackOff, RetryEvent, RetryLayer, RetryReason, RetrySettings, RetryStats};
+
+const MS: Duration = Duration::from_millis(1);
+const SEC: Duration = Duration::from_secs(1);
+
+/// A fixed 100 ms backoff (the strategies of the crate are tested elsewhere).
+#[derive(Clone, Debug)]
+struct Fixed;
+
+impl BackOff for Fixed {
+    fn next_backoff(&mut self) -> Option<Duration> {
+        Some(100 * MS)
+    }
+    fn reset(&mut self) {}
+}
+
+type Arrivals = Arc<Mutex<Vec<(Instant, Method)>>>;
+type Reply = fn(usize) -> Response<Full<Bytes>>;
+
+/// Serves `listener` with hyper, answering the n-th request (from 0) with `reply(n)`.
+fn serve(listener: TcpListener, reply: Reply) -> Arrivals {
+    let arrivals: Arrivals = Arc::default();
+    let log = arrivals.clone();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let log = log.clone();
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let mut log = log.lock().unwrap();
+                let n = log.len();
+                log.push((Instant::now(), req.method().clone()));
+                std::future::ready(Ok::<_, Infallible>(reply(n)))
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service),
+            );
+        }
+    });
+    arrivals
+}
+
+async fn server(reply: Reply) -> (SocketAddr, Arrivals) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    (addr, serve(listener, reply))
+}
+
+fn client() -> Client<HttpConnector, Full<Bytes>> {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+fn request(method: Method, addr: SocketAddr) -> Request<Full<Bytes>> {
+    Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}/items"))
+        .body(Full::new(Bytes::from_static(b"{\"n\":1}")))
+        .unwrap()
+}
+
+fn status(code: u16) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(code)
+        .body(Full::new(Bytes::from_static(b"-")))
+        .unwrap()
+}
+
+type Seen = Arc<Mutex<Vec<(Duration, RetryReason)>>>;
+
+fn recorder() -> (Seen, impl Fn(&RetryEvent<'_>) + Send + Sync + 'static) {
+    let seen: Seen = Arc::default();
+    let sink = seen.clone();
+    (seen, move |e: &RetryEvent<'_>| {
+        sink.lock().unwrap().push((e.delay(), e.reason()))
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn waits_for_retry_after_seconds_then_http_date_then_backs_off_on_429() {
+    let real_start = std::time::Instant::now();
+    let (addr, arrivals) = server(|n| match n {
+        0 => {
+            let mut res = status(503);
+            res.headers_mut()
+                .insert("retry-after", "1".parse().unwrap());
+            res
+        }
+        1 => {
+            let mut res = status(503);
+            let date = httpdate::fmt_http_date(SystemTime::now() + 2 * SEC);
+            res.headers_mut()
+                .insert("retry-after", date.parse().unwrap());
+            res
+        }
+        2 => status(429),
+        _ => status(200),
+    })
+    .await;
+    let (seen, hook) = recorder();
+    let client = ServiceBuilder::new()
+        .layer(
+            RetryLayer::new(Fixed)
+                .settings(RetrySettings::new().with_max_attempts(4).unwrap())
+                .on_retry(hook),
+        )
+        .service(client());
+
+    let res = client.oneshot(request(Method::GET, addr)).await.unwrap();
+
+    assert_eq!(res.status(), StatusCode::OK);
+    let arrivals = arrivals.lock().unwrap().clone();
+    assert_eq!(arrivals.len(), 4);
+    let gaps: Vec<Duration> = arrivals.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    let seen = seen.lock().unwrap().clone();
+    let reasons: Vec<RetryReason> = seen.iter().map(|s| s.1).collect();
+    assert_eq!(
+        reasons,
+        [
+            RetryReason::Status(StatusCode::SERVICE_UNAVAILABLE),
+            RetryReason::Status(StatusCode::SERVICE_UNAVAILABLE),
+            RetryReason::Status(StatusCode::TOO_MANY_REQUESTS),
+        ]
+    );
+    // Delay-seconds: exactly 1 s.
+    assert_eq!(seen[0].0, SEC);
+    // The HTTP-date has a 1 s resolution: "now + 2 s", truncated, read a moment later.
+    assert!(
+        (900 * MS..=2 * SEC).contains(&seen[1].0),
+        "HTTP-date delay {:?}",
+        seen[1].0
+    );
+    // 429 without Retry-After: the backoff's delay.
+    assert_eq!(seen[2].0, 100 * MS);
+    // Never sooner than the server asked; requests themselves take no virtual time.
+    for (gap, (delay, _)) in gaps.iter().zip(&seen) {
+        assert!(
+            *gap >= *delay && *gap < *delay + 10 * MS,
+            "{gap:?} vs {delay:?}"
+        );
+    }
+    let waited: Duration = seen.iter().map(|s| s.0).sum();
+    assert_eq!(
+        res.extensions().get::<RetryStats>(),
+        Some(&RetryStats {
+            attempts: 4,
+            waited,
+            gave_up: None,
+        })
+    );
+    assert!(real_start.elapsed() < SEC, "ran on virtual time");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_post_answered_503_is_sent_once_and_a_get_is_not() {
+    let (addr, arrivals) = server(|_| status(503)).await;
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(Fixed))
+        .service(client());
+
+    let res = client
+        .clone()
+        .oneshot(request(Method::POST, addr))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 503);
+    assert_eq!(res.extensions().get::<RetryStats>().unwrap().attempts, 1);
+    assert_eq!(arrivals.lock().unwrap().len(), 1, "the POST was sent once");
+
+    let res = client.oneshot(request(Method::GET, addr)).await.unwrap();
+    assert_eq!(res.status(), 503);
+    assert_eq!(
+        arrivals.lock().unwrap().len(),
+        1 + 3,
+        "the GET was tried 3 times"
+    );
+}
+
+/// Reads one request, then closes the connection without answering: the client sees an
+/// incomplete message, so the request may have been processed.
+async fn hang_up_server() -> (SocketAddr, Arc<Mutex<usize>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(Mutex::new(0));
+    let counter = count.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut buf = Vec::new();
+            let mut chunk = [0; 1024];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let n = {
+                let mut c = counter.lock().unwrap();
+                *c += 1;
+                *c
+            };
+            if n > 1 {
+                let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+                stream.write_all(ok).await.unwrap();
+            }
+            drop(stream);
+        }
+    });
+    (addr, count)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_post_that_may_have_arrived_is_not_resent_but_a_get_is() {
+    let (addr, count) = hang_up_server().await;
+    let err = ServiceBuilder::new()
+        .layer(RetryLayer::new(Fixed))
+        .service(client())
+        .oneshot(request(Method::POST, addr))
+        .await
+        .unwrap_err();
+    assert!(!err.is_connect());
+    assert_eq!(*count.lock().unwrap(), 1, "the POST was sent once");
+
+    let (addr, count) = hang_up_server().await;
+    let (seen, hook) = recorder();
+    let res = ServiceBuilder::new()
+        .layer(RetryLayer::new(Fixed).on_retry(hook))
+        .service(client())
+        .oneshot(request(Method::PUT, addr))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(*count.lock().unwrap(), 2);
+    assert_eq!(*seen.lock().unwrap(), [(100 * MS, RetryReason::Transport)]);
+}
+
+async fn free_port() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    listener.local_addr().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_post_is_retried_and_gives_up_with_the_connect_error() {
+    let addr = free_port().await;
+    let (seen, hook) = recorder();
+    let err = ServiceBuilder::new()
+        .layer(RetryLayer::new(Fixed).on_retry(hook))
+        .service(client())
+        .oneshot(request(Method::POST, addr))
+        .await
+        .unwrap_err();
+    assert!(err.is_connect(), "{err:?}");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            (100 * MS, RetryReason::Connect),
+            (100 * MS, RetryReason::Connect)
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_post_succeeds_once_the_server_is_up() {
+    let addr = free_port().await;
+    let arrivals: Arc<Mutex<Option<Arrivals>>> = Arc::default();
+    let slot = arrivals.clone();
+    // The server comes up during the first retry's wait.
+    let hook = move |e: &RetryEvent<'_>| {
+        assert_eq!(e.reason(), RetryReason::Connect);
+        let listener = std::net::TcpListener::bind(addr).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let listener = TcpListener::from_std(listener).unwrap();
+        *slot.lock().unwrap() = Some(serve(listener, |_| status(201)));
+    };
+    let res = ServiceBuilder::new()
+        .layer(RetryLayer::new(Fixed).on_retry(hook))
+        .service(client())
+        .oneshot(request(Method::POST, addr))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    assert_eq!(
+        res.extensions().get::<RetryStats>(),
+        Some(&RetryStats {
+            attempts: 2,
+            waited: 100 * MS,
+            gave_up: None,
+        })
+    );
+    let arrivals = arrivals.lock().unwrap().clone().unwrap();
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(arrivals.len(), 1);
+    assert_eq!(arrivals[0].1, Method::POST);
+}

@@ -1,0 +1,95 @@
+//! The layer's shared retry budget: an outage cannot multiply the load on the server.
+
+use http::{Request, Response};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tower::{Layer, Service, ServiceExt};
+use tower_backoff::budget::{Exhausted, RetryBudget};
+use tower_backoff::{ConstantBackOff, GiveUp, RetryLayer, RetrySettings, RetryStats};
+
+/// A server in total outage: every request is answered 503; counts the attempts.
+fn outage(
+    attempts: Arc<AtomicU32>,
+) -> impl Service<
+    Request<String>,
+    Response = Response<String>,
+    Error = std::io::Error,
+    Future = impl Send,
+> + Clone {
+    tower::service_fn(move |_req: Request<String>| {
+        attempts.fetch_add(1, Ordering::SeqCst);
+        async {
+            Ok::<_, std::io::Error>(Response::builder().status(503).body(String::new()).unwrap())
+        }
+    })
+}
+
+fn layer(budget: Option<RetryBudget>) -> RetryLayer<ConstantBackOff> {
+    let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)))
+        .settings(RetrySettings::new().with_max_attempts(3).unwrap());
+    match budget {
+        Some(budget) => layer.retry_budget(budget),
+        None => layer.without_retry_budget(),
+    }
+}
+
+async fn run(layer: RetryLayer<ConstantBackOff>, requests: u32) -> u32 {
+    let attempts = Arc::new(AtomicU32::new(0));
+    let service = layer.layer(outage(attempts.clone()));
+    for _ in 0..requests {
+        let res = service
+            .clone()
+            .oneshot(Request::get("/").body(String::new()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 503);
+        let gave_up = res.extensions().get::<RetryStats>().unwrap().gave_up;
+        assert!(
+            matches!(
+                gave_up,
+                Some(GiveUp::RetryBudget | GiveUp::Budget(Exhausted::Attempts))
+            ),
+            "{gave_up:?}"
+        );
+    }
+    attempts.load(Ordering::SeqCst)
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_budget_an_outage_triples_the_load() {
+    assert_eq!(run(layer(None), 50).await, 150);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_budget_caps_retries_at_its_floor_plus_ratio_of_requests() {
+    // Floor: 1 retry/s over a 1 s window = 1 retry; ratio 0.1 of 50 requests = 5 more.
+    let budget = RetryBudget::new(Duration::from_secs(1), 1, 0.1).unwrap();
+    let attempts = run(layer(Some(budget.clone())), 50).await;
+    assert_eq!(attempts, 50 + 1 + 5);
+    assert_eq!(budget.available(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn clones_of_a_layer_and_its_services_share_one_budget() {
+    let budget = RetryBudget::new(Duration::from_secs(1), 1, 0.0).unwrap();
+    let layer = layer(Some(budget));
+    // Two services from two clones of the layer: one retry in all.
+    let first = run(layer.clone(), 1).await;
+    let second = run(layer, 1).await;
+    assert_eq!((first, second), (2, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_layer_has_a_budget() {
+    // RetryBudget::default(): 10 retries/s over 10 s = a floor of 100 retries, then 20 %.
+    let attempts = run(
+        RetryLayer::new(ConstantBackOff::new(Duration::from_millis(1)))
+            .settings(RetrySettings::new().with_max_attempts(3).unwrap()),
+        1000,
+    )
+    .await;
+    // Virtual time barely moves (1 ms per retry), so the window keeps every deposit.
+    assert!(attempts < 1000 + 100 + 200 + 10, "attempts = {attempts}");
+    assert!(attempts > 1000 + 100, "attempts = {attempts}");
+}
