@@ -7,8 +7,11 @@
 //!
 //! | feature | module | what it adds |
 //! | --- | --- | --- |
-//! | `reqwest` | [`reqwest`](self::reqwest) | [`ReqwestService`](self::reqwest::ReqwestService): a `reqwest::Client` as a service of `http::Request`s |
-//! | `tonic` | [`tonic`](self::tonic) | [`TonicBody`](self::tonic::TonicBody): hands replayable bodies back to a tonic `Channel` |
+//! | `reqwest` | `integrations::reqwest` | `ReqwestService`: a `reqwest::Client` as a service of `http::Request`s; `AsError` for `reqwest::Error` |
+//! | `tonic` | `integrations::tonic` | `TonicRetryLayer`: the retry layer made to fit a tonic `Channel`; `AsError` for `tonic::transport::Error` |
+//!
+//! The examples `hyper_client`, `reqwest_client`, `tonic_client` and `axum_gateway` show each
+//! client end to end.
 
 #[cfg(feature = "reqwest")]
 pub mod reqwest;

@@ -77,7 +77,7 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 /// itself boxes its own pending requests).
 type Pending = Pin<Box<dyn Future<Output = Result<::reqwest::Response, ::reqwest::Error>> + Send>>;
 
-/// A [`reqwest::Client`](::reqwest::Client) as a `tower::Service<http::Request<B>>` whose
+/// A [`reqwest::Client`] as a `tower::Service<http::Request<B>>` whose
 /// responses are `http::Response<reqwest::Body>` and whose error is `reqwest::Error`.
 ///
 /// Any body implementing [`http_body::Body`] (and `Send + Sync`, as reqwest requires) is
