@@ -160,6 +160,21 @@ async fn client_streaming_call_works_through_the_layer() {
     assert_eq!(server.sum_calls(), 1);
 }
 
+/// A client stream that fails at once with UNAVAILABLE is sent again, from its first
+/// message: the replay buffer kept what the first attempt streamed.
+#[tokio::test]
+async fn client_streaming_call_is_replayed_after_unavailable() {
+    let server = Flaky::default().with_sum_failures([Status::unavailable("restarting")]);
+    let url = server.clone().serve().await;
+    let channel = ServiceBuilder::new()
+        .layer(TonicRetryLayer::new(grpc_layer(3)))
+        .service(channel(url).await);
+    let numbers = tokio_stream::iter((1..=100).map(Msg::n));
+    let reply = EchoClient::new(channel).sum(numbers).await.unwrap();
+    assert_eq!(reply.into_inner().n, 5050);
+    assert_eq!(server.sum_calls(), 2);
+}
+
 /// Each message is sent only after the answer to the previous one came back: a layer that
 /// waited for the whole request body before sending would deadlock here.
 #[tokio::test]

@@ -66,6 +66,7 @@ pub struct Flaky {
 #[derive(Default)]
 struct State {
     failures: VecDeque<Status>,
+    sum_failures: VecDeque<Status>,
     unary: Vec<Seen>,
     sum_calls: usize,
     chat_calls: usize,
@@ -91,6 +92,12 @@ impl Flaky {
         );
         failures.push(exhausted);
         Flaky::new(failures)
+    }
+
+    /// Makes the first `Sum` calls fail with `failures`, in order, before reading anything.
+    pub fn with_sum_failures(self, failures: impl IntoIterator<Item = Status>) -> Self {
+        self.state.lock().unwrap().sum_failures = failures.into_iter().collect();
+        self
     }
 
     /// Every `Unary` call the server received.
@@ -187,8 +194,15 @@ impl tonic::server::ClientStreamingService<Msg> for SumSvc {
     type Future = BoxFuture<Result<Response<Msg>, Status>>;
 
     fn call(&mut self, req: Request<Streaming<Msg>>) -> Self::Future {
-        self.0.state.lock().unwrap().sum_calls += 1;
+        let failure = {
+            let mut state = self.0.state.lock().unwrap();
+            state.sum_calls += 1;
+            state.sum_failures.pop_front()
+        };
         Box::pin(async move {
+            if let Some(status) = failure {
+                return Err(status);
+            }
             let mut stream = req.into_inner();
             let mut total = 0;
             while let Some(msg) = stream.message().await? {
