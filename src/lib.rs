@@ -69,6 +69,11 @@
 mod error;
 pub use error::ConfigError;
 
+/// The README's Rust snippets, compiled and run as doc-tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 // ---- backoff core ----
 pub mod backoff;
 pub use backoff::{BackOff, Schedule, Scheduled};

@@ -122,6 +122,11 @@ pub fn default_error_class(err: &(dyn Error + 'static)) -> ErrorClass {
                 return ErrorClass::Fatal;
             }
         }
+        // The pacing layer refused to wait that long: an immediate retry would be refused
+        // again, and a later one is the caller's call.
+        if e.is::<crate::pacing::PacingError>() {
+            return ErrorClass::Fatal;
+        }
         if let Some(e) = e.downcast_ref::<io::Error>()
             && matches!(
                 e.kind(),

@@ -54,50 +54,38 @@
 //! [`PacingError`]); a policy should not retry it, since the wait that made it fail is
 //! still ahead.
 //!
-//! Below, a 503 with `Retry-After: 2` is retried by tower's own retry layer (a
-//! one-retry policy stands in for the crate's `RetryLayer`, which goes in the same
-//! place). Because pacing is inside, the retry waits out the cool-down:
+//! Below, a 503 with `Retry-After: 2` is retried by the crate's [`RetryLayer`](crate::RetryLayer);
+//! because pacing is inside, the retry also waits out the destination's cool-down, and a
+//! new request to the same destination that cannot wait that long fails fast:
 //!
 //! ```
 //! use std::time::Duration;
 //! use tokio::time::Instant;
 //! use tower::{Service, ServiceBuilder, ServiceExt};
-//! use tower_backoff::PacingLayer;
-//! # type Res = http::Response<()>;
-//! # type Err = Box<dyn std::error::Error + Send + Sync>;
-//! # #[derive(Clone)]
-//! # struct RetryOnce(bool);
-//! # impl tower::retry::Policy<http::Request<()>, Res, Err> for RetryOnce {
-//! #     type Future = std::future::Ready<()>;
-//! #     fn retry(&mut self, _: &mut http::Request<()>, r: &mut Result<Res, Err>) -> Option<Self::Future> {
-//! #         let busy = matches!(r, Ok(res) if res.status() == 503);
-//! #         (busy && !std::mem::replace(&mut self.0, true)).then(|| std::future::ready(()))
-//! #     }
-//! #     fn clone_request(&mut self, r: &http::Request<()>) -> Option<http::Request<()>> {
-//! #         let mut copy = http::Request::new(());
-//! #         *copy.uri_mut() = r.uri().clone();
-//! #         Some(copy)
-//! #     }
-//! # }
+//! use tower_backoff::{ExponentialBackOff, PacingError, PacingLayer, RetryLayer};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() -> Result<(), Err> {
-//! let pacing = PacingLayer::new();
+//! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! let pacing = PacingLayer::builder().max_wait(Duration::from_secs(1)).build()?;
 //! let mut calls = 0;
-//! let server = tower::service_fn(move |_: http::Request<()>| {
+//! let server = tower::service_fn(move |_: http::Request<String>| {
 //!     calls += 1;
 //!     let status = if calls == 1 { 503 } else { 200 };
 //!     let response = http::Response::builder().status(status).header("retry-after", "2");
 //!     async move { Ok::<_, std::convert::Infallible>(response.body(()).unwrap()) }
 //! });
-//! let mut client = ServiceBuilder::new()
-//!     .layer(tower::retry::RetryLayer::new(RetryOnce(false)))
+//! let client = ServiceBuilder::new()
+//!     .layer(RetryLayer::new(ExponentialBackOff::default()))
 //!     .layer(pacing)
 //!     .service(server);
 //!
 //! let start = Instant::now();
-//! let request = http::Request::get("http://api.example/").body(())?;
-//! let response = client.ready().await?.call(request).await?;
+//! let first = tokio::spawn(client.clone().oneshot(http::Request::get("http://api.example/").body(String::new())?));
+//! tokio::time::sleep(Duration::from_millis(10)).await;
+//! // api.example cools down for 2 s: more than this client's 1 s max wait.
+//! let second = client.clone().oneshot(http::Request::get("http://api.example/").body(String::new())?).await;
+//! assert!(second.unwrap_err().is::<PacingError>());
+//! let response = first.await??;
 //! assert_eq!(response.status(), 200);
 //! assert_eq!(start.elapsed(), Duration::from_secs(2)); // the retry waited for the cool-down
 //! # Ok(())
