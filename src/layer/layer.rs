@@ -190,6 +190,16 @@ impl<B: BackOff> RetryLayer<B> {
         self
     }
 
+    /// Stops inserting [`RetryStats`](crate::RetryStats) into final responses.
+    ///
+    /// The insert costs a few small allocations per request (the response's extension
+    /// map and the boxed value); without it the success path allocates nothing beyond the
+    /// request clone that any retry needs.
+    pub fn without_stats(mut self) -> Self {
+        self.shared_mut().stats = false;
+        self
+    }
+
     /// Removes the shared retry budget: only the per-request [`Limits`](crate::budget::Limits)
     /// bound retries.
     pub fn without_retry_budget(mut self) -> Self {

@@ -33,6 +33,7 @@ pub(crate) struct Shared {
     pub(crate) classify: Option<Arc<ClassifyFn>>,
     pub(crate) wall_clock: Option<Arc<ClockFn>>,
     pub(crate) retry_budget: Option<RetryBudget>,
+    pub(crate) stats: bool,
 }
 
 impl Default for Shared {
@@ -44,6 +45,7 @@ impl Default for Shared {
             classify: None,
             wall_clock: None,
             retry_budget: Some(RetryBudget::default()),
+            stats: true,
         }
     }
 }
@@ -148,7 +150,9 @@ where
     B: BackOff,
 {
     fn finish<Res, E>(&self, result: &mut Result<Response<Res>, E>, gave_up: Option<GiveUp>) {
-        if let Ok(res) = result {
+        if let Ok(res) = result
+            && self.shared.stats
+        {
             res.extensions_mut().insert(RetryStats {
                 gave_up,
                 ..self.stats()
