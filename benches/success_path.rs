@@ -131,6 +131,23 @@ fn bench(c: &mut Criterion) {
     g.bench_function("RetryLayer without retry budget", |b| {
         b.iter_batched(fresh, |req| send(&mut ours_nb, req), BatchSize::SmallInput)
     });
+    let mut ours_ns = RetryLayer::new(ExponentialBackOff::default())
+        .without_stats()
+        .layer(Ok200);
+    g.bench_function("RetryLayer without stats", |b| {
+        b.iter_batched(fresh, |req| send(&mut ours_ns, req), BatchSize::SmallInput)
+    });
+    let mut ours_lean = RetryLayer::new(ExponentialBackOff::default())
+        .without_stats()
+        .without_retry_budget()
+        .layer(Ok200);
+    g.bench_function("RetryLayer without stats, without retry budget", |b| {
+        b.iter_batched(
+            fresh,
+            |req| send(&mut ours_lean, req),
+            BatchSize::SmallInput,
+        )
+    });
     // A backoff whose reset reads no clock (`ExponentialBackOff::reset` reads one).
     let mut ours_const = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)))
         .without_retry_budget()

@@ -59,6 +59,8 @@
 //! | feature | what it adds |
 //! | --- | --- |
 //! | `hyper` | the default error classifier also reads `hyper::Error` and hyper-util's legacy client errors (connect failures are retried for every method) |
+//! | `reqwest` | [`integrations::reqwest::ReqwestService`]: a `reqwest::Client` as a tower service of `http::Request`; classification of `reqwest::Error` |
+//! | `tonic` | [`integrations::tonic::TonicRetryLayer`]: the gRPC preset fitted to a tonic `Channel`; classification of `tonic::transport::Error` |
 //!
 //! The default build depends only on tower, http, http-body, tokio (time), rand,
 //! pin-project-lite, httpdate, tracing and their small helpers.
@@ -69,8 +71,8 @@
 mod error;
 pub use error::ConfigError;
 
-/// The README's Rust snippets, compiled and run as doc-tests.
-#[cfg(doctest)]
+/// The README's Rust snippets, compiled and run as doc-tests (they use every feature).
+#[cfg(all(doctest, feature = "hyper", feature = "reqwest", feature = "tonic"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
@@ -129,3 +131,8 @@ pub mod pacing;
 pub use pacing::{Pacing, PacingBuilder, PacingDeadline, PacingError, PacingLayer};
 
 // ---- end section H ----
+
+// ---- client integrations (section G) ----
+pub mod integrations;
+
+// ---- end section G ----

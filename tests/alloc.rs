@@ -1,6 +1,7 @@
 //! The success path of `RetryLayer` allocates nothing beyond what tower's `Retry` with a
 //! trivial always-clone policy allocates (the request clone), except the `RetryStats`
-//! extension inserted into the response — counted exactly here.
+//! extension inserted into the response — counted exactly here — which
+//! `RetryLayer::without_stats` removes.
 //!
 //! This file is its own test binary, so its counting `#[global_allocator]` affects only it
 //! (the library itself stays `#![forbid(unsafe_code)]`).
@@ -196,6 +197,18 @@ fn success_path_allocates_only_the_request_clone_and_the_stats() {
     assert_eq!(
         trivial, clone_allocs,
         "tower's Retry: the request clone only"
+    );
+
+    // `without_stats`: the request clone and nothing else.
+    let (lean, res) = per_request(
+        &mut RetryLayer::new(ExponentialBackOff::default())
+            .without_stats()
+            .layer(Ok200),
+    );
+    assert!(res.extensions().get::<RetryStats>().is_none());
+    assert_eq!(
+        lean, clone_allocs,
+        "RetryLayer without stats: the request clone only"
     );
 
     for (name, layer) in [

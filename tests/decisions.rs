@@ -765,6 +765,15 @@ async fn the_hook_sees_every_retry() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn without_stats_the_response_carries_no_extension_but_retries_the_same() {
+    let (res, arrivals) = run(layer().without_stats(), get(), &[Status(503)]).await;
+    let res = res.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(arrivals, [Duration::ZERO, 100 * MS]);
+    assert!(res.extensions().get::<RetryStats>().is_none());
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_final_response_carries_attempts_and_time_waited() {
     let (res, _) = run(layer(), get(), &[]).await;
     assert_eq!(

@@ -14,6 +14,8 @@ pub enum RetryReason {
     Connect,
     /// Another transport error: the request may have reached the server.
     Transport,
+    /// A gRPC call failed with a retryable status (see [`RetrySettings::grpc`](crate::RetrySettings::grpc)).
+    Grpc(crate::grpc::Code),
 }
 
 impl fmt::Display for RetryReason {
@@ -22,6 +24,7 @@ impl fmt::Display for RetryReason {
             Self::Status(s) => write!(f, "status {}", s.as_u16()),
             Self::Connect => f.write_str("connect error"),
             Self::Transport => f.write_str("transport error"),
+            Self::Grpc(code) => write!(f, "grpc-status {code}"),
         }
     }
 }

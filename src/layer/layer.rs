@@ -39,6 +39,10 @@ use tower_layer::{Layer, Stack};
 /// | other transport error ([`ErrorClass::Transport`]) | retry | error returned | the backoff's |
 /// | [`ErrorClass::Fatal`] error | error returned | error returned | — |
 ///
+/// gRPC calls are read differently: with the gRPC preset ([`RetryLayer::grpc`],
+/// [`RetrySettings::grpc`]) the `grpc-status` of a Trailers-Only response decides, whatever
+/// the method, and a server's pushback sets the delay.
+///
 /// The retried statuses are configurable ([`RetrySettings::with_status`],
 /// [`RetrySettings::with_statuses`]); [`RetrySettings::with_retry_non_idempotent`] gives
 /// other methods the idempotent column. A retry is not started — the last response or
@@ -86,6 +90,47 @@ impl<B: BackOff> RetryLayer<B> {
             backoff,
             shared: Arc::new(Shared::default()),
         }
+    }
+
+    /// The gRPC preset: a layer with [`RetrySettings::grpc`], for tonic channels and other
+    /// gRPC clients (with the `tonic` feature, `integrations::tonic::TonicRetryLayer` fits it
+    /// to tonic's body type).
+    ///
+    /// Outcomes are read as gRPC statuses (see [`RetrySettings::with_grpc_codes`]). Settings
+    /// given afterwards, to [`settings`](Self::settings) or per route, replace the preset:
+    /// derive them from [`RetrySettings::grpc`] to stay in gRPC mode.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use std::time::Duration;
+    /// use tower::{ServiceBuilder, ServiceExt};
+    /// use tower_backoff::{ConstantBackOff, RetryLayer, RetrySettings};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() -> Result<(), tower_backoff::ConfigError> {
+    /// // A server that is UNAVAILABLE once (a Trailers-Only response), then answers.
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// let server = tower::service_fn(move |req: http::Request<String>| {
+    ///     let mut log = log.lock().unwrap();
+    ///     log.push(req.headers().get("grpc-previous-rpc-attempts").cloned());
+    ///     let status = if log.len() == 1 { "14" } else { "0" };
+    ///     let res = http::Response::builder().header("grpc-status", status).body(String::new());
+    ///     async move { Ok::<_, std::io::Error>(res.unwrap()) }
+    /// });
+    /// let layer = RetryLayer::grpc(ConstantBackOff::new(Duration::from_millis(50)))
+    ///     .settings(RetrySettings::grpc().with_max_attempts(4)?);
+    /// let client = ServiceBuilder::new().layer(layer).service(server);
+    ///
+    /// let call = http::Request::post("/pkg.Service/Method").body(String::new()).unwrap();
+    /// let res = client.oneshot(call).await.unwrap();
+    /// assert_eq!(res.headers()["grpc-status"], "0");
+    /// assert_eq!(*seen.lock().unwrap(), [None, Some("1".parse().unwrap())]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn grpc(backoff: B) -> Self {
+        Self::new(backoff).settings(RetrySettings::grpc())
     }
 
     fn shared_mut(&mut self) -> &mut Shared {
@@ -142,6 +187,16 @@ impl<B: BackOff> RetryLayer<B> {
     /// [`RetryLayer::new`].
     pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
         self.shared_mut().retry_budget = Some(budget);
+        self
+    }
+
+    /// Stops inserting [`RetryStats`](crate::RetryStats) into final responses.
+    ///
+    /// The insert costs a few small allocations per request (the response's extension
+    /// map and the boxed value); without it the success path allocates nothing beyond the
+    /// request clone that any retry needs.
+    pub fn without_stats(mut self) -> Self {
+        self.shared_mut().stats = false;
         self
     }
 

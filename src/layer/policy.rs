@@ -8,6 +8,7 @@ use crate::BackOff;
 use crate::body::ReplayGuard;
 use crate::budget::RetryBudget;
 use crate::classify::{AsError, ErrorClass, default_error_class, is_idempotent};
+use crate::grpc::{DoNotRetryReason, GrpcDecision};
 use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use std::error::Error;
@@ -32,6 +33,7 @@ pub(crate) struct Shared {
     pub(crate) classify: Option<Arc<ClassifyFn>>,
     pub(crate) wall_clock: Option<Arc<ClockFn>>,
     pub(crate) retry_budget: Option<RetryBudget>,
+    pub(crate) stats: bool,
 }
 
 impl Default for Shared {
@@ -43,6 +45,7 @@ impl Default for Shared {
             classify: None,
             wall_clock: None,
             retry_budget: Some(RetryBudget::default()),
+            stats: true,
         }
     }
 }
@@ -147,7 +150,9 @@ where
     B: BackOff,
 {
     fn finish<Res, E>(&self, result: &mut Result<Response<Res>, E>, gave_up: Option<GiveUp>) {
-        if let Ok(res) = result {
+        if let Ok(res) = result
+            && self.shared.stats
+        {
             res.extensions_mut().insert(RetryStats {
                 gave_up,
                 ..self.stats()
@@ -188,6 +193,20 @@ where
         let idempotent =
             settings.retry_non_idempotent() || is_idempotent(req.method(), req.headers());
         let (reason, asked) = match result {
+            Ok(res) if settings.grpc_codes().is_some() => {
+                let codes = settings.grpc_codes().unwrap_or_default();
+                match crate::grpc::classify_response(res, codes) {
+                    GrpcDecision::Retry { code, after, .. } => (RetryReason::Grpc(code), after),
+                    GrpcDecision::DoNotRetry(DoNotRetryReason::Pushback(code)) => {
+                        self.give_up(GiveUp::Pushback, RetryReason::Grpc(code), result);
+                        return None;
+                    }
+                    _ => {
+                        self.finish(result, None);
+                        return None;
+                    }
+                }
+            }
             Ok(res) => {
                 let status = res.status();
                 if !settings.statuses().contains(status) {
@@ -236,9 +255,17 @@ where
             self.give_up(GiveUp::Budget(why), reason, result);
             return None;
         }
-        let Some(backoff) = self.backoff.next_backoff() else {
-            self.give_up(GiveUp::BackOff, reason, result);
-            return None;
+        // A gRPC pushback replaces the backoff's delay and starts the backoff over (A6).
+        let pushback = matches!(reason, RetryReason::Grpc(_)) && asked.is_some();
+        let backoff = if pushback {
+            self.backoff.reset();
+            Duration::ZERO
+        } else {
+            let Some(backoff) = self.backoff.next_backoff() else {
+                self.give_up(GiveUp::BackOff, reason, result);
+                return None;
+            };
+            backoff
         };
         let delay = match asked {
             None => backoff,
@@ -257,6 +284,7 @@ where
                     RetryReason::Status(
                         StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE,
                     ) => asked,
+                    RetryReason::Grpc(_) => asked,
                     // Elsewhere a Retry-After is a floor: never sooner than asked.
                     _ => backoff.max(asked),
                 }
@@ -293,6 +321,9 @@ where
             "retrying request"
         );
         self.shared.on_retry.on_retry(&event);
+        if self.settings.grpc_codes().is_some() {
+            crate::grpc::set_previous_attempts(req.headers_mut(), self.attempts);
+        }
         self.waited = self.waited.saturating_add(delay);
         self.retrying = true;
         Some(RetryDelay {

@@ -3,6 +3,7 @@
 use crate::ConfigError;
 use crate::budget::Limits;
 use crate::classify::StatusSet;
+use crate::grpc::GrpcCodes;
 use http::StatusCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +52,7 @@ struct Inner {
     retry_non_idempotent: bool,
     max_retry_after: Duration,
     clamp_retry_after: bool,
+    grpc: Option<GrpcCodes>,
 }
 
 impl Default for Inner {
@@ -61,6 +63,7 @@ impl Default for Inner {
             retry_non_idempotent: false,
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
             clamp_retry_after: false,
+            grpc: None,
         }
     }
 }
@@ -150,6 +153,49 @@ impl RetrySettings {
     pub fn with_clamp_retry_after(mut self, clamp: bool) -> Self {
         self.inner_mut().clamp_retry_after = clamp;
         self
+    }
+
+    /// The gRPC preset: the default settings, with outcomes read as gRPC statuses.
+    ///
+    /// Same as `RetrySettings::new().with_grpc_codes(GrpcCodes::DEFAULT_RETRYABLE)`:
+    /// `UNAVAILABLE` is retried, and `RESOURCE_EXHAUSTED` when the server sends a pushback.
+    ///
+    /// ```
+    /// use tower_backoff::RetrySettings;
+    /// use tower_backoff::grpc::{Code, GrpcCodes};
+    ///
+    /// let settings = RetrySettings::grpc().with_max_attempts(4)?;
+    /// assert_eq!(settings.grpc_codes(), Some(GrpcCodes::DEFAULT_RETRYABLE));
+    /// let aborted_too = RetrySettings::grpc()
+    ///     .with_grpc_codes(GrpcCodes::DEFAULT_RETRYABLE.with(Code::Aborted));
+    /// assert!(aborted_too.grpc_codes().unwrap().contains(Code::Aborted));
+    /// assert_eq!(RetrySettings::new().grpc_codes(), None);
+    /// # Ok::<(), tower_backoff::ConfigError>(())
+    /// ```
+    pub fn grpc() -> Self {
+        Self::new().with_grpc_codes(GrpcCodes::DEFAULT_RETRYABLE)
+    }
+
+    /// Reads responses as gRPC calls ([A6] retries) instead of by HTTP status.
+    ///
+    /// A response is classified by [`grpc::classify_response`](crate::grpc::classify_response):
+    /// a Trailers-Only response whose `grpc-status` is in `codes` is retried whatever the
+    /// method (every gRPC call is a POST; A6 leaves idempotency to the choice of codes), a
+    /// `grpc-retry-pushback-ms` is waited exactly (capped like a `Retry-After`) and restarts
+    /// the backoff, a negative pushback stops, and a response without a status is
+    /// committed and never retried. Retries carry `grpc-previous-rpc-attempts`. The HTTP
+    /// statuses ([`statuses`](Self::statuses)) are not used; transport errors are retried as
+    /// for any POST.
+    ///
+    /// [A6]: https://github.com/grpc/proposal/blob/master/A6-client-retries.md
+    pub fn with_grpc_codes(mut self, codes: GrpcCodes) -> Self {
+        self.inner_mut().grpc = Some(codes);
+        self
+    }
+
+    /// The retried gRPC codes when responses are read as gRPC calls, else `None`.
+    pub fn grpc_codes(&self) -> Option<GrpcCodes> {
+        self.0.grpc
     }
 
     /// The retried statuses.

@@ -1,0 +1,19 @@
+//! Glue for HTTP clients whose service types do not fit the retry layer as they are.
+//!
+//! hyper-util's legacy client and axum/hyper services need no glue: they are
+//! `tower::Service<http::Request<B>>` already (with the `hyper` feature, their errors are
+//! classified too). The others are behind cargo features, so the default build pulls none of
+//! them:
+//!
+//! | feature | module | what it adds |
+//! | --- | --- | --- |
+//! | `reqwest` | `integrations::reqwest` | `ReqwestService`: a `reqwest::Client` as a service of `http::Request`s; `AsError` for `reqwest::Error` |
+//! | `tonic` | `integrations::tonic` | `TonicRetryLayer`: the retry layer made to fit a tonic `Channel`; `AsError` for `tonic::transport::Error` |
+//!
+//! The examples `hyper_client`, `reqwest_client`, `tonic_client` and `axum_gateway` show each
+//! client end to end.
+
+#[cfg(feature = "reqwest")]
+pub mod reqwest;
+#[cfg(feature = "tonic")]
+pub mod tonic;

@@ -1,0 +1,200 @@
+//! The retry layer in front of a `reqwest::Client` (feature `reqwest`), against a real hyper
+//! server on loopback.
+//!
+//! The client runs on paused tokio time: a `Retry-After: 1` passes instantly in real time,
+//! while the server stamps each arrival with the virtual clock, so the wait is measured.
+
+mod support;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body::Frame;
+use http_body_util::{BodyExt, Full, StreamBody};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::upstream::{self, reply};
+use tower::{ServiceBuilder, ServiceExt};
+use tower_backoff::integrations::reqwest::ReqwestService;
+use tower_backoff::{
+    ConstantBackOff, GiveUp, ReplayBodyLayer, RetryEvent, RetryLayer, RetryReason, RetrySettings,
+    RetryStats,
+};
+
+/// Long enough that a retry made after it could not be mistaken for one after `Retry-After`.
+const BACKOFF: Duration = Duration::from_secs(10);
+
+fn layer() -> RetryLayer<ConstantBackOff> {
+    RetryLayer::new(ConstantBackOff::new(BACKOFF)).settings(
+        RetrySettings::new()
+            .with_max_elapsed(Duration::from_secs(60))
+            .unwrap(),
+    )
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().unwrap()
+}
+
+/// A streaming body: `chunks` chunks of `size` bytes, with no known length.
+fn stream_body(chunks: usize, size: usize) -> reqwest::Body {
+    let frames = (0..chunks).map(move |i| {
+        let byte = b'a' + (i % 26) as u8;
+        Ok::<_, Infallible>(Frame::data(Bytes::from(vec![byte; size])))
+    });
+    reqwest::Body::wrap(StreamBody::new(tokio_stream::iter(frames)))
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_the_layer_the_503_is_final() {
+    let (addr, arrivals) = upstream::serve(|n, _| match n {
+        0 => reply(503, &[("retry-after", "1")], "busy"),
+        _ => reply(200, &[], "ok"),
+    })
+    .await;
+    let res = client()
+        .get(format!("http://{addr}/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(arrivals.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn waits_for_retry_after_then_gets_the_200() {
+    let real_start = std::time::Instant::now();
+    let (addr, arrivals) = upstream::serve(|n, _| match n {
+        0 => reply(503, &[("retry-after", "1")], "busy"),
+        _ => reply(200, &[], "ok"),
+    })
+    .await;
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let service = ServiceBuilder::new()
+        .layer(layer().on_retry(move |e: &RetryEvent<'_>| {
+            seen.lock()
+                .unwrap()
+                .push((e.reason(), e.retry_after(), e.delay()));
+        }))
+        .service(ReqwestService::new(client()));
+
+    let req = Request::get(format!("http://{addr}/items"))
+        .body(String::new())
+        .unwrap();
+    let res = service.oneshot(req).await.unwrap();
+
+    assert_eq!(res.status(), StatusCode::OK);
+    let stats = *res.extensions().get::<RetryStats>().unwrap();
+    assert_eq!(stats.attempts, 2);
+    assert_eq!(res.into_body().collect().await.unwrap().to_bytes(), "ok");
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(arrivals.len(), 2);
+    let gap = arrivals[1].at - arrivals[0].at;
+    assert!(
+        gap >= Duration::from_secs(1) && gap < BACKOFF,
+        "retried after {gap:?}, not after the server's Retry-After"
+    );
+    assert_eq!(
+        *events.lock().unwrap(),
+        [(
+            RetryReason::Status(StatusCode::SERVICE_UNAVAILABLE),
+            Some(Duration::from_secs(1)),
+            Duration::from_secs(1)
+        )]
+    );
+    assert!(real_start.elapsed() < Duration::from_secs(1));
+}
+
+/// A streaming `reqwest::Body` is not `Clone`; `ReplayBodyLayer` buffers it as it is sent,
+/// so the retry sends the same bytes again.
+#[tokio::test(start_paused = true)]
+async fn a_streaming_body_is_replayed_through_replay_body_layer() {
+    let (addr, arrivals) = upstream::serve(|n, _| match n {
+        0 => reply(503, &[("retry-after", "0")], "busy"),
+        _ => reply(201, &[], "created"),
+    })
+    .await;
+    let service = ServiceBuilder::new()
+        .layer(ReplayBodyLayer::new().with_max_bytes(64 * 1024))
+        .layer(layer())
+        .service(ReqwestService::new(client()));
+
+    let req = Request::put(format!("http://{addr}/upload"))
+        .body(stream_body(8, 1024))
+        .unwrap();
+    let res = service.oneshot(req).await.unwrap();
+
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(arrivals.len(), 2);
+    assert_eq!(arrivals[0].body.len(), 8 * 1024);
+    assert_eq!(arrivals[1].body, arrivals[0].body);
+    assert_eq!(arrivals[1].method, Method::PUT);
+}
+
+/// Past the replay cap the body is still sent whole, once; the retry is refused (the
+/// body's `ReplayGuard` is capped) and the server's answer comes back as it is.
+#[tokio::test(start_paused = true)]
+async fn a_streaming_body_past_the_cap_is_sent_once_and_not_retried() {
+    let (addr, arrivals) = upstream::serve(|n, _| match n {
+        0 => reply(503, &[("retry-after", "0")], "busy"),
+        _ => reply(201, &[], "created"),
+    })
+    .await;
+    let retries = Arc::new(Mutex::new(0));
+    let counted = retries.clone();
+    let service = ServiceBuilder::new()
+        .layer(ReplayBodyLayer::new().with_max_bytes(1024))
+        .layer(layer().on_retry(move |_: &RetryEvent<'_>| *counted.lock().unwrap() += 1))
+        .service(ReqwestService::new(client()));
+
+    let req = Request::put(format!("http://{addr}/upload"))
+        .body(stream_body(8, 1024))
+        .unwrap();
+    let res = service.oneshot(req).await.unwrap();
+
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let stats = res.extensions().get::<RetryStats>().unwrap();
+    assert_eq!(stats.attempts, 1);
+    assert_eq!(stats.gave_up, Some(GiveUp::BodyNotReplayable));
+    assert_eq!(*retries.lock().unwrap(), 0);
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(arrivals.len(), 1);
+    assert_eq!(arrivals[0].body.len(), 8 * 1024);
+}
+
+/// reqwest's connect errors are classified as connect failures: a POST is retried, as it
+/// never reached a server.
+#[tokio::test(start_paused = true)]
+async fn connection_refused_is_retried_even_for_a_post() {
+    let addr = upstream::refused_addr();
+    let reasons = Arc::new(Mutex::new(Vec::new()));
+    let seen = reasons.clone();
+    let service = ServiceBuilder::new()
+        .layer(
+            RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)))
+                .on_retry(move |e: &RetryEvent<'_>| seen.lock().unwrap().push(e.reason())),
+        )
+        .service(ReqwestService::new(client()));
+    let req = Request::post(format!("http://{addr}/orders"))
+        .body(Full::new(Bytes::from_static(b"{}")))
+        .unwrap();
+    let err = service.oneshot(req).await.unwrap_err();
+    assert!(err.is_connect(), "{err:?}");
+    assert_eq!(
+        *reasons.lock().unwrap(),
+        [RetryReason::Connect, RetryReason::Connect]
+    );
+}
+
+/// A URI reqwest cannot send to is an error of the call, not a panic.
+#[tokio::test]
+async fn a_relative_uri_is_an_error() {
+    let service = ReqwestService::new(client());
+    let err = service
+        .oneshot(Request::get("/relative").body(String::new()).unwrap())
+        .await
+        .unwrap_err();
+    assert!(err.is_builder(), "{err:?}");
+}

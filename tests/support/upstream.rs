@@ -1,0 +1,93 @@
+//! A scripted HTTP/1 upstream on 127.0.0.1 (hyper), recording what it receives.
+
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+/// One request as the upstream received it (`at` on tokio's clock, paused or not).
+#[derive(Clone, Debug)]
+pub struct Arrival {
+    pub at: Instant,
+    pub method: Method,
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// What the upstream saw, shared with the test.
+pub type Arrivals = Arc<Mutex<Vec<Arrival>>>;
+
+/// Answers the `n`-th request (from 0) it receives.
+pub type Script = Arc<dyn Fn(usize, &Arrival) -> Response<Full<Bytes>> + Send + Sync>;
+
+/// Serves `script` on a free loopback port; returns its address and its arrivals.
+pub async fn serve(
+    script: impl Fn(usize, &Arrival) -> Response<Full<Bytes>> + Send + Sync + 'static,
+) -> (SocketAddr, Arrivals) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let arrivals: Arrivals = Arc::default();
+    let log = arrivals.clone();
+    let script: Script = Arc::new(script);
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let log = log.clone();
+            let script = script.clone();
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let log = log.clone();
+                let script = script.clone();
+                async move {
+                    let (parts, body) = req.into_parts();
+                    let body = body
+                        .collect()
+                        .await
+                        .map(|b| b.to_bytes())
+                        .unwrap_or_default();
+                    let arrival = Arrival {
+                        at: Instant::now(),
+                        method: parts.method,
+                        path: parts.uri.path().to_owned(),
+                        headers: parts.headers,
+                        body,
+                    };
+                    let n = {
+                        let mut log = log.lock().unwrap();
+                        log.push(arrival.clone());
+                        log.len() - 1
+                    };
+                    Ok::<_, Infallible>(script(n, &arrival))
+                }
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service),
+            );
+        }
+    });
+    (addr, arrivals)
+}
+
+/// A response with `status`, the given headers and a short body.
+pub fn reply(status: u16, headers: &[(&'static str, &str)], body: &str) -> Response<Full<Bytes>> {
+    let mut res = Response::builder().status(status);
+    for (name, value) in headers {
+        res = res.header(*name, *value);
+    }
+    res.body(Full::new(Bytes::from(body.to_owned()))).unwrap()
+}
+
+/// An address on which nothing listens (bound, then released).
+pub fn refused_addr() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
