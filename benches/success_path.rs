@@ -4,13 +4,16 @@
 //! The request is an `http::Request<Full<Bytes>>` with ten headers; the inner service
 //! answers `200 OK` at once, so every measured future completes on its first poll. The
 //! futures are polled by hand with a no-op waker: no executor cost hides the difference.
+//! After criterion's measurements, an interleaved comparison (see [`interleaved`]) prints
+//! each variant's median cost relative to tower's trivial policy, which background load
+//! on a shared machine skews far less.
 //!
 //! ```text
 //! cargo bench --bench success_path
 //! ```
 
 use bytes::Bytes;
-use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group};
 use http::{Request, Response};
 use http_body_util::Full;
 use std::convert::Infallible;
@@ -104,63 +107,133 @@ where
     }
 }
 
+/// A service under test, type-erased so that every variant runs through the same code
+/// (the indirect call costs all of them alike).
+type Variant = (&'static str, Box<dyn FnMut(Req) -> Res>);
+
+fn variants() -> Vec<Variant> {
+    fn boxed<S>(mut svc: S) -> Box<dyn FnMut(Req) -> Res>
+    where
+        S: Service<Req, Response = Res> + 'static,
+        S::Error: std::fmt::Debug,
+    {
+        Box::new(move |req| send(&mut svc, req))
+    }
+    let exp = ExponentialBackOff::default;
+    vec![
+        ("bare service", boxed(Ok200)),
+        (
+            "tower Retry, always-clone policy",
+            boxed(Retry::new(AlwaysClone, Ok200)),
+        ),
+        (
+            "RetryLayer (default, retry budget on)",
+            boxed(RetryLayer::new(exp()).layer(Ok200)),
+        ),
+        (
+            "RetryLayer without retry budget",
+            boxed(RetryLayer::new(exp()).without_retry_budget().layer(Ok200)),
+        ),
+        (
+            "RetryLayer without stats",
+            boxed(RetryLayer::new(exp()).without_stats().layer(Ok200)),
+        ),
+        (
+            "RetryLayer without stats, without retry budget",
+            boxed(
+                RetryLayer::new(exp())
+                    .without_stats()
+                    .without_retry_budget()
+                    .layer(Ok200),
+            ),
+        ),
+        (
+            // A backoff whose reset reads no clock (`ExponentialBackOff::reset` reads one).
+            "RetryLayer(ConstantBackOff) without stats, without retry budget",
+            boxed(
+                RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)))
+                    .without_stats()
+                    .without_retry_budget()
+                    .layer(Ok200),
+            ),
+        ),
+    ]
+}
+
+// No runtime is entered: the success path creates no timer, and tokio's `Instant::now`
+// outside a runtime is `std`'s. (With the `test-util` feature that dev-dependencies
+// enable, inside a runtime it would also lock the runtime's mock clock: a cost that
+// production builds, without `test-util`, never pay.)
 fn bench(c: &mut Criterion) {
-    // No runtime is entered: the success path creates no timer, and tokio's `Instant::now`
-    // outside a runtime is `std`'s. (With the `test-util` feature that dev-dependencies
-    // enable, inside a runtime it would also lock the runtime's mock clock: a cost that
-    // production builds, without `test-util`, never pay.)
     let template = request();
     let fresh = || AlwaysClone.clone_request(&template).unwrap();
-
     let mut g = c.benchmark_group("success_path");
-    let mut bare = Ok200;
-    g.bench_function("bare service", |b| {
-        b.iter_batched(fresh, |req| send(&mut bare, req), BatchSize::SmallInput)
-    });
-    let mut trivial = Retry::new(AlwaysClone, Ok200);
-    g.bench_function("tower Retry, always-clone policy", |b| {
-        b.iter_batched(fresh, |req| send(&mut trivial, req), BatchSize::SmallInput)
-    });
-    let mut ours = RetryLayer::new(ExponentialBackOff::default()).layer(Ok200);
-    g.bench_function("RetryLayer (default, retry budget on)", |b| {
-        b.iter_batched(fresh, |req| send(&mut ours, req), BatchSize::SmallInput)
-    });
-    let mut ours_nb = RetryLayer::new(ExponentialBackOff::default())
-        .without_retry_budget()
-        .layer(Ok200);
-    g.bench_function("RetryLayer without retry budget", |b| {
-        b.iter_batched(fresh, |req| send(&mut ours_nb, req), BatchSize::SmallInput)
-    });
-    let mut ours_ns = RetryLayer::new(ExponentialBackOff::default())
-        .without_stats()
-        .layer(Ok200);
-    g.bench_function("RetryLayer without stats", |b| {
-        b.iter_batched(fresh, |req| send(&mut ours_ns, req), BatchSize::SmallInput)
-    });
-    let mut ours_lean = RetryLayer::new(ExponentialBackOff::default())
-        .without_stats()
-        .without_retry_budget()
-        .layer(Ok200);
-    g.bench_function("RetryLayer without stats, without retry budget", |b| {
-        b.iter_batched(
-            fresh,
-            |req| send(&mut ours_lean, req),
-            BatchSize::SmallInput,
-        )
-    });
-    // A backoff whose reset reads no clock (`ExponentialBackOff::reset` reads one).
-    let mut ours_const = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)))
-        .without_retry_budget()
-        .layer(Ok200);
-    g.bench_function("RetryLayer(ConstantBackOff) without retry budget", |b| {
-        b.iter_batched(
-            fresh,
-            |req| send(&mut ours_const, req),
-            BatchSize::SmallInput,
-        )
-    });
+    for (name, mut svc) in variants() {
+        g.bench_function(name, |b| {
+            b.iter_batched(fresh, &mut svc, BatchSize::SmallInput)
+        });
+    }
     g.finish();
 }
 
+/// Requests per block of the interleaved comparison, and rounds.
+const BLOCK: usize = 2_000;
+const ROUNDS: usize = 40;
+
+/// Criterion runs the variants one after the other, so background load that comes and
+/// goes skews their ratios on a shared machine. Here every round times one block of
+/// requests per variant (rotating which goes first; requests built and responses dropped
+/// outside the timing, as with `iter_batched`) and each variant's time is divided by
+/// tower's trivial policy's in the same round; the medians are printed.
+fn interleaved() {
+    let template = request();
+    let mut variants = variants();
+    let n = variants.len();
+    let mut per_request = vec![Vec::with_capacity(ROUNDS); n];
+    let mut ratios = vec![Vec::with_capacity(ROUNDS); n];
+    for round in 0..ROUNDS {
+        let mut times = vec![0.0; n];
+        for k in 0..n {
+            let i = (round + k) % n;
+            let reqs: Vec<Req> = (0..BLOCK)
+                .map(|_| AlwaysClone.clone_request(&template).unwrap())
+                .collect();
+            let mut out = Vec::with_capacity(BLOCK);
+            let svc = &mut variants[i].1;
+            let start = std::time::Instant::now();
+            for req in reqs {
+                out.push(svc(req));
+            }
+            times[i] = start.elapsed().as_secs_f64();
+            drop(black_box(out));
+        }
+        for i in 0..n {
+            per_request[i].push(times[i] / BLOCK as f64 * 1e9);
+            ratios[i].push(times[i] / times[1]);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "success_path/interleaved: {ROUNDS} rounds of {BLOCK} requests; median ns per request, \
+         median time ÷ tower's trivial policy's"
+    );
+    for i in 0..n {
+        println!(
+            "  {}: {:.0} ns, {:.3}×",
+            variants[i].0,
+            median(&mut per_request[i]),
+            median(&mut ratios[i])
+        );
+    }
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    benches();
+    interleaved();
+    Criterion::default().configure_from_args().final_summary();
+}
