@@ -40,11 +40,11 @@ type Res = Response<()>;
 type Client = BoxCloneService<Req, Res, BoxError>;
 
 const MS: Duration = Duration::from_millis(1);
+const SEC: Duration = Duration::from_secs(1);
 
 /// `--timeline`: print, for every overload run, the server's attempts and successes per
 /// half second (to stderr), to see *when* a client sends.
 static TIMELINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-const SEC: Duration = Duration::from_secs(1);
 
 // ---------------------------------------------------------------------------------------
 // Shared machinery
@@ -154,7 +154,6 @@ const CONTENTION_STRATEGIES: [&str; 7] = [
 ];
 
 fn contention(strategy: &str, clients: u32, seed: u64) -> ContentionRun {
-    let s = seed;
     match strategy {
         "no backoff" => contention_with(ZeroBackOff, clients, seed),
         "exponential, no jitter" => contention_with(
@@ -168,7 +167,7 @@ fn contention(strategy: &str, clients: u32, seed: u64) -> ContentionRun {
             FullJitter::new(BLOG_BASE, BLOG_CAP)
                 .unwrap()
                 .into_backoff()
-                .with_seed(s),
+                .with_seed(seed),
             clients,
             seed,
         ),
@@ -176,14 +175,14 @@ fn contention(strategy: &str, clients: u32, seed: u64) -> ContentionRun {
             EqualJitter::new(BLOG_BASE, BLOG_CAP)
                 .unwrap()
                 .into_backoff()
-                .with_seed(s),
+                .with_seed(seed),
             clients,
             seed,
         ),
         "decorrelated jitter" => contention_with(
             DecorrelatedJitter::new(BLOG_BASE, BLOG_CAP)
                 .unwrap()
-                .with_seed(s),
+                .with_seed(seed),
             clients,
             seed,
         ),
@@ -192,14 +191,14 @@ fn contention(strategy: &str, clients: u32, seed: u64) -> ContentionRun {
                 .initial_interval(BLOG_BASE)
                 .max_interval(BLOG_CAP)
                 .max_elapsed_time(None)
-                .seed(s)
+                .seed(seed)
                 .build()
                 .unwrap(),
             clients,
             seed,
         ),
         "ExponentialBackOff::default()" => {
-            contention_with(ExponentialBackOff::default().with_seed(s), clients, seed)
+            contention_with(ExponentialBackOff::default().with_seed(seed), clients, seed)
         }
         other => unreachable!("unknown strategy {other}"),
     }
@@ -654,10 +653,11 @@ fn overload(scenario: &Scenario, variant: Variant, seed: u64) -> OverloadRow {
                 tokio::time::sleep_until(at(t)).await;
                 let client = client.clone();
                 tasks.push(tokio::spawn(async move {
+                    let issued = Instant::now();
                     let req = Request::get("http://api.example/items").body(()).unwrap();
                     let res = client.oneshot(req).await;
                     let ok = matches!(&res, Ok(r) if r.status() == StatusCode::OK);
-                    (t, secs(Instant::now(), start) - t, ok)
+                    (t, secs(Instant::now(), issued), ok)
                 }));
             }
         }
