@@ -528,7 +528,7 @@ fn pacing(seed: u64, initial_interval: Duration) -> PacingLayer {
 }
 
 /// The client under test, in front of `server`.
-fn client<S>(variant: Variant, server: S, seed: u64) -> Client
+fn client<S>(variant: Variant, server: S, seed: u64) -> (Client, Option<PacingLayer>)
 where
     S: tower::Service<Req, Response = Res, Error = BoxError> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -540,7 +540,9 @@ where
         .unwrap()
         .with_max_elapsed(60 * SEC)
         .unwrap();
-    match variant {
+    let paced = pacing(seed, PacingLayer::DEFAULT_INITIAL_INTERVAL);
+    let fine = pacing(seed, MS);
+    let client = match variant {
         Variant::NoRetry => BoxCloneService::new(server),
         Variant::Naive => layered(
             RetryLayer::new(backoff)
@@ -559,13 +561,13 @@ where
         Variant::BudgetPacing => BoxCloneService::new(
             tower::ServiceBuilder::new()
                 .layer(RetryLayer::new(backoff).settings(three))
-                .layer(pacing(seed, PacingLayer::DEFAULT_INITIAL_INTERVAL))
+                .layer(paced.clone())
                 .service(server),
         ),
         Variant::BudgetPacingFine => BoxCloneService::new(
             tower::ServiceBuilder::new()
                 .layer(RetryLayer::new(backoff).settings(three))
-                .layer(pacing(seed, MS))
+                .layer(fine.clone())
                 .service(server),
         ),
         Variant::Patient => layered(
@@ -581,10 +583,16 @@ where
                         .settings(patient)
                         .without_retry_budget(),
                 )
-                .layer(pacing(seed, PacingLayer::DEFAULT_INITIAL_INTERVAL))
+                .layer(paced.clone())
                 .service(server),
         ),
-    }
+    };
+    let pacing = match variant {
+        Variant::BudgetPacing | Variant::PatientPacing => Some(paced),
+        Variant::BudgetPacingFine => Some(fine),
+        _ => None,
+    };
+    (client, pacing)
 }
 
 struct Scenario {
@@ -639,7 +647,20 @@ fn overload(scenario: &Scenario, variant: Variant, seed: u64) -> OverloadRow {
                 }
             })
         };
-        let client = client(variant, server, seed);
+        let (client, pacing) = client(variant, server, seed);
+        // With `--timeline`, the pacing layer's learned delay, sampled every half second.
+        let delays = Arc::new(Mutex::new(Vec::new()));
+        let sampler = pacing
+            .filter(|_| TIMELINE.load(std::sync::atomic::Ordering::Relaxed))
+            .map(|pacing| {
+                let delays = delays.clone();
+                tokio::spawn(async move {
+                    loop {
+                        delays.lock().unwrap().push(pacing.current_delay());
+                        sleep(SEC / 2).await;
+                    }
+                })
+            });
         let mut arrivals = SmallRng::seed_from_u64(seed ^ 0xA11CE);
         let mut tasks = Vec::new();
         for &(from, to, rate) in &scenario.load {
@@ -665,6 +686,9 @@ fn overload(scenario: &Scenario, variant: Variant, seed: u64) -> OverloadRow {
         for task in tasks {
             outcomes.push(task.await.unwrap());
         }
+        if let Some(sampler) = sampler {
+            sampler.abort();
+        }
         let state = state.lock().unwrap();
         if TIMELINE.load(std::sync::atomic::Ordering::Relaxed) {
             let end = state.log.iter().map(|l| l.0).fold(0.0, f64::max);
@@ -681,6 +705,14 @@ fn overload(scenario: &Scenario, variant: Variant, seed: u64) -> OverloadRow {
             );
             let line: Vec<String> = bins.iter().map(|(a, s)| format!("{a}/{s}")).collect();
             eprintln!("  {}", line.join(" "));
+            let delays = delays.lock().unwrap();
+            if !delays.is_empty() {
+                let line: Vec<String> = delays
+                    .iter()
+                    .map(|d| format!("{}", d.as_millis()))
+                    .collect();
+                eprintln!("  pacing delay (ms) every 0.5 s: {}", line.join(" "));
+            }
         }
         let (w0, w1) = scenario.window;
         let inside = |t: f64| t >= w0 && t < w1;
@@ -836,7 +868,7 @@ fn rate_limit(n: usize, rate: f64, variant: Variant, seed: u64) -> RateRow {
                 }
             })
         };
-        let client = client(variant, server, seed);
+        let (client, _) = client(variant, server, seed);
         let tasks: Vec<_> = (0..n)
             .map(|_| {
                 let client = client.clone();
