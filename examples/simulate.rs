@@ -794,6 +794,25 @@ fn run_overload(short: bool, seed: u64, out: &mut String) -> Vec<(&'static str, 
             );
         }
         let _ = writeln!(out);
+        if short {
+            // Reproducibility, with the most stateful client: the same seed, the same run.
+            let again = overload(sc, Variant::BudgetPacing, seed);
+            let first = rows
+                .iter()
+                .find(|r| r.variant == Variant::BudgetPacing)
+                .expect("pacing row");
+            let key = |r: &OverloadRow| (r.attempts, r.window_served, r.ok, r.after, r.p50, r.p99);
+            assert!(
+                key(first) == key(&again),
+                "{}: the same seed gave two runs",
+                sc.name
+            );
+            let _ = writeln!(
+                out,
+                "Determinism check ({}, pacing client, twice): identical.\n",
+                sc.name
+            );
+        }
         all.push((sc.name, rows));
     }
     all
