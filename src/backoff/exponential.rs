@@ -159,11 +159,13 @@ impl Default for ExponentialBackOff {
 
 impl BackOff for ExponentialBackOff {
     fn next_backoff(&mut self) -> Option<Duration> {
-        let elapsed = self.elapsed();
+        // The clock is read only when a time limit needs it (before randomizing, as the
+        // reference does).
+        let elapsed = self.max_elapsed_time.map(|max| (max, self.elapsed()));
         let next = self.randomized();
         self.increment();
-        match self.max_elapsed_time {
-            Some(max) if elapsed.saturating_add(next) > max => None,
+        match elapsed {
+            Some((max, elapsed)) if elapsed.saturating_add(next) > max => None,
             _ => Some(next),
         }
     }

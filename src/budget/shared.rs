@@ -236,7 +236,12 @@ impl RetryBudget {
     /// Call it once per logical request, not per attempt. It takes no lock and never
     /// allocates: a clock read and, in the common case, one atomic `fetch_add`.
     pub fn deposit(&self) {
-        let epoch = self.inner.epoch(Instant::now());
+        self.deposit_at(Instant::now());
+    }
+
+    /// [`deposit`](Self::deposit) with a clock reading the caller already has.
+    pub(crate) fn deposit_at(&self, now: Instant) {
+        let epoch = self.inner.epoch(now);
         self.inner.deposits[slot_index(epoch)].add(tag(epoch), 1, Ordering::Relaxed);
     }
 

@@ -255,6 +255,10 @@ where
             self.give_up(GiveUp::Budget(why), reason, result);
             return None;
         }
+        if self.attempts == 1 {
+            // The first retry of this logical request: its backoff starts fresh.
+            self.backoff.reset();
+        }
         // A gRPC pushback replaces the backoff's delay and starts the backoff over (A6).
         let pushback = matches!(reason, RetryReason::Grpc(_)) && asked.is_some();
         let backoff = if pushback {
@@ -340,8 +344,9 @@ where
         }
         // A new logical request: it funds the shared retry budget (retries do not, or
         // retries would fund more retries), then chooses its settings and starts afresh.
+        let now = Instant::now();
         if let Some(budget) = &self.shared.retry_budget {
-            budget.deposit();
+            budget.deposit_at(now);
         }
         let settings = match req.extensions().get::<RetrySettings>() {
             Some(settings) => settings.clone(),
@@ -355,10 +360,11 @@ where
             return None;
         }
         self.settings = settings;
-        self.start = Instant::now();
+        self.start = now;
         self.attempts = 1;
         self.waited = Duration::ZERO;
-        self.backoff.reset();
+        // The backoff is reset at this request's first retry (in `retry`), so that a
+        // request that succeeds at once does not pay for it.
         Some(clone_parts(req))
     }
 }
