@@ -148,7 +148,7 @@ fn variants() -> Vec<Variant> {
             ),
         ),
         (
-            // A backoff whose reset reads no clock (`ExponentialBackOff::reset` reads one).
+            // A backoff without a jitter stream to re-seed when tower clones the policy.
             "RetryLayer(ConstantBackOff) without stats, without retry budget",
             boxed(
                 RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)))
