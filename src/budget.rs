@@ -174,4 +174,6 @@ mod tests {
 }
 
 mod shared;
+mod throttle;
 pub use shared::RetryBudget;
+pub use throttle::RetryThrottle;

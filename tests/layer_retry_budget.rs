@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tower::{Layer, Service, ServiceExt};
-use tower_backoff::budget::{Exhausted, RetryBudget};
+use tower_backoff::budget::{Exhausted, RetryBudget, RetryThrottle};
 use tower_backoff::{ConstantBackOff, GiveUp, RetryLayer, RetrySettings, RetryStats};
 
 /// A server in total outage: every request is answered 503; counts the attempts.
@@ -48,7 +48,7 @@ async fn run(layer: RetryLayer<ConstantBackOff>, requests: u32) -> u32 {
         assert!(
             matches!(
                 gave_up,
-                Some(GiveUp::RetryBudget | GiveUp::Budget(Exhausted::Attempts))
+                Some(GiveUp::RetryBudget | GiveUp::Throttled | GiveUp::Budget(Exhausted::Attempts))
             ),
             "{gave_up:?}"
         );
@@ -92,4 +92,52 @@ async fn the_default_layer_has_a_budget() {
     // Virtual time barely moves (1 ms per retry), so the window keeps every deposit.
     assert!(attempts < 1000 + 100 + 200 + 10, "attempts = {attempts}");
     assert!(attempts > 1000 + 100, "attempts = {attempts}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_throttle_stops_retries_after_a_few_failures_in_a_row() {
+    // 10 tokens, 0.1 per success: retries only while more than 5 tokens are left.
+    let throttle = RetryThrottle::new(10, 0.1).unwrap();
+    let layer = layer(None).retry_throttle(throttle.clone());
+    // Request 1: three attempts (10 → 7 tokens); request 2: two (7 → 5, then no retry);
+    // the other 48: one each.
+    assert_eq!(run(layer.clone(), 50).await, 3 + 2 + 48);
+    assert_eq!(throttle.tokens(), 0.0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn successes_refill_the_throttle_and_retries_resume() {
+    let throttle = RetryThrottle::new(10, 0.1).unwrap();
+    for _ in 0..10 {
+        throttle.on_failure();
+    }
+    let ok = tower::service_fn(|_req: Request<String>| async {
+        Ok::<_, std::io::Error>(Response::new(String::new()))
+    });
+    let service = layer(None).retry_throttle(throttle.clone()).layer(ok);
+    // 61 successes: 6.1 tokens.
+    for _ in 0..61 {
+        service
+            .clone()
+            .oneshot(Request::get("/").body(String::new()).unwrap())
+            .await
+            .unwrap();
+    }
+    assert!(throttle.allows_retry(), "tokens = {}", throttle.tokens());
+    // Retries flow again: the first failure leaves 5.1 tokens, enough for one retry,
+    // whose failure leaves 4.1: throttled.
+    let attempts = Arc::new(AtomicU32::new(0));
+    let failing = layer(None)
+        .retry_throttle(throttle)
+        .layer(outage(attempts.clone()));
+    let res = failing
+        .oneshot(Request::get("/").body(String::new()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 503);
+    assert_eq!(attempts.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        res.extensions().get::<RetryStats>().unwrap().gave_up,
+        Some(GiveUp::Throttled)
+    );
 }

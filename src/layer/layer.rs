@@ -8,7 +8,7 @@ use super::settings::DEFAULT_MAX_RETRY_AFTER as _;
 use super::settings::RetrySettings;
 use crate::BackOff;
 use crate::body::ReplayBodyLayer;
-use crate::budget::RetryBudget;
+use crate::budget::{RetryBudget, RetryThrottle};
 use crate::classify::ErrorClass;
 use std::error::Error;
 use std::fmt;
@@ -55,6 +55,8 @@ use tower_layer::{Layer, Stack};
 ///   the wait would end after [`Limits::max_elapsed`](crate::budget::Limits::max_elapsed)
 ///   from the start of the first attempt;
 /// - the backoff returns `None`;
+/// - the layer's shared [`RetryBudget`](crate::budget::RetryBudget) is spent, or its
+///   [`RetryThrottle`](crate::budget::RetryThrottle) (if any) has stopped retries;
 /// - the request's body could not be replayed ([`ReplayGuard`](crate::body::ReplayGuard)
 ///   capped).
 ///
@@ -197,6 +199,16 @@ impl<B: BackOff> RetryLayer<B> {
     /// request clone that any retry needs.
     pub fn without_stats(mut self) -> Self {
         self.shared_mut().stats = false;
+        self
+    }
+
+    /// Adds gRPC-style retry throttling shared by every request of this layer: every
+    /// failed attempt drains the bucket, every success refills it a little, and no retry
+    /// is started while it is at most half full — so a server that is down entirely gets
+    /// no retries at all after a few failures. Off by default; combines with the retry
+    /// budget (both must allow a retry).
+    pub fn retry_throttle(mut self, throttle: RetryThrottle) -> Self {
+        self.shared_mut().retry_throttle = Some(throttle);
         self
     }
 

@@ -6,7 +6,7 @@ use super::settings::RetrySettings;
 use super::stats::{GiveUp, RetryStats};
 use crate::BackOff;
 use crate::body::ReplayGuard;
-use crate::budget::RetryBudget;
+use crate::budget::{RetryBudget, RetryThrottle};
 use crate::classify::{AsError, ErrorClass, default_error_class, is_idempotent};
 use crate::grpc::{DoNotRetryReason, GrpcDecision};
 use http::{Request, Response, StatusCode};
@@ -33,6 +33,7 @@ pub(crate) struct Shared {
     pub(crate) classify: Option<Arc<ClassifyFn>>,
     pub(crate) wall_clock: Option<Arc<ClockFn>>,
     pub(crate) retry_budget: Option<RetryBudget>,
+    pub(crate) retry_throttle: Option<RetryThrottle>,
     pub(crate) stats: bool,
 }
 
@@ -45,6 +46,7 @@ impl Default for Shared {
             classify: None,
             wall_clock: None,
             retry_budget: Some(RetryBudget::default()),
+            retry_throttle: None,
             stats: true,
         }
     }
@@ -160,6 +162,17 @@ where
         }
     }
 
+    /// Tells the retry throttle, if any, how an attempt went.
+    fn outcome(&self, success: bool) {
+        if let Some(throttle) = &self.shared.retry_throttle {
+            if success {
+                throttle.on_success();
+            } else {
+                throttle.on_failure();
+            }
+        }
+    }
+
     fn give_up<Res, E>(
         &self,
         why: GiveUp,
@@ -196,12 +209,17 @@ where
             Ok(res) if settings.grpc_codes().is_some() => {
                 let codes = settings.grpc_codes().unwrap_or_default();
                 match crate::grpc::classify_response(res, codes) {
-                    GrpcDecision::Retry { code, after, .. } => (RetryReason::Grpc(code), after),
+                    GrpcDecision::Retry { code, after, .. } => {
+                        self.outcome(false);
+                        (RetryReason::Grpc(code), after)
+                    }
                     GrpcDecision::DoNotRetry(DoNotRetryReason::Pushback(code)) => {
+                        self.outcome(false);
                         self.give_up(GiveUp::Pushback, RetryReason::Grpc(code), result);
                         return None;
                     }
                     _ => {
+                        self.outcome(true);
                         self.finish(result, None);
                         return None;
                     }
@@ -210,11 +228,13 @@ where
             Ok(res) => {
                 let status = res.status();
                 if !settings.statuses().contains(status) {
+                    self.outcome(true);
                     self.finish(result, None);
                     return None;
                 }
                 // A 429 was refused before any processing: safe to resend for every method.
                 if !idempotent && status != StatusCode::TOO_MANY_REQUESTS {
+                    self.outcome(false);
                     self.give_up(GiveUp::NotIdempotent, RetryReason::Status(status), result);
                     return None;
                 }
@@ -223,6 +243,7 @@ where
                     None => SystemTime::now(),
                 };
                 let asked = crate::retry_after::from_headers(res.headers(), now);
+                self.outcome(false);
                 (RetryReason::Status(status), asked)
             }
             Err(e) => {
@@ -231,6 +252,9 @@ where
                     (Some(err), None) => default_error_class(err),
                     (None, _) => ErrorClass::Transport,
                 };
+                if class != ErrorClass::Fatal {
+                    self.outcome(false);
+                }
                 let reason = match class {
                     ErrorClass::Connect => RetryReason::Connect,
                     ErrorClass::Transport if idempotent => RetryReason::Transport,
@@ -300,6 +324,12 @@ where
             return None;
         }
 
+        if let Some(throttle) = &self.shared.retry_throttle
+            && !throttle.allows_retry()
+        {
+            self.give_up(GiveUp::Throttled, reason, result);
+            return None;
+        }
         // Last check, so that a retry refused for another reason costs no token.
         if let Some(budget) = &self.shared.retry_budget
             && !budget.withdraw()

@@ -52,6 +52,9 @@ pub enum GiveUp {
     Budget(Exhausted),
     /// The client's shared [`RetryBudget`](crate::budget::RetryBudget) is spent.
     RetryBudget,
+    /// The client's [`RetryThrottle`](crate::budget::RetryThrottle) has stopped retries:
+    /// too many recent attempts failed.
+    Throttled,
     /// A gRPC server's pushback (a negative or malformed `grpc-retry-pushback-ms`) asked
     /// the client not to retry.
     Pushback,
@@ -68,6 +71,7 @@ impl fmt::Display for GiveUp {
             }
             Self::Budget(why) => write!(f, "{why}"),
             Self::RetryBudget => f.write_str("the client's shared retry budget is spent"),
+            Self::Throttled => f.write_str("retries are throttled: too many recent failures"),
             Self::Pushback => f.write_str("the server's gRPC pushback asked not to retry"),
         }
     }
