@@ -28,7 +28,7 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt};
-use tower_backoff::budget::RetryBudget;
+use tower_backoff::budget::{RetryBudget, RetryThrottle};
 use tower_backoff::{
     BackOff, DecorrelatedJitter, EqualJitter, ExponentialBackOff, FullJitter, PacingLayer,
     ResponsiveBackOff, RetryLayer, RetrySettings, Schedule, Table, ZeroBackOff, aws,
@@ -479,6 +479,7 @@ enum Variant {
     Naive,
     Budget,
     BudgetShortTtl,
+    BudgetThrottle,
     BudgetPacing,
     BudgetPacingFine,
     Patient,
@@ -492,6 +493,7 @@ impl Variant {
             Variant::Naive => "naive retry (3 attempts, no budget)",
             Variant::Budget => "RetryLayer default (3 attempts, budget 10 s / 10/s / 20 %)",
             Variant::BudgetShortTtl => "RetryLayer, budget ttl 2 s",
+            Variant::BudgetThrottle => "RetryLayer default + RetryThrottle (10 tokens, 0.1)",
             Variant::BudgetPacing => "RetryLayer default + PacingLayer::new() inside",
             Variant::BudgetPacingFine => "RetryLayer default + PacingLayer, initial interval 1 ms",
             Variant::Patient => "RetryLayer, 50 attempts within 60 s, no budget",
@@ -502,11 +504,12 @@ impl Variant {
     }
 }
 
-const VARIANTS: [Variant; 6] = [
+const VARIANTS: [Variant; 7] = [
     Variant::NoRetry,
     Variant::Naive,
     Variant::Budget,
     Variant::BudgetShortTtl,
+    Variant::BudgetThrottle,
     Variant::BudgetPacing,
     Variant::BudgetPacingFine,
 ];
@@ -555,6 +558,12 @@ where
             RetryLayer::new(backoff)
                 .settings(three)
                 .retry_budget(RetryBudget::new(2 * SEC, 10, 0.2).unwrap()),
+            server,
+        ),
+        Variant::BudgetThrottle => layered(
+            RetryLayer::new(backoff)
+                .settings(three)
+                .retry_throttle(RetryThrottle::default()),
             server,
         ),
         // Pacing inside the retry layer (the recommended place): every attempt is paced.
