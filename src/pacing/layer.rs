@@ -67,7 +67,13 @@ pub struct PacingLayer {
 impl PacingLayer {
     /// The longest a new request waits for the pace or a cool-down before failing fast:
     /// 10 s.
-    pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(10);
+    pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(30);
+    /// Requests a new client may have in flight before its first responses come back:
+    /// 4 (TCP's initial window is of that order). A burst against an unknown rate limit
+    /// then costs a handful of 429s, not one per request of the burst.
+    pub const DEFAULT_INITIAL_WINDOW: u32 = 4;
+    /// The slow start ends once this many requests are in flight without a refusal: 64.
+    pub const OPEN_WINDOW: u32 = 64;
     /// The longest cool-down a `Retry-After` (or `RateLimit`) header can impose: 5 min.
     /// A server asking for more gets 5 min.
     pub const DEFAULT_MAX_COOLDOWN: Duration = Duration::from_secs(5 * 60);
@@ -134,13 +140,19 @@ impl PacingLayer {
         &self.shared.backoff
     }
 
-    /// The current spacing between requests: zero while the client is not throttled.
+    /// The current spacing between requests (one over [`current_rate`](Self::current_rate)):
+    /// zero while the client is not paced.
     pub fn current_delay(&self) -> Duration {
-        self.shared.backoff.current()
+        self.shared.current_delay()
     }
 
-    /// How long a new request to `authority` would still be held by its cool-down, if
-    /// any: until the cool-down ends, then one delay past each request queued behind it.
+    /// The learned send rate, in requests per second, while the client is paced; `None`
+    /// while it is not (open, or in its slow start).
+    pub fn current_rate(&self) -> Option<f64> {
+        self.shared.current_rate()
+    }
+
+    /// How long new requests to `authority` are still held by its cool-down, if any.
     pub fn cooldown(&self, authority: &Authority) -> Option<Duration> {
         self.shared.cooldown(&Some(authority.clone()))
     }
@@ -217,6 +229,7 @@ impl Default for PacingBuilder {
             settings: Settings {
                 max_wait: PacingLayer::DEFAULT_MAX_WAIT,
                 max_cooldown: PacingLayer::DEFAULT_MAX_COOLDOWN,
+                initial_window: PacingLayer::DEFAULT_INITIAL_WINDOW,
                 slow_down,
             },
             slow_down: PacingLayer::DEFAULT_SLOW_DOWN.to_vec(),
@@ -247,6 +260,16 @@ impl PacingBuilder {
     /// then only raise the client's delay. Any duration is valid.
     pub fn max_cooldown(mut self, max_cooldown: Duration) -> Self {
         self.settings.max_cooldown = max_cooldown;
+        self
+    }
+
+    /// How many requests a new client sends before its first responses are back: the
+    /// window of its slow start, which grows by one per success (doubling per round
+    /// trip) until the first refusal or [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW)
+    /// requests in flight. Zero skips the slow start: the client starts open. Any value
+    /// is valid.
+    pub fn initial_window(mut self, requests: u32) -> Self {
+        self.settings.initial_window = requests;
         self
     }
 
