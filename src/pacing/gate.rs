@@ -71,7 +71,7 @@ const MIN_SPAN: f64 = 0.1;
 /// After a refusal with a measured delivery rate: pace just under it.
 const DECREASE: f64 = 0.97;
 /// After a refusal with no measured delivery rate yet: halve the pace.
-const BLIND_DECREASE: f64 = 0.5;
+const BLIND_DECREASE: f64 = 0.6;
 /// Far below the known ceiling: each success adds this much to the rate (req/s), so the
 /// rate grows e-fold every 1/8 s while it is used: about ×2 per 90 ms.
 const FAST_GAIN: f64 = 8.0;
@@ -595,7 +595,15 @@ impl Shared {
                 }
                 let ceiling = gate.episode.as_ref().and_then(|e| e.ceiling);
                 let gain = match ceiling {
-                    Some(c) if rate >= c * NEAR_CEILING => SLOW_GAIN,
+                    Some(c) if rate >= c * NEAR_CEILING => {
+                        // Near the ceiling: probe, with steps that grow the longer no
+                        // refusal comes (as TCP CUBIC), so a ceiling measured too low
+                        // during a transient is soon left behind.
+                        let calm = gate
+                            .last_refusal
+                            .map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
+                        (SLOW_GAIN * (1.0 + calm * calm)).min(FAST_GAIN)
+                    }
                     _ => FAST_GAIN,
                 };
                 if let Mode::Paced { rate } = &mut gate.mode {
@@ -636,7 +644,10 @@ impl Shared {
         // ago to be measured, the pace goes just under it, and by at most half (the
         // meter also covers time spent ramping up after a refusal, or after an outage).
         let delivered = episode.delivered.rate(now);
-        episode.delivered = Meter::new(now);
+        if delivered.is_some() {
+            // Refusals in quick succession keep measuring from the same start.
+            episode.delivered = Meter::new(now);
+        }
         let rate = match (delivered, current) {
             (Some(delivered), Some(current)) => {
                 Some((current.min(delivered) * DECREASE).max(current * BLIND_DECREASE))
@@ -661,7 +672,6 @@ impl Shared {
             },
         };
         tracing::debug!(mode = ?gate.mode, "pacing: client slows down");
-        if std::env::var_os("PACING_TRACE").is_some() { eprintln!("TRACE {:?} refused -> {:?} delivered={:?} current={:?}", now, gate.mode, delivered, current); }
     }
 
     fn cool_down(
