@@ -540,11 +540,22 @@ impl Shared {
             gate.dests
                 .retain(|_, d| d.cooling_until.is_some_and(|until| until > now));
         }
-        let dest = gate.dests.entry(to.clone()).or_default();
         let x = if refused { 1.0 } else { 0.0 };
-        dest.refusals += (x - dest.refusals) * SHARE_WEIGHT;
+        match gate.dests.get_mut(to) {
+            Some(dest) => dest.refusals += (x - dest.refusals) * SHARE_WEIGHT,
+            // A destination's first answer is all it has said so far.
+            None => {
+                gate.dests.insert(
+                    to.clone(),
+                    Dest {
+                        refusals: x,
+                        cooling_until: None,
+                    },
+                );
+            }
+        }
+        let share = gate.dests.get(to).map_or(x, |d| d.refusals);
         if refused {
-            let share = dest.refusals;
             self.refused(&mut gate, now);
             self.cool_down(&mut gate, to, share, status, headers, now);
             self.throttled.store(true, Ordering::Release);
@@ -624,6 +635,8 @@ impl Shared {
             .last_refusal
             .is_none_or(|at| now.saturating_duration_since(at) >= QUIET);
         gate.last_refusal = Some(now);
+        // The new pace counts from this refusal: the next request goes one spacing later.
+        gate.last_send = Some(gate.last_send.map_or(now, |last| last.max(now)));
         if quiet || gate.episode.is_none() {
             gate.episode = Some(Episode {
                 delivered: Meter::new(now),
@@ -672,6 +685,8 @@ impl Shared {
             },
         };
         tracing::debug!(mode = ?gate.mode, "pacing: client slows down");
+        // The first in line re-reads the pace (it may wait on a full slow-start window).
+        wake_head(gate);
     }
 
     fn cool_down(
