@@ -245,7 +245,10 @@ async fn requests_held_by_a_cool_down_leave_at_the_pace_not_in_a_burst() {
     // Not a burst of three at 2 s: the cool-down's end, then the client's pace.
     let offsets = log.offsets(start);
     assert_eq!(offsets[..2], [ms(0), ms(2000)]);
-    assert!(gaps(&offsets[1..]).iter().all(|gap| *gap >= ms(30)), "{offsets:?}");
+    assert!(
+        gaps(&offsets[1..]).iter().all(|gap| *gap >= ms(30)),
+        "{offsets:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -258,7 +261,9 @@ async fn a_lone_retry_after_among_successes_does_not_close_the_destination() {
     }
     // A server shedding one request of many: the client slows down, but the
     // destination does not close for everyone for the Retry-After.
-    send(&mut client, get_ra("http://a/503", "5")).await.unwrap();
+    send(&mut client, get_ra("http://a/503", "5"))
+        .await
+        .unwrap();
     assert!(pacing.current_delay() > Duration::ZERO);
     assert_eq!(pacing.cooldown(&"a".parse().unwrap()), None);
     let before = Instant::now();
@@ -267,7 +272,9 @@ async fn a_lone_retry_after_among_successes_does_not_close_the_destination() {
 
     // A destination whose answers are mostly refusals does cool down.
     for _ in 0..6 {
-        send(&mut client, get_ra("http://a/503", "5")).await.unwrap();
+        send(&mut client, get_ra("http://a/503", "5"))
+            .await
+            .unwrap();
     }
     assert_eq!(pacing.cooldown(&"a".parse().unwrap()), Some(secs(5)));
 }
@@ -583,7 +590,9 @@ async fn a_rate_limited_burst_completes_near_the_limit_with_few_429s() {
                     }
                 };
                 tokio::time::sleep(ms(10)).await;
-                let response = Response::builder().status(status).header("retry-after", "1");
+                let response = Response::builder()
+                    .status(status)
+                    .header("retry-after", "1");
                 Ok::<_, Infallible>(response.body(()).unwrap())
             }
         })

@@ -158,8 +158,9 @@ enum Mode {
 /// A refusal episode: from the first fresh refusal after a quiet period.
 #[derive(Debug)]
 struct Episode {
-    /// Successes since the episode began: while the client is refused, the rate the
-    /// server actually serves.
+    /// Successes since the previous measured refusal (refusals in quick succession,
+    /// under [`MIN_SPAN`] apart, share one start): while the client is refused, the rate
+    /// the server actually serves.
     delivered: Meter,
     /// The delivery rate measured at the last refusal: the capacity, as far as known.
     ceiling: Option<f64>,
@@ -382,7 +383,12 @@ impl Shared {
         if let Some(until) = gate.cooling(to, now) {
             let wait = until - now;
             if wait > budget {
-                tracing::debug!(?to, ?wait, ?budget, "pacing: destination cools down too long");
+                tracing::debug!(
+                    ?to,
+                    ?wait,
+                    ?budget,
+                    "pacing: destination cools down too long"
+                );
                 return Admit::Fail(PacingError::WouldExceedBudget { wait, budget });
             }
             return Admit::Cool(until);
