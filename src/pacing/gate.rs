@@ -139,6 +139,12 @@ impl Meter {
         self.advance(now);
         (self.span >= MIN_SPAN).then(|| self.count / self.span)
     }
+
+    /// The rate, however short the history (`None` only without any).
+    fn rough_rate(&mut self, now: Instant) -> Option<f64> {
+        self.advance(now);
+        (self.span > 0.0).then(|| self.count / self.span)
+    }
 }
 
 /// How the client sends.
@@ -190,6 +196,8 @@ struct Gate {
     in_flight: u32,
     srtt: Option<Duration>,
     responses: Meter,
+    /// Successes, over about the last second.
+    served: Meter,
     episode: Option<Episode>,
     last_refusal: Option<Instant>,
     dests: HashMap<Destination, Dest>,
@@ -351,6 +359,7 @@ impl Shared {
                 in_flight: 0,
                 srtt: None,
                 responses: Meter::new(now),
+                served: Meter::new(now),
                 episode: None,
                 last_refusal: None,
                 dests: HashMap::new(),
@@ -415,15 +424,19 @@ impl Shared {
             Mode::Paced { .. } | Mode::Probe { .. } => {
                 let spacing = gate.spacing().expect("paced");
                 let next = gate.next_slot(spacing, now);
-                // While probing, only the next probe is certain: the destination may be
-                // back by then, and the queue then drains at the recovering rate.
-                let queued = match gate.mode {
-                    Mode::Probe { .. } => 0,
-                    _ => u32::try_from(gate.queue.len()).unwrap_or(u32::MAX),
+                // The queue drains at the rate, or at the ceiling the rate is growing
+                // back to. With no ceiling known (probing, or ramping up after an
+                // outage) only the next slot is certain: the rate may grow manyfold
+                // before this request's turn.
+                let ceiling = gate.episode.as_ref().and_then(|e| e.ceiling);
+                let drain = match (gate.mode, ceiling) {
+                    (Mode::Paced { rate }, Some(ceiling)) => Some(rate.max(ceiling)),
+                    _ => None,
                 };
-                let wait = next
-                    .saturating_duration_since(now)
-                    .saturating_add(spacing.saturating_mul(queued));
+                let queued = drain.map_or(Duration::ZERO, |rate| {
+                    secs_f64(gate.queue.len() as f64 / rate)
+                });
+                let wait = next.saturating_duration_since(now).saturating_add(queued);
                 if wait > budget {
                     tracing::debug!(?to, ?wait, ?budget, "pacing: request would wait too long");
                     return Admit::Fail(PacingError::WouldExceedBudget { wait, budget });
@@ -574,6 +587,7 @@ impl Shared {
         if !self.backoff.current().is_zero() {
             self.backoff.on_success();
         }
+        gate.served.add(now);
         if let Some(episode) = &mut gate.episode {
             episode.delivered.add(now);
         }
@@ -651,10 +665,16 @@ impl Shared {
         }
         let current = match gate.mode {
             Mode::Open => gate.responses.rate(now),
+            // The window over the round trip, but no more than what was served: a
+            // burst's first round is served from the server's own burst allowance.
             Mode::Start { window } => gate
                 .srtt
                 .filter(|rtt| !rtt.is_zero())
-                .map(|rtt| f64::from(window) / rtt.as_secs_f64()),
+                .map(|rtt| f64::from(window) / rtt.as_secs_f64())
+                .map(|sent| {
+                    let served = gate.served.rough_rate(now);
+                    served.map_or(sent, |served| sent.min(served))
+                }),
             Mode::Paced { rate } => Some(rate),
             Mode::Probe { .. } => None,
         };
@@ -668,6 +688,8 @@ impl Shared {
             episode.delivered = Meter::new(now);
         }
         let rate = match (delivered, current) {
+            // Refused, and nothing served for a while: probe.
+            (Some(delivered), _) if delivered < MIN_RATE => None,
             (Some(delivered), Some(current)) => {
                 Some((current.min(delivered) * DECREASE).max(current * BLIND_DECREASE))
             }
@@ -679,8 +701,9 @@ impl Shared {
         episode.ceiling = match (delivered, current) {
             (Some(delivered), Some(current)) => Some(current.min(delivered)),
             (Some(delivered), None) => Some(delivered),
-            (None, Some(current)) => Some(episode.ceiling.map_or(current, |c| c.min(current))),
-            (None, None) => episode.ceiling,
+            // A blind cut measures nothing: the rate grows back fast, and the next
+            // refusal, measured, sets the ceiling.
+            (None, _) => episode.ceiling,
         };
         gate.mode = match rate {
             Some(rate) if rate >= MIN_RATE => Mode::Paced { rate },
