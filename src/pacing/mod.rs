@@ -15,8 +15,9 @@
 //!   herd.
 //! - **Down on refusals, once per round.** A response whose status is a slow-down status
 //!   (429 and 503 by default) lowers the rate to just under what the server actually
-//!   served since the previous refusal (×0.97), or to 60 % of itself when that is not
-//!   measured yet (and never below that in one step). Only the refusal of a request sent *after* the last
+//!   served since the previous refusal (×0.97) — a server that refuses the excess serves
+//!   exactly its capacity, so this lands just under it — or to 60 % of itself when that
+//!   is not measured yet (and never below that in one step). Only the refusal of a request sent *after* the last
 //!   decrease counts: when 50 requests are in flight and all are refused, they answer the
 //!   old pace, and the rate goes down one step, not fifty (TCP, likewise, backs off once
 //!   per round trip).
@@ -24,11 +25,12 @@
 //!   second (so it doubles in about 90 ms at full use) until it nears the *ceiling*, the
 //!   rate at which the server last refused; there it grows by about 1 % per second,
 //!   faster the longer no refusal comes (as TCP CUBIC probes), so a ceiling measured too
-//!   low is soon left behind. After ten seconds without a refusal, once no request waits,
+//!   low is soon left behind. Only measured cuts set the ceiling: after a blind one the
+//!   rate grows back fast until the next refusal measures it. After ten seconds without a refusal, once no request waits,
 //!   the client is open again: nothing waits, and a request costs one atomic load on the
 //!   way in.
-//! - **Probing.** When the server serves nothing at all (an outage) the rate has nothing
-//!   to go by: the client then sends one request per delay of the
+//! - **Probing.** When the server serves nothing at all (an outage: refusals, and no
+//!   success for a tenth of a second or more) the rate has nothing to go by: the client then sends one request per delay of the
 //!   [`ResponsiveBackOff`](crate::ResponsiveBackOff) of seed 002 — 100 ms, ×2 per refused
 //!   probe, up to 5 s by default — and leaves probing at the first success, at that
 //!   pace, from where the rate grows again. The backoff's delay comes down after streaks
@@ -36,7 +38,8 @@
 //! - **Slow start.** A new client sends at most 4 requests (default) before their
 //!   responses come back, and one more per success (doubling per round trip): a burst of
 //!   a thousand requests against an unknown rate limit then costs a few dozen 429s, not
-//!   a thousand. The slow start ends at the first refusal, or with 64 requests in flight.
+//!   a thousand. The slow start ends at the first refusal — the rate then starts from
+//!   what was served so far, not from what was sent — or with 64 requests in flight.
 //! - **Cool-downs.** A slow-down response with `Retry-After` (or a `RateLimit` reset,
 //!   read by [`retry_after::from_headers`](crate::retry_after::from_headers)) closes its
 //!   destination — the request URI's authority, else its `Host` header — until then
@@ -50,9 +53,12 @@
 //! - **Fail fast.** A request never waits longer than
 //!   [`max_wait`](PacingBuilder::max_wait) (30 s by default), nor past its own
 //!   [`PacingDeadline`], if it carries one: when the wait expected on arrival (the
-//!   cool-down, or its place in the queue at the current rate) is longer, it fails at
-//!   once with [`PacingError::WouldExceedBudget`], unsent; if the pace drops while it
-//!   waits, it fails when its budget runs out. A request dropped while it waits leaves
+//!   cool-down, or its place in the queue at the rate, or at the ceiling the rate is
+//!   growing back to) is longer, it fails at once with
+//!   [`PacingError::WouldExceedBudget`], unsent. With no ceiling known (in the slow
+//!   start, while probing, or ramping up after an outage) only the next slot counts:
+//!   the rate may grow manyfold before its turn. If the pace drops while it waits, it
+//!   fails when its budget runs out. A request dropped while it waits leaves
 //!   the queue.
 //! - **Transport errors** (connection refused, reset, …) change nothing: they do not say
 //!   the server is overloaded, and one dead host must not slow the client down for all
