@@ -872,3 +872,47 @@ async fn hyper_client_waits_out_a_real_servers_retry_after() {
     let gap = hits[1] - hits[0];
     assert!(gap >= secs(1) && gap < ms(1100), "{gap:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_outage_is_probed_and_its_waiting_requests_succeed_after_it() {
+    // Bare 503s for the first second, then all well; 10 ms each way.
+    let start = Instant::now();
+    let attempts = Arc::new(Mutex::new(Vec::<Instant>::new()));
+    let server = {
+        let attempts = Arc::clone(&attempts);
+        tower::service_fn(move |_: Request<()>| {
+            let attempts = Arc::clone(&attempts);
+            async move {
+                tokio::time::sleep(ms(10)).await;
+                attempts.lock().unwrap().push(Instant::now());
+                let status = if start.elapsed() < secs(1) { 503 } else { 200 };
+                tokio::time::sleep(ms(10)).await;
+                Ok::<_, Infallible>(Response::builder().status(status).body(()).unwrap())
+            }
+        })
+    };
+    let pacing = PacingLayer::builder()
+        .backoff(backoff(10))
+        .initial_window(0)
+        .build()
+        .unwrap();
+    let client = pacing.layer(server);
+    // One request every 10 ms for 1.5 s, none retried.
+    let mut tasks = Vec::new();
+    for _ in 0..150 {
+        tasks.push(tokio::spawn(client.clone().oneshot(get("http://api/"))));
+        tokio::time::sleep(ms(10)).await;
+    }
+    let mut ok = 0;
+    for task in tasks {
+        if task.await.unwrap().unwrap().status() == 200 {
+            ok += 1;
+        }
+    }
+    let attempts = attempts.lock().unwrap();
+    let during = attempts.iter().filter(|at| **at - start < secs(1)).count();
+    // During the outage the client only probes: a handful of the 100 requests issued
+    // then reach the server. The others wait, and succeed once it is back.
+    assert!(during <= 10, "{during} attempts during the outage");
+    assert!(ok >= 140, "{ok} of 150 succeeded");
+}
