@@ -127,6 +127,11 @@ fn pacing_error(err: &BoxError) -> PacingError {
         .unwrap_or_else(|| panic!("not a pacing error: {err}"))
 }
 
+/// Gaps between consecutive offsets.
+fn gaps(offsets: &[Duration]) -> Vec<Duration> {
+    offsets.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_slow_down_makes_the_next_new_requests_wait() {
     let log = Log::default();
@@ -136,57 +141,54 @@ async fn a_slow_down_makes_the_next_new_requests_wait() {
 
     let busy = send(&mut client, get("http://a/503")).await.unwrap();
     assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
+    // Nothing measured yet: the client probes, one request per backoff delay.
     assert_eq!(pacing.current_delay(), ms(100));
-    for _ in 0..3 {
-        send(&mut client, get("http://a/200")).await.unwrap();
-    }
-    // New requests (not retries) are spaced one delay apart from the 503.
-    assert_eq!(log.offsets(start), [ms(0), ms(100), ms(200), ms(300)]);
+    assert_eq!(pacing.current_rate(), Some(10.0));
+    // New requests (not retries), to any destination, wait for the pace.
+    send(&mut client, get("http://b/200")).await.unwrap();
+    assert_eq!(log.offsets(start), [ms(0), ms(100)]);
 
-    // A second slow-down doubles the spacing.
+    // A second refusal, of a request sent at the new pace: the pace goes down again.
     send(&mut client, get("http://a/429")).await.unwrap();
-    assert_eq!(pacing.current_delay(), ms(200));
+    let slower = pacing.current_delay();
+    assert!(slower > ms(55), "{slower:?}");
     let before = Instant::now();
     send(&mut client, get("http://b/200")).await.unwrap();
-    assert_eq!(before.elapsed(), ms(200));
+    // (Timers fire on whole milliseconds.)
+    assert!(before.elapsed() >= slower && before.elapsed() < slower + ms(1));
 }
 
 #[tokio::test(start_paused = true)]
-async fn consecutive_successes_shrink_the_delay_back_to_zero() {
+async fn successes_speed_the_client_up_and_it_opens_after_a_quiet_period() {
     let log = Log::default();
-    let pacing = layer(2);
+    let pacing = layer(100);
     let mut client = pacing.layer(scripted(&log));
     let start = Instant::now();
-
-    send(&mut client, get("http://a/503")).await.unwrap(); // delay 100 ms
-    send(&mut client, get("http://a/503")).await.unwrap(); // delay 200 ms
-    assert_eq!(pacing.current_delay(), ms(200));
-    send(&mut client, get("http://a/200")).await.unwrap(); // streak 1
-    send(&mut client, get("http://a/200")).await.unwrap(); // streak 2: 100 ms
-    assert_eq!(pacing.current_delay(), ms(100));
-    send(&mut client, get("http://a/200")).await.unwrap(); // streak 1
-    send(&mut client, get("http://a/200")).await.unwrap(); // 50 ms < 100 ms: zero
-    assert_eq!(pacing.current_delay(), Duration::ZERO);
-    for _ in 0..3 {
+    send(&mut client, get("http://a/503")).await.unwrap();
+    for _ in 0..12 {
         send(&mut client, get("http://a/200")).await.unwrap();
     }
-    let offsets = log.offsets(start);
-    assert_eq!(
-        offsets,
-        [
-            ms(0),   // 503
-            ms(100), // 503: one delay after the first
-            ms(300), // one (now 200 ms) delay after it
-            ms(500),
-            ms(700), // the delay went down to 100 ms at the call before
-            ms(800),
-            ms(900), // the slot reserved before the delay reached zero
-            ms(900), // back at full speed: no wait at all
-            ms(900),
-        ]
-    );
-    let metrics = pacing.backoff().metrics();
-    assert_eq!((metrics.went_up, metrics.went_down), (2, 2));
+    // Each success raises the rate: every gap is shorter than the one before (the old
+    // delay halved only once per ten successes, which came one delay apart).
+    let gaps = gaps(&log.offsets(start));
+    assert_eq!(gaps[0], ms(100));
+    assert!(gaps.windows(2).all(|w| w[1] < w[0]), "{gaps:?}");
+    assert!(gaps[11] < ms(15), "{gaps:?}");
+    assert!(log.offsets(start)[12] < ms(500));
+
+    // Ten seconds without a refusal: pacing stops, requests no longer wait at all.
+    tokio::time::advance(secs(10)).await;
+    send(&mut client, get("http://a/200")).await.unwrap();
+    assert_eq!(pacing.current_delay(), Duration::ZERO);
+    assert_eq!(pacing.current_rate(), None);
+    let before = Instant::now();
+    let burst: Vec<_> = (0..5)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/200"))))
+        .collect();
+    for task in burst {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(before.elapsed(), Duration::ZERO);
 }
 
 #[tokio::test(start_paused = true)]
@@ -219,14 +221,12 @@ async fn retry_after_cools_down_its_destination_only() {
     to_a.await.unwrap().unwrap();
     assert_eq!(log.offsets(start), [secs(0), secs(1), secs(5)]);
     assert_eq!(log.uris()[2], "http://a.example/200");
-    // The cool-down is over; the next request to A leaves one delay after that one.
-    assert_eq!(pacing.cooldown(&a), Some(ms(100)));
-    tokio::time::advance(ms(100)).await;
+    // The cool-down is over.
     assert_eq!(pacing.cooldown(&a), None);
 }
 
 #[tokio::test(start_paused = true)]
-async fn requests_queued_behind_a_cool_down_leave_one_delay_apart() {
+async fn requests_held_by_a_cool_down_leave_at_the_pace_not_in_a_burst() {
     let log = Log::default();
     let pacing = layer(100);
     let client = pacing.layer(scripted(&log));
@@ -242,38 +242,41 @@ async fn requests_queued_behind_a_cool_down_leave_one_delay_apart() {
     for task in queued {
         task.await.unwrap().unwrap();
     }
-    // Not a burst of three at 2 s: the cool-down's end, then the client's spacing.
-    assert_eq!(log.offsets(start), [ms(0), ms(2000), ms(2100), ms(2200)]);
+    // Not a burst of three at 2 s: the cool-down's end, then the client's pace.
+    let offsets = log.offsets(start);
+    assert_eq!(offsets[..2], [ms(0), ms(2000)]);
+    assert!(
+        gaps(&offsets[1..]).iter().all(|gap| *gap >= ms(30)),
+        "{offsets:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_cool_down_shorter_than_the_clients_queue_does_not_jump_it() {
+async fn a_lone_retry_after_among_successes_does_not_close_the_destination() {
     let log = Log::default();
     let pacing = layer(100);
-    let client = pacing.layer(scripted(&log));
-    let start = Instant::now();
-    client
-        .clone()
-        .oneshot(get_ra("http://a/503", "1"))
+    let mut client = pacing.layer(scripted(&log));
+    for _ in 0..20 {
+        send(&mut client, get("http://a/200")).await.unwrap();
+    }
+    // A server shedding one request of many: the client slows down, but the
+    // destination does not close for everyone for the Retry-After.
+    send(&mut client, get_ra("http://a/503", "5"))
         .await
         .unwrap();
-    // Fifteen requests to B take the client's slots 100 ms to 1.5 s...
-    let queued: Vec<_> = (0..15)
-        .map(|_| tokio::spawn(client.clone().oneshot(get("http://b/200"))))
-        .collect();
-    tokio::task::yield_now().await;
-    // ...so A, whose cool-down ends at 1 s, comes after them, not before.
-    client.clone().oneshot(get("http://a/200")).await.unwrap();
-    for task in queued {
-        task.await.unwrap().unwrap();
+    assert!(pacing.current_delay() > Duration::ZERO);
+    assert_eq!(pacing.cooldown(&"a".parse().unwrap()), None);
+    let before = Instant::now();
+    send(&mut client, get("http://a/200")).await.unwrap();
+    assert!(before.elapsed() <= ms(100), "{:?}", before.elapsed());
+
+    // A destination whose answers are mostly refusals does cool down.
+    for _ in 0..6 {
+        send(&mut client, get_ra("http://a/503", "5"))
+            .await
+            .unwrap();
     }
-    let offsets = log.offsets(start);
-    assert_eq!(offsets.len(), 17);
-    assert_eq!(offsets[15], ms(1500));
-    assert_eq!(
-        (offsets[16], log.uris()[16].as_str()),
-        (ms(1600), "http://a/200")
-    );
+    assert_eq!(pacing.cooldown(&"a".parse().unwrap()), Some(secs(5)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -435,11 +438,11 @@ async fn only_slow_down_statuses_slow_down() {
     let mut client = pacing.layer(scripted(&log));
     send(&mut client, get("http://a/503")).await.unwrap();
     assert_eq!(pacing.current_delay(), Duration::ZERO);
-    send(&mut client, get_ra("http://a/502", "5"))
+    send(&mut client, get_ra("http://c/502", "5"))
         .await
         .unwrap();
     assert_eq!(pacing.current_delay(), ms(100));
-    assert_eq!(pacing.cooldown(&"a".parse().unwrap()), Some(secs(5)));
+    assert_eq!(pacing.cooldown(&"c".parse().unwrap()), Some(secs(5)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -482,14 +485,153 @@ async fn concurrent_requests_sharing_a_layer_are_spaced() {
     for task in tasks {
         task.await.unwrap().unwrap();
     }
-    let expected: Vec<_> = (0..=10).map(|i| ms(100 * i)).collect();
-    assert_eq!(log.offsets(start), expected);
+    let offsets = log.offsets(start);
+    assert_eq!(offsets[..2], [ms(0), ms(100)]);
+    // One at a time, never a herd: every gap is positive, and they shrink as the
+    // successes raise the rate.
+    let gaps = gaps(&offsets);
+    assert!(gaps.iter().all(|gap| !gap.is_zero()), "{gaps:?}");
+    assert!(gaps.windows(2).all(|w| w[1] <= w[0]), "{gaps:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_from_a_new_client_is_slow_started() {
+    let log = Log::default();
+    let pacing = layer(100);
+    let client = pacing.layer(scripted(&log));
+    let start = Instant::now();
+    let burst: Vec<_> = (0..10)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/200?sleep=20"))))
+        .collect();
+    for task in burst {
+        task.await.unwrap().unwrap();
+    }
+    // Four at first (the initial window); each success opens the window by one more.
+    let offsets = log.offsets(start);
+    assert_eq!(offsets[..4], [ms(0); 4]);
+    assert_eq!(offsets[4..], [ms(20); 6]);
+
+    // Without a slow start, all at once.
+    let log = Log::default();
+    let start = Instant::now();
+    let client = PacingLayer::builder()
+        .initial_window(0)
+        .build()
+        .unwrap()
+        .layer(scripted(&log));
+    let burst: Vec<_> = (0..10)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/200?sleep=20"))))
+        .collect();
+    for task in burst {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(log.offsets(start), [ms(0); 10]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_request_fails_when_its_budget_runs_out_and_a_dropped_one_frees_its_place() {
+    let log = Log::default();
+    let pacing = PacingLayer::builder()
+        .backoff(backoff(100))
+        .max_wait(ms(250))
+        .build()
+        .unwrap();
+    let client = pacing.layer(scripted(&log));
+    let start = Instant::now();
+    // The destination refuses everything: the client probes at 100, 200, 400 ms ...
+    client.clone().oneshot(get("http://a/503")).await.unwrap();
+    let waiting: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/503"))))
+        .collect();
+    tokio::task::yield_now().await;
+    // A dropped request leaves the queue: it is never sent.
+    let dropped = tokio::spawn(client.clone().oneshot(get("http://a/dropped")));
+    tokio::task::yield_now().await;
+    dropped.abort();
+    let mut results = Vec::new();
+    for task in waiting {
+        results.push(task.await.unwrap());
+    }
+    // The first probe at 100 ms is refused (next probe 200 ms later, at 300 ms): the
+    // second request's 250 ms budget runs out in the queue; so does the third's.
+    assert_eq!(results[0].as_ref().unwrap().status(), 503);
+    for result in &results[1..] {
+        let err = result.as_ref().unwrap_err();
+        assert_eq!(pacing_error(err).budget(), ms(250));
+        assert!(pacing_error(err).wait() > ms(250));
+    }
+    assert_eq!(log.offsets(start), [ms(0), ms(100)]);
+    assert!(!log.uris().iter().any(|uri| uri.contains("dropped")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limited_burst_completes_near_the_limit_with_few_429s() {
+    // A token bucket of 50 requests per second (burst 5) behind a 20 ms round trip,
+    // answering 429 + Retry-After: 1 over the limit; a burst of 200 requests, each
+    // retried until it succeeds.
+    let bucket = Arc::new(Mutex::new((5.0_f64, Instant::now(), 0_u32)));
+    let server = {
+        let bucket = Arc::clone(&bucket);
+        tower::service_fn(move |_: Request<()>| {
+            let bucket = Arc::clone(&bucket);
+            async move {
+                tokio::time::sleep(ms(10)).await;
+                let status = {
+                    let mut b = bucket.lock().unwrap();
+                    let now = Instant::now();
+                    b.0 = (b.0 + (now - b.1).as_secs_f64() * 50.0).min(5.0);
+                    b.1 = now;
+                    if b.0 >= 1.0 {
+                        b.0 -= 1.0;
+                        200
+                    } else {
+                        b.2 += 1;
+                        429
+                    }
+                };
+                tokio::time::sleep(ms(10)).await;
+                let response = Response::builder()
+                    .status(status)
+                    .header("retry-after", "1");
+                Ok::<_, Infallible>(response.body(()).unwrap())
+            }
+        })
+    };
+    let client = layer(100).layer(server);
+    let start = Instant::now();
+    let burst: Vec<_> = (0..200)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                loop {
+                    let response = client.clone().oneshot(get("http://api/")).await.unwrap();
+                    if response.status() == 200 {
+                        return;
+                    }
+                    tokio::time::sleep(secs(1)).await;
+                }
+            })
+        })
+        .collect();
+    for task in burst {
+        task.await.unwrap();
+    }
+    let elapsed = start.elapsed();
+    let refused = bucket.lock().unwrap().2;
+    // Ideal: 200 / 50 = 4 s, plus the 1 s Retry-After of the requests refused last.
+    // Without pacing, the first round alone gets 195 429s.
+    assert!(elapsed < secs(5), "{elapsed:?}, {refused} 429s");
+    assert!(refused < 30, "{refused} 429s");
 }
 
 #[tokio::test(start_paused = true)]
 async fn refusals_of_requests_already_in_flight_raise_the_delay_once() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = PacingLayer::builder()
+        .backoff(backoff(100))
+        .initial_window(0)
+        .build()
+        .unwrap();
     let client = pacing.layer(scripted(&log));
     let burst: Vec<_> = (0..8)
         .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/503?sleep=1000"))))
@@ -497,7 +639,7 @@ async fn refusals_of_requests_already_in_flight_raise_the_delay_once() {
     for task in burst {
         assert_eq!(task.await.unwrap().unwrap().status(), 503);
     }
-    // Eight refusals of one round: one step up, not 100 ms × 2⁷.
+    // Eight refusals of one round: one step down, not 100 ms × 2⁷.
     assert_eq!(pacing.current_delay(), ms(100));
     assert_eq!(pacing.backoff().metrics().went_up, 1);
     // A request sent at the new pace and refused again: the next step.
@@ -729,4 +871,48 @@ async fn hyper_client_waits_out_a_real_servers_retry_after() {
     assert_eq!(hits.len(), 2);
     let gap = hits[1] - hits[0];
     assert!(gap >= secs(1) && gap < ms(1100), "{gap:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_outage_is_probed_and_its_waiting_requests_succeed_after_it() {
+    // Bare 503s for the first second, then all well; 10 ms each way.
+    let start = Instant::now();
+    let attempts = Arc::new(Mutex::new(Vec::<Instant>::new()));
+    let server = {
+        let attempts = Arc::clone(&attempts);
+        tower::service_fn(move |_: Request<()>| {
+            let attempts = Arc::clone(&attempts);
+            async move {
+                tokio::time::sleep(ms(10)).await;
+                attempts.lock().unwrap().push(Instant::now());
+                let status = if start.elapsed() < secs(1) { 503 } else { 200 };
+                tokio::time::sleep(ms(10)).await;
+                Ok::<_, Infallible>(Response::builder().status(status).body(()).unwrap())
+            }
+        })
+    };
+    let pacing = PacingLayer::builder()
+        .backoff(backoff(10))
+        .initial_window(0)
+        .build()
+        .unwrap();
+    let client = pacing.layer(server);
+    // One request every 10 ms for 1.5 s, none retried.
+    let mut tasks = Vec::new();
+    for _ in 0..150 {
+        tasks.push(tokio::spawn(client.clone().oneshot(get("http://api/"))));
+        tokio::time::sleep(ms(10)).await;
+    }
+    let mut ok = 0;
+    for task in tasks {
+        if task.await.unwrap().unwrap().status() == 200 {
+            ok += 1;
+        }
+    }
+    let attempts = attempts.lock().unwrap();
+    let during = attempts.iter().filter(|at| **at - start < secs(1)).count();
+    // During the outage the client only probes: a handful of the 100 requests issued
+    // then reach the server. The others wait, and succeed once it is back.
+    assert!(during <= 10, "{during} attempts during the outage");
+    assert!(ok >= 140, "{ok} of 150 succeeded");
 }

@@ -10,12 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use tower_layer::Layer;
 
-/// Paces a whole client: slows every request down after 429/503 responses, speeds up
-/// again after successes, and holds requests to a destination that sent `Retry-After`
-/// until its cool-down ends.
+/// Paces a whole client: lowers its send rate after 429/503 responses, raises it again
+/// as successes come, and holds requests to a destination that refuses everything with
+/// `Retry-After` until its cool-down ends.
 ///
 /// Every clone of the layer, and every [`Pacing`] service it makes, shares one state: one
-/// learned delay (a [`ResponsiveBackOff`]) and one table of cool-downs. Build the layer
+/// learned rate and queue, one probing delay (a [`ResponsiveBackOff`]) for when a
+/// destination answers nothing but refusals, and one table of cool-downs. Build the layer
 /// once per client and clone it. See the [module docs](crate::pacing) for the rules, and
 /// where to put it relative to a retry layer.
 ///
@@ -23,10 +24,11 @@ use tower_layer::Layer;
 ///
 /// | setting | default | why |
 /// |---|---|---|
-/// | [`max_wait`](PacingBuilder::max_wait) | [`DEFAULT_MAX_WAIT`](Self::DEFAULT_MAX_WAIT), 10 s | past that a caller usually prefers an error it can act on |
+/// | [`max_wait`](PacingBuilder::max_wait) | [`DEFAULT_MAX_WAIT`](Self::DEFAULT_MAX_WAIT), 30 s | room to drain a burst of a rate limit's typical 10 s window; past that a caller usually prefers an error it can act on |
+/// | [`initial_window`](PacingBuilder::initial_window) | [`DEFAULT_INITIAL_WINDOW`](Self::DEFAULT_INITIAL_WINDOW), 4 | a burst to an unknown server learns its limit from a few requests, not all of them |
 /// | [`max_cooldown`](PacingBuilder::max_cooldown) | [`DEFAULT_MAX_COOLDOWN`](Self::DEFAULT_MAX_COOLDOWN), 5 min | a broken or hostile `Retry-After` cannot stall a destination for hours |
 /// | [`slow_down_on`](PacingBuilder::slow_down_on) | [`DEFAULT_SLOW_DOWN`](Self::DEFAULT_SLOW_DOWN): 429, 503 | the two statuses by which a server says "too much" |
-/// | [`backoff`](PacingBuilder::backoff) | [`default_backoff`](Self::default_backoff) | tuned for HTTP latencies, not for the seed's batch jobs |
+/// | [`backoff`](PacingBuilder::backoff) | [`default_backoff`](Self::default_backoff) | the probing delay, tuned for HTTP latencies, not for the seed's batch jobs |
 ///
 /// ```
 /// use std::time::Duration;
@@ -48,7 +50,8 @@ use tower_layer::Layer;
 /// let request = || http::Request::get("http://api.example/").body(()).unwrap();
 /// let response = client.ready().await?.call(request()).await?;
 /// assert_eq!(response.status(), 503);
-/// // The whole client slowed down, and api.example cools down for 1 s.
+/// // Nothing served yet: the whole client probes, one request per backoff delay, and
+/// // api.example, which refused all it was sent, cools down for 1 s.
 /// assert_eq!(pacing.current_delay(), PacingLayer::DEFAULT_INITIAL_INTERVAL);
 /// let authority = "api.example".parse()?;
 /// assert_eq!(pacing.cooldown(&authority), Some(Duration::from_secs(1)));
@@ -66,8 +69,16 @@ pub struct PacingLayer {
 
 impl PacingLayer {
     /// The longest a new request waits for the pace or a cool-down before failing fast:
-    /// 10 s.
-    pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(10);
+    /// 30 s. Long enough for a burst of 10 s worth of a rate limit (a common window) to
+    /// drain at the limit's pace; shorter budgets per request go in a
+    /// [`PacingDeadline`](crate::PacingDeadline).
+    pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(30);
+    /// Requests a new client may have in flight before its first responses come back:
+    /// 4 (TCP's initial window is of that order). A burst against an unknown rate limit
+    /// then costs a handful of 429s, not one per request of the burst.
+    pub const DEFAULT_INITIAL_WINDOW: u32 = 4;
+    /// The slow start ends once this many requests are in flight without a refusal: 64.
+    pub const OPEN_WINDOW: u32 = 64;
     /// The longest cool-down a `Retry-After` (or `RateLimit`) header can impose: 5 min.
     /// A server asking for more gets 5 min.
     pub const DEFAULT_MAX_COOLDOWN: Duration = Duration::from_secs(5 * 60);
@@ -78,17 +89,18 @@ impl PacingLayer {
         StatusCode::SERVICE_UNAVAILABLE,
     ];
 
-    /// Default backoff: spacing after the first slow-down, 100 ms (a few round trips,
-    /// where the seed's 500 ms suits batch writers).
+    /// Default backoff: the first probing delay, when the client has no rate to go by,
+    /// 100 ms (a few round trips, where the seed's 500 ms suits batch writers).
     pub const DEFAULT_INITIAL_INTERVAL: Duration = Duration::from_millis(100);
-    /// Default backoff: the widest spacing, 5 s (half of `DEFAULT_MAX_WAIT`, so a
-    /// throttled client still sends, slowly, instead of failing every request).
+    /// Default backoff: the widest probing delay, 5 s: a destination that refuses
+    /// everything still gets a request every 5 s, so its recovery is seen within 5 s.
     pub const DEFAULT_MAX_INTERVAL: Duration = Duration::from_secs(5);
-    /// Default backoff: growth per slow-down, 2 (a 429/503 is an explicit request to back
-    /// off, so react faster than the seed's 1.5).
+    /// Default backoff: growth per refused probe, 2 (a 429/503 is an explicit request to
+    /// back off, so react faster than the seed's 1.5).
     pub const DEFAULT_UP_MULTIPLIER: f64 = 2.0;
-    /// Default backoff: shrink per success streak, 0.5 (recover from 5 s within about a
-    /// minute of successes rather than the seed's 0.9, tuned for hours-long jobs).
+    /// Default backoff: shrink per success streak, 0.5: once a destination is back, its
+    /// successes (at the recovered rate, many per second) bring the probing delay down
+    /// within a few dozen, rather than the seed's 0.9, tuned for hours-long jobs.
     pub const DEFAULT_DOWN_MULTIPLIER: f64 = 0.5;
     /// Default backoff: successes in a row before the spacing shrinks, 10 (as the seed).
     pub const DEFAULT_DOWN_THRESHOLD: u32 = 10;
@@ -108,8 +120,8 @@ impl PacingLayer {
         PacingBuilder::default()
     }
 
-    /// The backoff the default layer learns its delay with (the `DEFAULT_*` settings
-    /// above, randomness seeded from the operating system).
+    /// The backoff the default layer probes with (the `DEFAULT_*` settings above,
+    /// randomness seeded from the operating system).
     pub fn default_backoff() -> ResponsiveBackOff {
         Self::default_backoff_builder()
             .build()
@@ -127,20 +139,27 @@ impl PacingLayer {
             .max_randomization(Self::DEFAULT_MAX_RANDOMIZATION)
     }
 
-    /// The learned delay (a clone sharing its state): its
-    /// [`current`](ResponsiveBackOff::current) spacing and its
-    /// [`metrics`](ResponsiveBackOff::metrics).
+    /// The probing delay (a clone sharing its state): its
+    /// [`current`](ResponsiveBackOff::current) value and its
+    /// [`metrics`](ResponsiveBackOff::metrics) (one failure per refused probe round, one
+    /// success per success while the delay is not zero).
     pub fn backoff(&self) -> &ResponsiveBackOff {
         &self.shared.backoff
     }
 
-    /// The current spacing between requests: zero while the client is not throttled.
+    /// The current spacing between requests (one over [`current_rate`](Self::current_rate)):
+    /// zero while the client is not paced.
     pub fn current_delay(&self) -> Duration {
-        self.shared.backoff.current()
+        self.shared.current_delay()
     }
 
-    /// How long a new request to `authority` would still be held by its cool-down, if
-    /// any: until the cool-down ends, then one delay past each request queued behind it.
+    /// The learned send rate, in requests per second, while the client is paced; `None`
+    /// while it is not (open, or in its slow start).
+    pub fn current_rate(&self) -> Option<f64> {
+        self.shared.current_rate()
+    }
+
+    /// How long new requests to `authority` are still held by its cool-down, if any.
     pub fn cooldown(&self, authority: &Authority) -> Option<Duration> {
         self.shared.cooldown(&Some(authority.clone()))
     }
@@ -217,6 +236,7 @@ impl Default for PacingBuilder {
             settings: Settings {
                 max_wait: PacingLayer::DEFAULT_MAX_WAIT,
                 max_cooldown: PacingLayer::DEFAULT_MAX_COOLDOWN,
+                initial_window: PacingLayer::DEFAULT_INITIAL_WINDOW,
                 slow_down,
             },
             slow_down: PacingLayer::DEFAULT_SLOW_DOWN.to_vec(),
@@ -225,18 +245,20 @@ impl Default for PacingBuilder {
 }
 
 impl PacingBuilder {
-    /// The learned delay. Pass a clone of one you keep to watch its
-    /// [`metrics`](ResponsiveBackOff::metrics), or to share one delay between several
-    /// clients (they then slow down together). Default:
-    /// [`PacingLayer::default_backoff`].
+    /// The probing delay: how long to wait between requests to a destination that
+    /// answers nothing but refusals (the learned rate has nothing to go by then). Pass a
+    /// clone of one you keep to watch its [`metrics`](ResponsiveBackOff::metrics).
+    /// Default: [`PacingLayer::default_backoff`].
     pub fn backoff(mut self, backoff: ResponsiveBackOff) -> Self {
         self.backoff = Some(backoff);
         self
     }
 
-    /// The longest a new request waits for the pace or a cool-down; a longer wait fails
-    /// it at once with [`PacingError`](crate::PacingError). Zero never waits: every
-    /// request that would have to fails fast (load shedding). Any duration is valid.
+    /// The longest a new request waits for the pace or a cool-down: one expected to
+    /// wait longer (its cool-down, or its place in the queue at the current rate) fails
+    /// at once with [`PacingError`](crate::PacingError); one whose wait grows past it in
+    /// the queue (the pace went down) fails then. Zero never waits: every request that
+    /// would have to fails fast (load shedding). Any duration is valid.
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.settings.max_wait = max_wait;
         self
@@ -244,9 +266,19 @@ impl PacingBuilder {
 
     /// The longest cool-down a response's `Retry-After` (or `RateLimit`) can impose;
     /// longer requests are cut to it. Zero ignores those headers: slow-down responses
-    /// then only raise the client's delay. Any duration is valid.
+    /// then only lower the client's rate. Any duration is valid.
     pub fn max_cooldown(mut self, max_cooldown: Duration) -> Self {
         self.settings.max_cooldown = max_cooldown;
+        self
+    }
+
+    /// How many requests a new client sends before its first responses are back: the
+    /// window of its slow start, which grows by one per success (doubling per round
+    /// trip) until the first refusal or [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW)
+    /// requests in flight. Zero skips the slow start: the client starts open. Any value
+    /// is valid.
+    pub fn initial_window(mut self, requests: u32) -> Self {
+        self.settings.initial_window = requests;
         self
     }
 

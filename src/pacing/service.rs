@@ -1,7 +1,7 @@
 //! The [`Pacing`] service.
 
 use super::future::ResponseFuture;
-use super::gate::{Shared, destination};
+use super::gate::{Admit, Shared, destination};
 use super::{BoxError, PacingDeadline};
 use http::{Request, Response};
 use std::sync::Arc;
@@ -68,20 +68,21 @@ where
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         let to = destination(&request);
         let deadline = request.extensions().get::<PacingDeadline>().map(|d| d.0);
-        match self.shared.admit(&to, deadline) {
-            Ok(None) => {
+        let end = self.shared.wait_end(deadline);
+        let shared = Arc::clone(&self.shared);
+        match self.shared.admit(&to, end) {
+            Admit::Go(in_flight) => {
                 let round = self.shared.round();
                 let future = self.inner.call(request);
-                ResponseFuture::calling(future, round, Arc::clone(&self.shared), to)
+                ResponseFuture::calling(future, round, in_flight, shared, to)
             }
-            Ok(Some(start)) => ResponseFuture::waiting(
-                start,
-                self.inner.clone(),
-                request,
-                Arc::clone(&self.shared),
-                to,
-            ),
-            Err(error) => ResponseFuture::failed(error, Arc::clone(&self.shared), to),
+            Admit::Cool(until) => {
+                ResponseFuture::cooling(until, end, (self.inner.clone(), request), shared, to)
+            }
+            Admit::Queue(ticket) => {
+                ResponseFuture::queued(ticket, end, (self.inner.clone(), request), shared, to)
+            }
+            Admit::Fail(error) => ResponseFuture::failed(error, shared, to),
         }
     }
 }
