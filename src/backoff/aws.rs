@@ -184,56 +184,68 @@ pub struct Exponential {
     step: f64,
 }
 
-impl Exponential {
-    /// Doubles from `base` (2 × base at the first retry), up to `cap`.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming `base` when it is zero, or `cap` when it is below `base`.
-    pub fn new(base: Duration, cap: Duration) -> Result<Self, ConfigError> {
-        Self::with_step(base, cap, DEFAULT_STEP)
-    }
+/// Constructors, accessors and `Default` of the strategies that grow by a configurable
+/// `step` under a cap (the same validation and defaults for both).
+macro_rules! stepped {
+    ($name:ident, $growth:literal) => {
+        impl $name {
+            #[doc = concat!($growth, " doubling from `base`, up to `cap`.")]
+            ///
+            /// # Errors
+            ///
+            /// A [`ConfigError`] naming `base` when it is zero, or `cap` when it is below `base`.
+            pub fn new(base: Duration, cap: Duration) -> Result<Self, ConfigError> {
+                Self::with_step(base, cap, DEFAULT_STEP)
+            }
 
-    /// Multiplies by `step` per retry from `base`, up to `cap`.
-    ///
-    /// # Errors
-    ///
-    /// As [`new`](Self::new), and naming `step` when it is below 1, NaN or infinite.
-    pub fn with_step(base: Duration, cap: Duration, step: f64) -> Result<Self, ConfigError> {
-        check_base_cap(base, cap)?;
-        Ok(Self {
-            base,
-            cap,
-            step: check_step(step)?,
-        })
-    }
+            #[doc = concat!($growth, " multiplied by `step` per retry from `base`, up to `cap`.")]
+            ///
+            /// # Errors
+            ///
+            /// As [`new`](Self::new), and naming `step` when it is below 1, NaN or infinite.
+            pub fn with_step(
+                base: Duration,
+                cap: Duration,
+                step: f64,
+            ) -> Result<Self, ConfigError> {
+                check_base_cap(base, cap)?;
+                Ok(Self {
+                    base,
+                    cap,
+                    step: check_step(step)?,
+                })
+            }
 
-    /// The base delay.
-    pub fn base(&self) -> Duration {
-        self.base
-    }
+            /// The base delay.
+            pub fn base(&self) -> Duration {
+                self.base
+            }
 
-    /// The longest delay.
-    pub fn cap(&self) -> Duration {
-        self.cap
-    }
+            /// The longest delay.
+            pub fn cap(&self) -> Duration {
+                self.cap
+            }
 
-    /// The growth factor per retry.
-    pub fn step(&self) -> f64 {
-        self.step
-    }
-}
-
-impl Default for Exponential {
-    /// [`DEFAULT_BASE`], [`DEFAULT_CAP`], [`DEFAULT_STEP`]: 2 s, 4 s, 8 s, 16 s, 20 s, …
-    fn default() -> Self {
-        Self {
-            base: DEFAULT_BASE,
-            cap: DEFAULT_CAP,
-            step: DEFAULT_STEP,
+            /// The growth factor per retry.
+            pub fn step(&self) -> f64 {
+                self.step
+            }
         }
-    }
+
+        impl Default for $name {
+            /// [`DEFAULT_BASE`], [`DEFAULT_CAP`], [`DEFAULT_STEP`].
+            fn default() -> Self {
+                Self {
+                    base: DEFAULT_BASE,
+                    cap: DEFAULT_CAP,
+                    step: DEFAULT_STEP,
+                }
+            }
+        }
+    };
 }
+
+stepped!(Exponential, "A delay");
 
 impl Schedule for Exponential {
     fn delay(&self, retry: u32, _rng: &mut dyn RngCore) -> Duration {
@@ -264,56 +276,7 @@ pub struct ExponentialJitter {
     step: f64,
 }
 
-impl ExponentialJitter {
-    /// Full jitter under a ceiling doubling from `base`, up to `cap`.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming `base` when it is zero, or `cap` when it is below `base`.
-    pub fn new(base: Duration, cap: Duration) -> Result<Self, ConfigError> {
-        Self::with_step(base, cap, DEFAULT_STEP)
-    }
-
-    /// Full jitter under a ceiling multiplied by `step` per retry.
-    ///
-    /// # Errors
-    ///
-    /// As [`new`](Self::new), and naming `step` when it is below 1, NaN or infinite.
-    pub fn with_step(base: Duration, cap: Duration, step: f64) -> Result<Self, ConfigError> {
-        check_base_cap(base, cap)?;
-        Ok(Self {
-            base,
-            cap,
-            step: check_step(step)?,
-        })
-    }
-
-    /// The base delay.
-    pub fn base(&self) -> Duration {
-        self.base
-    }
-
-    /// The longest delay.
-    pub fn cap(&self) -> Duration {
-        self.cap
-    }
-
-    /// The growth factor of the ceiling per retry.
-    pub fn step(&self) -> f64 {
-        self.step
-    }
-}
-
-impl Default for ExponentialJitter {
-    /// [`DEFAULT_BASE`], [`DEFAULT_CAP`], [`DEFAULT_STEP`].
-    fn default() -> Self {
-        Self {
-            base: DEFAULT_BASE,
-            cap: DEFAULT_CAP,
-            step: DEFAULT_STEP,
-        }
-    }
-}
+stepped!(ExponentialJitter, "Full jitter under a ceiling");
 
 impl Schedule for ExponentialJitter {
     fn delay(&self, retry: u32, rng: &mut dyn RngCore) -> Duration {
