@@ -288,6 +288,43 @@ impl Schedule for ExponentialJitter {
     }
 }
 
+/// Constructors, accessors and `Default` of the strategies whose ceiling doubles (step 2).
+macro_rules! doubling {
+    ($name:ident, $jitter:literal) => {
+        impl $name {
+            #[doc = concat!($jitter, " under a ceiling doubling from `base`, up to `cap`.")]
+            ///
+            /// # Errors
+            ///
+            /// A [`ConfigError`] naming `base` when it is zero, or `cap` when it is below `base`.
+            pub fn new(base: Duration, cap: Duration) -> Result<Self, ConfigError> {
+                check_base_cap(base, cap)?;
+                Ok(Self { base, cap })
+            }
+
+            /// The base delay.
+            pub fn base(&self) -> Duration {
+                self.base
+            }
+
+            /// The longest delay.
+            pub fn cap(&self) -> Duration {
+                self.cap
+            }
+        }
+
+        impl Default for $name {
+            /// [`DEFAULT_BASE`] and [`DEFAULT_CAP`].
+            fn default() -> Self {
+                Self {
+                    base: DEFAULT_BASE,
+                    cap: DEFAULT_CAP,
+                }
+            }
+        }
+    };
+}
+
 /// A delay drawn uniformly from `[0, min(cap, base × 2^n)]` before retry `n`.
 ///
 /// The best spread of all: clients that failed together end up anywhere in the window.
@@ -308,37 +345,7 @@ pub struct FullJitter {
     cap: Duration,
 }
 
-impl FullJitter {
-    /// Full jitter under a ceiling doubling from `base`, up to `cap`.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming `base` when it is zero, or `cap` when it is below `base`.
-    pub fn new(base: Duration, cap: Duration) -> Result<Self, ConfigError> {
-        check_base_cap(base, cap)?;
-        Ok(Self { base, cap })
-    }
-
-    /// The base delay.
-    pub fn base(&self) -> Duration {
-        self.base
-    }
-
-    /// The longest delay.
-    pub fn cap(&self) -> Duration {
-        self.cap
-    }
-}
-
-impl Default for FullJitter {
-    /// [`DEFAULT_BASE`] and [`DEFAULT_CAP`].
-    fn default() -> Self {
-        Self {
-            base: DEFAULT_BASE,
-            cap: DEFAULT_CAP,
-        }
-    }
-}
+doubling!(FullJitter, "Full jitter");
 
 impl Schedule for FullJitter {
     fn delay(&self, retry: u32, rng: &mut dyn RngCore) -> Duration {
@@ -373,37 +380,7 @@ pub struct EqualJitter {
     cap: Duration,
 }
 
-impl EqualJitter {
-    /// Equal jitter under a ceiling doubling from `base`, up to `cap`.
-    ///
-    /// # Errors
-    ///
-    /// A [`ConfigError`] naming `base` when it is zero, or `cap` when it is below `base`.
-    pub fn new(base: Duration, cap: Duration) -> Result<Self, ConfigError> {
-        check_base_cap(base, cap)?;
-        Ok(Self { base, cap })
-    }
-
-    /// The base delay.
-    pub fn base(&self) -> Duration {
-        self.base
-    }
-
-    /// The longest delay.
-    pub fn cap(&self) -> Duration {
-        self.cap
-    }
-}
-
-impl Default for EqualJitter {
-    /// [`DEFAULT_BASE`] and [`DEFAULT_CAP`].
-    fn default() -> Self {
-        Self {
-            base: DEFAULT_BASE,
-            cap: DEFAULT_CAP,
-        }
-    }
-}
+doubling!(EqualJitter, "Equal jitter");
 
 impl Schedule for EqualJitter {
     fn delay(&self, retry: u32, rng: &mut dyn RngCore) -> Duration {
