@@ -19,6 +19,8 @@
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group};
+
+mod support;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -28,8 +30,9 @@ use std::convert::Infallible;
 use std::error::Error;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use support::AlwaysClone;
 use tokio::net::TcpListener;
-use tower::retry::{Policy, Retry};
+use tower::retry::Retry;
 use tower::{Layer, Service, ServiceExt};
 use tower_backoff::{ExponentialBackOff, RetryLayer};
 
@@ -64,22 +67,7 @@ async fn server() -> SocketAddr {
 }
 
 fn request(addr: SocketAddr) -> Request<Full<Bytes>> {
-    Request::get(format!("http://{addr}/v1/orders/12345"))
-        .header("user-agent", "tower-backoff-bench/0.1")
-        .header("accept", "application/json")
-        .header("accept-encoding", "identity")
-        .header("authorization", "Bearer eyJhbGciOiJIUzI1NiJ9.e30.abc")
-        .header("x-request-id", "6f1c2f8e-8a55-4c1b-9d0e-2b7f1a3c9d44")
-        .header(
-            "traceparent",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-        )
-        .header("cache-control", "no-cache")
-        .header("x-client-version", "1.2.3")
-        .header("content-type", "application/json")
-        .header("x-tenant", "bench")
-        .body(Full::new(Bytes::from_static(b"{\"query\":\"orders\"}")))
-        .unwrap()
+    support::request_to(&format!("http://{addr}/v1/orders/12345"))
 }
 
 /// Sends [`BATCH`] requests through clones of `svc` from [`CONCURRENCY`] tasks.
@@ -116,30 +104,8 @@ where
     start.elapsed()
 }
 
-/// The cheapest useful tower policy: clones every request, never retries.
-#[derive(Clone, Copy)]
-struct AlwaysClone;
-
 type Req = Request<Full<Bytes>>;
 type Res = Response<Incoming>;
-
-impl Policy<Req, Res, BoxError> for AlwaysClone {
-    type Future = std::future::Ready<()>;
-
-    fn retry(&mut self, _: &mut Req, _: &mut Result<Res, BoxError>) -> Option<Self::Future> {
-        None
-    }
-
-    fn clone_request(&mut self, req: &Req) -> Option<Req> {
-        let mut copy = Request::new(req.body().clone());
-        *copy.method_mut() = req.method().clone();
-        *copy.uri_mut() = req.uri().clone();
-        *copy.version_mut() = req.version();
-        *copy.headers_mut() = req.headers().clone();
-        *copy.extensions_mut() = req.extensions().clone();
-        Some(copy)
-    }
-}
 
 type Variant = tower::util::BoxCloneService<Req, Res, BoxError>;
 
@@ -194,7 +160,7 @@ where
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
-        let copy = AlwaysClone.clone_request(&req);
+        let copy = support::clone_request(&req);
         let fut = self.0.call(req);
         Box::pin(async move {
             let r = fut.await;

@@ -12,100 +12,15 @@
 //! cargo bench --bench success_path
 //! ```
 
-use bytes::Bytes;
 use criterion::{BatchSize, Criterion, criterion_group};
-use http::{Request, Response};
-use http_body_util::Full;
-use std::convert::Infallible;
-use std::future::{Future, Ready, ready};
 use std::hint::black_box;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-use tower::retry::{Policy, Retry};
+use tower::retry::Retry;
 use tower::{Layer, Service};
 use tower_backoff::{ConstantBackOff, ExponentialBackOff, RetryLayer};
 
-type Req = Request<Full<Bytes>>;
-type Res = Response<Full<Bytes>>;
-
-/// The inner service: always ready, answers `200 OK` with an empty body.
-#[derive(Clone, Copy)]
-struct Ok200;
-
-impl Service<Req> for Ok200 {
-    type Response = Res;
-    type Error = Infallible;
-    type Future = Ready<Result<Res, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Req) -> Self::Future {
-        black_box(&req);
-        ready(Ok(Response::new(Full::new(Bytes::new()))))
-    }
-}
-
-/// The cheapest useful tower policy: clones every request (as any retrying policy must),
-/// never retries.
-#[derive(Clone, Copy)]
-struct AlwaysClone;
-
-impl Policy<Req, Res, Infallible> for AlwaysClone {
-    type Future = Ready<()>;
-
-    fn retry(&mut self, _: &mut Req, _: &mut Result<Res, Infallible>) -> Option<Self::Future> {
-        None
-    }
-
-    fn clone_request(&mut self, req: &Req) -> Option<Req> {
-        let mut copy = Request::new(req.body().clone());
-        *copy.method_mut() = req.method().clone();
-        *copy.uri_mut() = req.uri().clone();
-        *copy.version_mut() = req.version();
-        *copy.headers_mut() = req.headers().clone();
-        *copy.extensions_mut() = req.extensions().clone();
-        Some(copy)
-    }
-}
-
-/// A GET with ten typical client headers and a small body.
-fn request() -> Req {
-    Request::get("http://api.example.com/v1/orders/12345?expand=items")
-        .header("host", "api.example.com")
-        .header("user-agent", "tower-backoff-bench/0.1")
-        .header("accept", "application/json")
-        .header("accept-encoding", "gzip, br")
-        .header("authorization", "Bearer eyJhbGciOiJIUzI1NiJ9.e30.abc")
-        .header("x-request-id", "6f1c2f8e-8a55-4c1b-9d0e-2b7f1a3c9d44")
-        .header(
-            "traceparent",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-        )
-        .header("cache-control", "no-cache")
-        .header("x-client-version", "1.2.3")
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from_static(b"{\"query\":\"orders\"}")))
-        .unwrap()
-}
-
-/// Sends `req` through `svc`, which must be ready and answer on the first poll.
-fn send<S: Service<Req, Response = Res>>(svc: &mut S, req: Req) -> Res
-where
-    S::Error: std::fmt::Debug,
-{
-    let mut cx = Context::from_waker(Waker::noop());
-    let Poll::Ready(Ok(())) = svc.poll_ready(&mut cx) else {
-        panic!("service not ready")
-    };
-    let fut = pin!(svc.call(req));
-    match fut.poll(&mut cx) {
-        Poll::Ready(res) => res.unwrap(),
-        Poll::Pending => panic!("the success path must complete on the first poll"),
-    }
-}
+mod support;
+use support::{AlwaysClone, Ok200, Req, Res, clone_request, request, send};
 
 /// A service under test, type-erased so that every variant runs through the same code
 /// (the indirect call costs all of them alike).
@@ -166,7 +81,7 @@ fn variants() -> Vec<Variant> {
 // production builds, without `test-util`, never pay.)
 fn bench(c: &mut Criterion) {
     let template = request();
-    let fresh = || AlwaysClone.clone_request(&template).unwrap();
+    let fresh = || clone_request(&template);
     let mut g = c.benchmark_group("success_path");
     for (name, mut svc) in variants() {
         g.bench_function(name, |b| {
@@ -195,9 +110,7 @@ fn interleaved() {
         let mut times = vec![0.0; n];
         for k in 0..n {
             let i = (round + k) % n;
-            let reqs: Vec<Req> = (0..BLOCK)
-                .map(|_| AlwaysClone.clone_request(&template).unwrap())
-                .collect();
+            let reqs: Vec<Req> = (0..BLOCK).map(|_| clone_request(&template)).collect();
             let mut out = Vec::with_capacity(BLOCK);
             let svc = &mut variants[i].1;
             let start = std::time::Instant::now();

@@ -6,18 +6,17 @@
 //! This file is its own test binary, so its counting `#[global_allocator]` affects only it
 //! (the library itself stays `#![forbid(unsafe_code)]`).
 
-use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::Full;
+use http::Response;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::convert::Infallible;
-use std::future::{Future, Ready, ready};
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
-use tower::retry::{Policy, Retry};
+use tower::retry::Retry;
 use tower::{Layer, Service};
 use tower_backoff::{ExponentialBackOff, RetryLayer, RetryStats};
+
+#[path = "../benches/support/mod.rs"]
+mod support;
+use support::{AlwaysClone, Ok200, Req, Res, clone_request, request, send};
 
 /// Counts the allocations (and reallocations) made by the current thread, then defers to
 /// the system allocator. Only the counting is ours; the memory management is `System`'s.
@@ -68,85 +67,6 @@ fn allocations<T>(f: impl FnOnce() -> T) -> (u64, T) {
     let before = ALLOCS.with(Cell::get);
     let out = f();
     (ALLOCS.with(Cell::get) - before, out)
-}
-
-type Req = Request<Full<Bytes>>;
-type Res = Response<Full<Bytes>>;
-
-#[derive(Clone, Copy)]
-struct Ok200;
-
-impl Service<Req> for Ok200 {
-    type Response = Res;
-    type Error = Infallible;
-    type Future = Ready<Result<Res, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Req) -> Self::Future {
-        ready(Ok(Response::new(Full::new(Bytes::new()))))
-    }
-}
-
-/// The cheapest tower policy that can retry at all: it must clone each request.
-#[derive(Clone, Copy)]
-struct AlwaysClone;
-
-fn clone_request(req: &Req) -> Req {
-    let mut copy = Request::new(req.body().clone());
-    *copy.method_mut() = req.method().clone();
-    *copy.uri_mut() = req.uri().clone();
-    *copy.version_mut() = req.version();
-    *copy.headers_mut() = req.headers().clone();
-    *copy.extensions_mut() = req.extensions().clone();
-    copy
-}
-
-impl Policy<Req, Res, Infallible> for AlwaysClone {
-    type Future = Ready<()>;
-
-    fn retry(&mut self, _: &mut Req, _: &mut Result<Res, Infallible>) -> Option<Self::Future> {
-        None
-    }
-
-    fn clone_request(&mut self, req: &Req) -> Option<Req> {
-        Some(clone_request(req))
-    }
-}
-
-/// A GET with ten headers and a small body, as in `benches/success_path.rs`.
-fn request() -> Req {
-    let mut b = Request::get("http://api.example.com/v1/orders/12345?expand=items");
-    for (name, value) in [
-        ("host", "api.example.com"),
-        ("user-agent", "tower-backoff-bench/0.1"),
-        ("accept", "application/json"),
-        ("accept-encoding", "gzip, br"),
-        ("authorization", "Bearer eyJhbGciOiJIUzI1NiJ9.e30.abc"),
-        ("x-request-id", "6f1c2f8e-8a55-4c1b-9d0e-2b7f1a3c9d44"),
-        (
-            "traceparent",
-            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-        ),
-        ("cache-control", "no-cache"),
-        ("x-client-version", "1.2.3"),
-        ("content-type", "application/json"),
-    ] {
-        b = b.header(name, value);
-    }
-    b.body(Full::new(Bytes::from_static(b"{\"query\":\"orders\"}")))
-        .unwrap()
-}
-
-fn send<S: Service<Req, Response = Res, Error = Infallible>>(svc: &mut S, req: Req) -> Res {
-    let mut cx = Context::from_waker(Waker::noop());
-    assert!(svc.poll_ready(&mut cx).is_ready());
-    match pin!(svc.call(req)).poll(&mut cx) {
-        Poll::Ready(Ok(res)) => res,
-        _ => panic!("the success path completes on the first poll"),
-    }
 }
 
 /// Allocations of one request through `svc`, after a warm-up request (lazy statics,
