@@ -11,10 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// state, every request would pick the same "random" delay and the jitter would not
 /// spread a herd at all. So a clone takes a fresh seed from a counter shared with its
 /// parent: still deterministic when seeded (the n-th clone always gets the same stream),
-/// never synchronized.
+/// never synchronized. A clone seeds its generator at its first draw, so a policy cloned
+/// for a request that never retries pays only for an `Arc` clone.
 #[derive(Debug)]
 pub(crate) struct Jitter {
-    rng: SmallRng,
+    rng: Option<SmallRng>,
     seeds: Arc<AtomicU64>,
 }
 
@@ -27,14 +28,16 @@ impl Jitter {
     /// A reproducible stream: the same seed gives the same sequence, clones included.
     pub(crate) fn seeded(seed: u64) -> Self {
         Self {
-            rng: SmallRng::seed_from_u64(seed),
+            rng: Some(SmallRng::seed_from_u64(seed)),
             seeds: Arc::new(AtomicU64::new(seed)),
         }
     }
 
     /// The generator, for strategies that draw from it directly.
     pub(crate) fn rng(&mut self) -> &mut SmallRng {
-        &mut self.rng
+        let seeds = &self.seeds;
+        self.rng
+            .get_or_insert_with(|| SmallRng::seed_from_u64(next_seed(seeds)))
     }
 
     /// A uniform sample in `[low, high)`; `low` itself when the range is empty or not finite.
@@ -42,7 +45,7 @@ impl Jitter {
         if low < high && low.is_finite() && high.is_finite() {
             // One draw in [0, 1) scaled: cheaper than a general range sample, and the
             // excluded upper bound does not matter for a delay.
-            low + (high - low) * self.rng.random::<f64>()
+            low + (high - low) * self.rng().random::<f64>()
         } else {
             low
         }
@@ -57,19 +60,22 @@ impl Default for Jitter {
 
 impl Clone for Jitter {
     fn clone(&self) -> Self {
-        // SplitMix64 step: turns consecutive counter values into unrelated seeds.
-        let mut z = self
-            .seeds
-            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
-            .wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
         Self {
-            rng: SmallRng::seed_from_u64(z),
+            rng: None,
             seeds: Arc::clone(&self.seeds),
         }
     }
+}
+
+/// The next seed of the stream shared by a generator and its clones: a SplitMix64 step,
+/// which turns consecutive counter values into unrelated seeds.
+fn next_seed(seeds: &AtomicU64) -> u64 {
+    let mut z = seeds
+        .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+        .wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
