@@ -1,0 +1,172 @@
+//! The clients under test: hyper-util's legacy client under the crate's layers, built
+//! from the public API only, with a counter of the attempts that reach the network.
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tower::util::BoxCloneService;
+use tower::{ServiceBuilder, ServiceExt};
+use tower_backoff::{ExponentialBackOff, PacingLayer, RetryLayer};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type Req = Request<Full<Bytes>>;
+pub type Res = Response<Incoming>;
+pub type HttpClient = BoxCloneService<Req, Res, BoxError>;
+
+/// A client stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stack {
+    /// hyper-util's client alone: every attempt is a request.
+    Bare,
+    /// `RetryLayer::new(ExponentialBackOff::default())`: the README's first snippet.
+    Retry,
+    /// The README's recommended stack: `RetryLayer` with `PacingLayer::new()` inside.
+    RetryPacing,
+    /// `RetryLayer` without its shared retry budget.
+    RetryNoBudget,
+    /// `RetryLayer` without its shared retry budget, `PacingLayer::new()` inside.
+    RetryNoBudgetPacing,
+}
+
+impl Stack {
+    /// The stacks the example measures, in order.
+    pub const MEASURED: [Stack; 4] = [
+        Stack::Retry,
+        Stack::RetryPacing,
+        Stack::RetryNoBudget,
+        Stack::RetryNoBudgetPacing,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stack::Bare => "bare",
+            Stack::Retry => "retry",
+            Stack::RetryPacing => "retry+pacing",
+            Stack::RetryNoBudget => "retry-nobudget",
+            Stack::RetryNoBudgetPacing => "retry-nobudget+pacing",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stack::Bare => "no layer",
+            Stack::Retry => "(a) RetryLayer::new(ExponentialBackOff::default())",
+            Stack::RetryPacing => "(b) RetryLayer default + PacingLayer::new() inside",
+            Stack::RetryNoBudget => "(c) RetryLayer default, .without_retry_budget()",
+            Stack::RetryNoBudgetPacing => {
+                "(c) RetryLayer default, .without_retry_budget(), PacingLayer::new() inside"
+            }
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Stack> {
+        [Stack::Bare]
+            .into_iter()
+            .chain(Stack::MEASURED)
+            .find(|s| s.name() == name)
+    }
+
+    /// A new client of this stack (its own connection pool, budget and pacing state),
+    /// counting its attempts into `counts`.
+    pub fn build(self, counts: &Counts) -> HttpClient {
+        let inner = counts.counting(
+            Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(HttpConnector::new()),
+        );
+        let retry = || RetryLayer::new(ExponentialBackOff::default());
+        match self {
+            Stack::Bare => inner,
+            Stack::Retry => BoxCloneService::new(retry().layer_on(inner)),
+            Stack::RetryPacing => BoxCloneService::new(
+                ServiceBuilder::new()
+                    .layer(retry())
+                    .layer(PacingLayer::new())
+                    .service(inner),
+            ),
+            Stack::RetryNoBudget => {
+                BoxCloneService::new(retry().without_retry_budget().layer_on(inner))
+            }
+            Stack::RetryNoBudgetPacing => BoxCloneService::new(
+                ServiceBuilder::new()
+                    .layer(retry().without_retry_budget())
+                    .layer(PacingLayer::new())
+                    .service(inner),
+            ),
+        }
+    }
+}
+
+/// `layer.layer(service)` written the other way round, so stacks read top-down.
+trait LayerOn<S>: tower::Layer<S> + Sized {
+    fn layer_on(self, service: S) -> Self::Service {
+        self.layer(service)
+    }
+}
+
+impl<L: tower::Layer<S>, S> LayerOn<S> for L {}
+
+/// Attempts as they reach the network, per destination (the request's authority).
+#[derive(Clone, Default)]
+pub struct Counts(Arc<Mutex<HashMap<String, Count>>>);
+
+/// What one destination was sent.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Count {
+    pub attempts: u64,
+    pub refused: u64,
+    pub errors: u64,
+}
+
+impl Counts {
+    fn counting(
+        &self,
+        client: Client<HttpConnector, Full<Bytes>>,
+    ) -> HttpClient {
+        let counts = self.clone();
+        let service = tower::service_fn(move |req: Req| {
+            let authority = req
+                .uri()
+                .authority()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let counts = counts.clone();
+            let sent = client.request(req);
+            async move {
+                let result = sent.await;
+                let mut map = counts.0.lock().unwrap();
+                let count = map.entry(authority).or_default();
+                count.attempts += 1;
+                match &result {
+                    Ok(res) if res.status() == StatusCode::TOO_MANY_REQUESTS => count.refused += 1,
+                    Ok(_) => {}
+                    Err(_) => count.errors += 1,
+                }
+                result.map_err(BoxError::from)
+            }
+        });
+        BoxCloneService::new(service.boxed_clone())
+    }
+
+    /// What `authority` was sent (zero if nothing).
+    pub fn of(&self, authority: &str) -> Count {
+        self.0.lock().unwrap().get(authority).copied().unwrap_or_default()
+    }
+
+    /// What every destination was sent, added up.
+    pub fn total(&self) -> Count {
+        self.0
+            .lock()
+            .unwrap()
+            .values()
+            .fold(Count::default(), |a, c| Count {
+                attempts: a.attempts + c.attempts,
+                refused: a.refused + c.refused,
+                errors: a.errors + c.errors,
+            })
+    }
+}

@@ -1,0 +1,170 @@
+//! Real rate limiters, none written here, started on 127.0.0.1 for the harness of
+//! `tests/rate_limiters.rs` and `examples/limiters.rs`, and the clients and workloads that
+//! drive them through the crate's public API only.
+//!
+//! | limiter | what it is | refusal |
+//! |---|---|---|
+//! | [`Kind::Governor`]: tower_governor (axum, in process) | GCRA, i.e. a token bucket: one token per `1/rate`, at most `burst` saved | 429, `Retry-After` and `x-ratelimit-after` in whole seconds *rounded down* (so `0` below a second) |
+//! | [`Kind::Express`]: express + express-rate-limit (Node) | a fixed window: the first hit opens a window of one second in which `rate` hits pass | 429, `Retry-After` in seconds to the window's end, rounded up (`1`), IETF `RateLimit`/`RateLimit-Policy` (draft 8) |
+//! | [`Kind::Haproxy`]: HAProxy stick table | a sliding one-second window (`http_req_rate(1s)`) counting *every* request, refused ones too | 429 with `Retry-After: 1` |
+//!
+//! Every limiter has one key for all clients (all come from 127.0.0.1 anyway): a fleet of
+//! clients shares one limit, as the clients of one API key do.
+
+#![allow(dead_code)]
+
+pub mod backend;
+pub mod client;
+pub mod drive;
+pub mod express;
+pub mod governor;
+pub mod haproxy;
+
+use std::fmt;
+use std::net::SocketAddr;
+
+/// A limit: `per_second` requests per second, `burst` of them at once (the token bucket's
+/// size; the window limiters have no separate burst and let `per_second` pass at once).
+#[derive(Clone, Copy, Debug)]
+pub struct RateLimit {
+    pub per_second: u32,
+    pub burst: u32,
+}
+
+impl RateLimit {
+    /// The limit of the harness's targets: 50 r/s, bursts of 10.
+    pub const TARGET: Self = Self {
+        per_second: 50,
+        burst: 10,
+    };
+}
+
+/// Which real limiter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Governor,
+    Express,
+    Haproxy,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::Governor, Kind::Express, Kind::Haproxy];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Governor => "tower_governor",
+            Kind::Express => "express-rate-limit",
+            Kind::Haproxy => "haproxy",
+        }
+    }
+
+    /// What the limiter's algorithm is, in a few words.
+    pub fn model(self) -> &'static str {
+        match self {
+            Kind::Governor => "GCRA token bucket (burst 10), Retry-After rounded down",
+            Kind::Express => "fixed 1 s window, Retry-After rounded up",
+            Kind::Haproxy => "sliding 1 s window counting refusals too, Retry-After: 1",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Kind> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == name || k.name().starts_with(name))
+    }
+}
+
+/// Why a limiter could not be started here (a missing program or `npm ci` not run).
+#[derive(Debug)]
+pub struct Unavailable(pub String);
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A running limiter; dropping it stops it (the process is killed, the task aborted).
+pub struct Limiter {
+    pub kind: Kind,
+    pub addr: SocketAddr,
+    _running: Running,
+}
+
+impl Limiter {
+    /// Starts `kind` limiting at `limit` on a free loopback port.
+    pub async fn start(kind: Kind, limit: RateLimit) -> Result<Limiter, Unavailable> {
+        let (addr, running) = match kind {
+            Kind::Governor => governor::start(limit).await,
+            Kind::Express => express::start(limit).await?,
+            Kind::Haproxy => haproxy::start(limit).await?,
+        };
+        Ok(Limiter {
+            kind,
+            addr,
+            _running: running,
+        })
+    }
+
+    /// The URL of `path` behind the limiter.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+/// What keeps a limiter (and its backend) alive.
+pub enum Running {
+    Task(tokio::task::JoinHandle<()>),
+    Process(ChildGuard, Option<tokio::task::JoinHandle<()>>),
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        match self {
+            Running::Task(task) => task.abort(),
+            Running::Process(_, backend) => {
+                if let Some(task) = backend {
+                    task.abort();
+                }
+            }
+        }
+    }
+}
+
+/// A child process killed (and reaped) on drop, so no limiter outlives its test.
+pub struct ChildGuard(pub std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `kind`, or, when it cannot run on this machine, fails under CI (`CI=true`: CI
+/// installs every limiter, so a missing one is a broken CI) and skips with a printed
+/// message elsewhere.
+pub async fn start_or_skip(kind: Kind, limit: RateLimit) -> Option<Limiter> {
+    match Limiter::start(kind, limit).await {
+        Ok(limiter) => Some(limiter),
+        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("{} is required under CI: {why}", kind.name())
+        }
+        Err(why) => {
+            eprintln!("skipped: {} is not available here: {why}", kind.name());
+            None
+        }
+    }
+}
+
+/// Waits until something accepts connections on `addr`, for at most `within`.
+pub async fn wait_for_port(addr: SocketAddr, within: std::time::Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < deadline {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    false
+}
