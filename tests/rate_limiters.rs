@@ -98,7 +98,7 @@ async fn recommended_stack_completes(kind: Kind) -> Option<(Summary, limiters::c
     let limiter = start_or_skip(kind, RateLimit::TARGET).await?;
     let counts = Counts::default();
     let client = Stack::RetryPacing.build(&counts);
-    let outcomes = drive::burst(&client, &limiter.url("/items"), 60, 20, TIMEOUT).await;
+    let outcomes = drive::burst(client.clone(), &limiter.url("/items"), 60, 20, TIMEOUT).await;
     let summary = Summary::of(&outcomes);
     let count = counts.total();
     assert_eq!(

@@ -57,7 +57,7 @@ pub async fn call(client: HttpClient, url: &str, start: Instant) -> Outcome {
 /// `n` GETs of `url`, at most `concurrency` at a time (each worker sends its next request
 /// when the previous one has ended), each bounded by `timeout`.
 pub async fn burst(
-    client: &HttpClient,
+    client: HttpClient,
     url: &str,
     n: usize,
     concurrency: usize,
@@ -87,7 +87,7 @@ pub async fn burst(
 /// GETs of `url` sent every `every` (open loop: a slow answer does not delay the next
 /// request) until `n` are sent, each bounded by `timeout`.
 pub async fn stream(
-    client: &HttpClient,
+    client: HttpClient,
     url: &str,
     n: usize,
     every: Duration,
@@ -114,7 +114,7 @@ pub async fn stream(
 /// Closed-loop workers sending GETs of `url` back to back until `duration` has passed
 /// (a request under way then is still waited for).
 pub async fn saturate(
-    client: &HttpClient,
+    client: HttpClient,
     url: &str,
     concurrency: usize,
     duration: Duration,

@@ -84,6 +84,8 @@ impl fmt::Display for Unavailable {
     }
 }
 
+impl std::error::Error for Unavailable {}
+
 /// A running limiter; dropping it stops it (the process is killed, the task aborted).
 pub struct Limiter {
     pub kind: Kind,

@@ -1,0 +1,415 @@
+//! The crate's client stacks against real rate limiters nobody here wrote: tower_governor
+//! (in process), express-rate-limit (Node, `npm ci` in `tests/fixtures/express-limiter`
+//! first) and HAProxy (`apt-get install haproxy`), each limiting at 50 r/s.
+//!
+//! ```text
+//! cargo run --release --features hyper --example limiters -- all        # every target, every limiter
+//! cargo run --release --features hyper --example limiters -- burst      # target 1 (or: two, fleet)
+//! cargo run --release --features hyper --example limiters -- fleet governor --in-process
+//! cargo run --release --features hyper --example limiters -- all --reps 1
+//! ```
+//!
+//! Targets, per limiter (figures in `docs/BENCHMARKS.md`, "Real rate limiters"):
+//!
+//! 1. **burst**: 300 GETs, 20 at a time: 300/300 succeed, within 1.1× the ideal 6 s, under
+//!    5 % of attempts refused.
+//! 2. **two**: one client sends a burst to a limited (or down) destination and a steady
+//!    stream to a healthy one: the healthy one sees no failure, its p99 grows by < 10 ms.
+//! 3. **fleet**: 8 independent clients (8 processes: this example re-spawns itself) share
+//!    one limiter for 10 s: ≥ 95 % of its capacity used, < 10 % refused, Jain's index ≥ 0.9.
+//!
+//! Real time, real sockets: a run takes a few minutes. Every figure is measured, none is
+//! asserted: the fast properties are asserted by `tests/rate_limiters.rs`.
+
+#[allow(dead_code)]
+#[path = "../tests/support/limiters/mod.rs"]
+mod limiters;
+
+use limiters::client::{Count, Counts, Stack};
+use limiters::drive::{self, Summary, jain};
+use limiters::{Kind, Limiter, RateLimit, backend};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const LIMIT: RateLimit = RateLimit::TARGET;
+/// Longer than any stack can take on one request (30 s of retry budget, 30 s of pacing).
+const TIMEOUT: Duration = Duration::from_secs(70);
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("fleet-client") {
+        return fleet_client(&args[1..]).await;
+    }
+    let what = args.first().map_or("all", String::as_str);
+    let kinds: Vec<Kind> = match args.get(1).filter(|a| !a.starts_with("--")) {
+        Some(name) => vec![Kind::parse(name).ok_or(format!("unknown limiter {name}"))?],
+        None => Kind::ALL.to_vec(),
+    };
+    let reps: usize = flag(&args, "--reps").map_or(Ok(3), str::parse)?;
+    let in_process = args.iter().any(|a| a == "--in-process");
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "limit {} r/s, burst {} (token bucket); {} cores; {reps} runs per cell\n",
+        LIMIT.per_second,
+        LIMIT.burst,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    if !matches!(what, "all" | "burst" | "two" | "fleet") {
+        return Err(format!("unknown experiment {what}: all, burst, two, fleet").into());
+    }
+    for kind in kinds {
+        if Limiter::start(kind, LIMIT).await.is_err() {
+            let why = Limiter::start(kind, LIMIT).await.err().unwrap();
+            let _ = writeln!(out, "## {}: not available ({why})\n", kind.name());
+            continue;
+        }
+        let _ = writeln!(out, "## {} — {}\n", kind.name(), kind.model());
+        if what == "all" || what == "burst" {
+            burst(kind, reps, &mut out).await?;
+        }
+        if what == "all" || what == "two" {
+            two_destinations(kind, &mut out).await?;
+        }
+        if what == "all" || what == "fleet" {
+            fleet(kind, in_process, &mut out).await?;
+        }
+        print!("{out}");
+        out.clear();
+    }
+    print!("{out}");
+    Ok(())
+}
+
+fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// min–max of a few runs, or the one value.
+fn range(values: &[f64], fmt: impl Fn(f64) -> String) -> String {
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if values.len() < 2 || fmt(min) == fmt(max) {
+        fmt(min)
+    } else {
+        format!("{}–{}", fmt(min), fmt(max))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Target 1: a burst
+// ---------------------------------------------------------------------------------------
+
+const N: usize = 300;
+const CONCURRENCY: usize = 20;
+
+async fn burst(kind: Kind, reps: usize, out: &mut String) -> Result<(), BoxError> {
+    let ideal = N as f64 / LIMIT.per_second as f64;
+    let _ = writeln!(
+        out,
+        "### Target 1: {N} GETs, {CONCURRENCY} at a time (ideal {ideal:.0} s; met: {N}/{N}, ≤ 1.1×, < 5 % refused)\n"
+    );
+    let _ = writeln!(
+        out,
+        "| client | succeeded | time | × ideal | attempts | refused / attempts | met |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---|");
+    for stack in Stack::MEASURED {
+        let (mut oks, mut times, mut attempts, mut refused) = (vec![], vec![], vec![], vec![]);
+        let mut failures = Vec::new();
+        for _ in 0..reps {
+            let limiter = Limiter::start(kind, LIMIT).await?;
+            let counts = Counts::default();
+            let client = stack.build(&counts);
+            let outcomes =
+                drive::burst(client.clone(), &limiter.url("/items"), N, CONCURRENCY, TIMEOUT).await;
+            let s = Summary::of(&outcomes);
+            let c = counts.total();
+            oks.push(s.ok as f64);
+            times.push(s.elapsed.as_secs_f64());
+            attempts.push(c.attempts as f64);
+            refused.push(pct(c.refused, c.attempts));
+            failures.extend(s.failures);
+            drop(limiter);
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+        }
+        let met = oks.iter().all(|&ok| ok == N as f64)
+            && times.iter().all(|&t| t <= 1.1 * ideal)
+            && refused.iter().all(|&r| r < 5.0);
+        let _ = writeln!(
+            out,
+            "| {} | {} / {N} | {} s | {} | {} | {} % | {} |",
+            stack.describe(),
+            range(&oks, |v| format!("{v:.0}")),
+            range(&times, |v| format!("{v:.2}")),
+            range(&times, |v| format!("{:.2}×", v / ideal)),
+            range(&attempts, |v| format!("{v:.0}")),
+            range(&refused, |v| format!("{v:.1}")),
+            if met { "yes" } else { "no" },
+        );
+        if !failures.is_empty() {
+            let mut seen: Vec<(String, usize)> = Vec::new();
+            for (what, n) in failures {
+                match seen.iter_mut().find(|(w, _)| *w == what) {
+                    Some((_, m)) => *m += n,
+                    None => seen.push((what, n)),
+                }
+            }
+            eprintln!("  {} / {}: failures {seen:?}", kind.name(), stack.name());
+        }
+    }
+    let _ = writeln!(out);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Target 2: two destinations
+// ---------------------------------------------------------------------------------------
+
+/// The healthy destination's stream: 200 GETs, one every 25 ms (5 s, overlapping the
+/// 300-request burst to the other destination).
+const HEALTHY_N: usize = 200;
+const HEALTHY_EVERY: Duration = Duration::from_millis(25);
+
+async fn two_destinations(kind: Kind, out: &mut String) -> Result<(), BoxError> {
+    let _ = writeln!(
+        out,
+        "### Target 2: a burst to a limited (or down) destination and a stream to a healthy one, one client\n\n\
+         {HEALTHY_N} GETs to the healthy server, one every {} ms; meanwhile {N} GETs, {CONCURRENCY} at a time, to the other destination. \
+         Met: no failure at the healthy one, its p99 grows by < 10 ms over the same stream alone.\n",
+        HEALTHY_EVERY.as_millis()
+    );
+    let _ = writeln!(
+        out,
+        "| client | other destination | healthy ok | healthy p50 alone → with | healthy p99 alone → with | Δ p99 | other ok | met |"
+    );
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---|");
+    let (healthy, _healthy_task) = backend::serve().await;
+    let healthy_url = format!("http://{healthy}/ok");
+    for stack in Stack::MEASURED {
+        // The stream alone, on a fresh client of the stack.
+        let alone = {
+            let client = stack.build(&Counts::default());
+            Summary::of(
+                &drive::stream(client.clone(), &healthy_url, HEALTHY_N, HEALTHY_EVERY, TIMEOUT).await,
+            )
+        };
+        for down in [false, true] {
+            let limiter = if down {
+                None
+            } else {
+                Some(Limiter::start(kind, LIMIT).await?)
+            };
+            // A port nothing listens on: connection refused.
+            let dead = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+            let other_url = match &limiter {
+                Some(l) => l.url("/items"),
+                None => format!("http://{dead}/items"),
+            };
+            let client = stack.build(&Counts::default());
+            let (with, other) = tokio::join!(
+                drive::stream(client.clone(), &healthy_url, HEALTHY_N, HEALTHY_EVERY, TIMEOUT),
+                drive::burst(client.clone(), &other_url, N, CONCURRENCY, TIMEOUT),
+            );
+            let with = Summary::of(&with);
+            let other = Summary::of(&other);
+            let grow = ms(with.p99) - ms(alone.p99);
+            let met = with.ok == HEALTHY_N && grow < 10.0;
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} / {HEALTHY_N} | {:.1} → {:.1} ms | {:.1} → {:.1} ms | {grow:+.1} ms | {} / {N} | {} |",
+                stack.describe(),
+                if down { "down (refused connections)" } else { "limited" },
+                with.ok,
+                ms(alone.p50),
+                ms(with.p50),
+                ms(alone.p99),
+                ms(with.p99),
+                other.ok,
+                if met { "yes" } else { "no" },
+            );
+            if with.ok < HEALTHY_N {
+                eprintln!(
+                    "  {} / {} / healthy failures: {:?}",
+                    kind.name(),
+                    stack.name(),
+                    with.failures
+                );
+            }
+            drop(limiter);
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+        }
+    }
+    let _ = writeln!(out);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Target 3: a fleet
+// ---------------------------------------------------------------------------------------
+
+const FLEET: usize = 8;
+const FLEET_CONCURRENCY: usize = 4;
+const FLEET_SECONDS: u64 = 10;
+
+/// What one client of the fleet reports.
+#[derive(Clone, Copy, Default)]
+struct ClientFigures {
+    ok: u64,
+    requests: u64,
+    count: Count,
+}
+
+async fn fleet(kind: Kind, in_process: bool, out: &mut String) -> Result<(), BoxError> {
+    let capacity = (LIMIT.per_second as u64 * FLEET_SECONDS) as f64;
+    let _ = writeln!(
+        out,
+        "### Target 3: {FLEET} independent clients ({}), {FLEET_CONCURRENCY} requests in flight each, {FLEET_SECONDS} s on one limiter\n\n\
+         Capacity: {capacity:.0} successes in {FLEET_SECONDS} s. Met: ≥ 95 % of it used, < 10 % of attempts refused, Jain's index ≥ 0.9.\n",
+        if in_process { "8 layers in one process" } else { "8 processes" }
+    );
+    let _ = writeln!(
+        out,
+        "| client | succeeded | capacity used | attempts | refused / attempts | failed requests | Jain | met |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---|");
+    for stack in Stack::MEASURED {
+        let limiter = Limiter::start(kind, LIMIT).await?;
+        let url = limiter.url("/items");
+        let figures: Vec<ClientFigures> = if in_process {
+            let runs = (0..FLEET).map(|_| {
+                let url = url.clone();
+                async move { run_client(&url, stack, FLEET_SECONDS, FLEET_CONCURRENCY).await }
+            });
+            futures_join_all(runs).await
+        } else {
+            spawn_fleet(&url, stack).await?
+        };
+        let ok: u64 = figures.iter().map(|f| f.ok).sum();
+        let requests: u64 = figures.iter().map(|f| f.requests).sum();
+        let attempts: u64 = figures.iter().map(|f| f.count.attempts).sum();
+        let refused: u64 = figures.iter().map(|f| f.count.refused).sum();
+        let shares: Vec<f64> = figures.iter().map(|f| f.ok as f64).collect();
+        let used = ok as f64 * 100.0 / capacity;
+        let fairness = jain(&shares);
+        let met = used >= 95.0 && pct(refused, attempts) < 10.0 && fairness >= 0.9;
+        let _ = writeln!(
+            out,
+            "| {} | {ok} | {used:.1} % | {attempts} | {:.1} % | {} of {requests} | {fairness:.3} | {} |",
+            stack.describe(),
+            pct(refused, attempts),
+            requests - ok,
+            if met { "yes" } else { "no" },
+        );
+        drop(limiter);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+    }
+    let _ = writeln!(out);
+    Ok(())
+}
+
+async fn futures_join_all<F: std::future::Future<Output = ClientFigures> + Send + 'static>(
+    runs: impl Iterator<Item = F>,
+) -> Vec<ClientFigures> {
+    let tasks: Vec<_> = runs.map(tokio::spawn).collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.push(t.await.expect("client task"));
+    }
+    all
+}
+
+/// One client of the fleet: its own stack, saturating `url` for `seconds`.
+async fn run_client(url: &str, stack: Stack, seconds: u64, concurrency: usize) -> ClientFigures {
+    let counts = Counts::default();
+    let client = stack.build(&counts);
+    let outcomes = drive::saturate(
+        client,
+        url,
+        concurrency,
+        Duration::from_secs(seconds),
+        TIMEOUT,
+    )
+    .await;
+    let s = Summary::of(&outcomes);
+    ClientFigures {
+        ok: s.ok as u64,
+        requests: s.requests as u64,
+        count: counts.total(),
+    }
+}
+
+/// Re-spawns this example `FLEET` times as `fleet-client`, each its own process.
+async fn spawn_fleet(url: &str, stack: Stack) -> Result<Vec<ClientFigures>, BoxError> {
+    let exe = std::env::current_exe()?;
+    let children: Vec<_> = (0..FLEET)
+        .map(|_| {
+            std::process::Command::new(&exe)
+                .args([
+                    "fleet-client",
+                    url,
+                    stack.name(),
+                    &FLEET_SECONDS.to_string(),
+                    &FLEET_CONCURRENCY.to_string(),
+                ])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+        })
+        .collect::<Result<_, _>>()?;
+    let mut figures = Vec::new();
+    for child in children {
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output()).await??;
+        let text = String::from_utf8_lossy(&output.stdout);
+        let field = |name: &str| -> u64 {
+            text.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+                .unwrap_or(0)
+        };
+        if !output.status.success() {
+            return Err(format!("a fleet client failed: {}", output.status).into());
+        }
+        figures.push(ClientFigures {
+            ok: field("ok"),
+            requests: field("requests"),
+            count: Count {
+                attempts: field("attempts"),
+                refused: field("refused"),
+                errors: field("errors"),
+            },
+        });
+    }
+    Ok(figures)
+}
+
+/// `fleet-client URL STACK SECONDS CONCURRENCY`: one client of the fleet, in its own
+/// process; prints its figures on one line.
+async fn fleet_client(args: &[String]) -> Result<(), BoxError> {
+    let [url, stack, seconds, concurrency] = args else {
+        return Err("fleet-client URL STACK SECONDS CONCURRENCY".into());
+    };
+    let stack = Stack::parse(stack).ok_or(format!("unknown stack {stack}"))?;
+    let f = run_client(url, stack, seconds.parse()?, concurrency.parse()?).await;
+    println!(
+        "ok={} requests={} attempts={} refused={} errors={}",
+        f.ok, f.requests, f.count.attempts, f.count.refused, f.count.errors
+    );
+    Ok(())
+}
