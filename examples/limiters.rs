@@ -139,8 +139,14 @@ async fn burst(kind: Kind, reps: usize, out: &mut String) -> Result<(), BoxError
             let limiter = Limiter::start(kind, LIMIT).await?;
             let counts = Counts::default();
             let client = stack.build(&counts);
-            let outcomes =
-                drive::burst(client.clone(), &limiter.url("/items"), N, CONCURRENCY, TIMEOUT).await;
+            let outcomes = drive::burst(
+                client.clone(),
+                &limiter.url("/items"),
+                N,
+                CONCURRENCY,
+                TIMEOUT,
+            )
+            .await;
             let s = Summary::of(&outcomes);
             let c = counts.total();
             oks.push(s.ok as f64);
@@ -209,7 +215,14 @@ async fn two_destinations(kind: Kind, out: &mut String) -> Result<(), BoxError> 
         let alone = {
             let client = stack.build(&Counts::default());
             Summary::of(
-                &drive::stream(client.clone(), &healthy_url, HEALTHY_N, HEALTHY_EVERY, TIMEOUT).await,
+                &drive::stream(
+                    client.clone(),
+                    &healthy_url,
+                    HEALTHY_N,
+                    HEALTHY_EVERY,
+                    TIMEOUT,
+                )
+                .await,
             )
         };
         for down in [false, true] {
@@ -226,7 +239,13 @@ async fn two_destinations(kind: Kind, out: &mut String) -> Result<(), BoxError> 
             };
             let client = stack.build(&Counts::default());
             let (with, other) = tokio::join!(
-                drive::stream(client.clone(), &healthy_url, HEALTHY_N, HEALTHY_EVERY, TIMEOUT),
+                drive::stream(
+                    client.clone(),
+                    &healthy_url,
+                    HEALTHY_N,
+                    HEALTHY_EVERY,
+                    TIMEOUT
+                ),
                 drive::burst(client.clone(), &other_url, N, CONCURRENCY, TIMEOUT),
             );
             let with = Summary::of(&with);
@@ -237,7 +256,11 @@ async fn two_destinations(kind: Kind, out: &mut String) -> Result<(), BoxError> 
                 out,
                 "| {} | {} | {} / {HEALTHY_N} | {:.1} → {:.1} ms | {:.1} → {:.1} ms | {grow:+.1} ms | {} / {N} | {} |",
                 stack.describe(),
-                if down { "down (refused connections)" } else { "limited" },
+                if down {
+                    "down (refused connections)"
+                } else {
+                    "limited"
+                },
                 with.ok,
                 ms(alone.p50),
                 ms(with.p50),
@@ -284,7 +307,11 @@ async fn fleet(kind: Kind, in_process: bool, out: &mut String) -> Result<(), Box
         out,
         "### Target 3: {FLEET} independent clients ({}), {FLEET_CONCURRENCY} requests in flight each, {FLEET_SECONDS} s on one limiter\n\n\
          Capacity: {capacity:.0} successes in {FLEET_SECONDS} s. Met: ≥ 95 % of it used, < 10 % of attempts refused, Jain's index ≥ 0.9.\n",
-        if in_process { "8 layers in one process" } else { "8 processes" }
+        if in_process {
+            "8 layers in one process"
+        } else {
+            "8 processes"
+        }
     );
     let _ = writeln!(
         out,

@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release --example simulate -- all            # every experiment, charts into docs/
 //! cargo run --release --example simulate -- all --short    # a quick run for CI (no charts)
-//! cargo run --release --example simulate -- contention     # or: overload, ratelimit, delays
+//! cargo run --release --example simulate -- contention     # or: overload, ratelimit, limiters, delays
 //! cargo run --release --example simulate -- overload --timeline   # + when each client sends
 //! ```
 //!
@@ -484,6 +484,8 @@ enum Variant {
     BudgetPacingFine,
     Patient,
     PatientPacing,
+    /// No shared budget, pacing inside (a stack of the real-limiter runs).
+    NaivePacing,
 }
 
 impl Variant {
@@ -499,6 +501,9 @@ impl Variant {
             Variant::Patient => "RetryLayer, 50 attempts within 60 s, no budget",
             Variant::PatientPacing => {
                 "RetryLayer, 50 attempts within 60 s, no budget + PacingLayer::new() inside"
+            }
+            Variant::NaivePacing => {
+                "naive retry (3 attempts, no budget) + PacingLayer::new() inside"
             }
         }
     }
@@ -585,6 +590,16 @@ where
                 .without_retry_budget(),
             server,
         ),
+        Variant::NaivePacing => BoxCloneService::new(
+            tower::ServiceBuilder::new()
+                .layer(
+                    RetryLayer::new(backoff)
+                        .settings(three)
+                        .without_retry_budget(),
+                )
+                .layer(paced.clone())
+                .service(server),
+        ),
         Variant::PatientPacing => BoxCloneService::new(
             tower::ServiceBuilder::new()
                 .layer(
@@ -597,7 +612,7 @@ where
         ),
     };
     let pacing = match variant {
-        Variant::BudgetPacing | Variant::PatientPacing => Some(paced),
+        Variant::BudgetPacing | Variant::PatientPacing | Variant::NaivePacing => Some(paced),
         Variant::BudgetPacingFine => Some(fine),
         _ => None,
     };
@@ -968,6 +983,13 @@ fn run_rate_limit(short: bool, seed: u64, out: &mut String) -> Vec<RateRow> {
 }
 
 // ---------------------------------------------------------------------------------------
+// 3b. Models of the real rate limiters of `examples/limiters.rs`
+// ---------------------------------------------------------------------------------------
+
+#[path = "models/limiters.rs"]
+mod limiter_models;
+
+// ---------------------------------------------------------------------------------------
 // 4. Delay distributions and charts
 // ---------------------------------------------------------------------------------------
 
@@ -1231,10 +1253,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     let all = what == "all";
     if !matches!(
         what,
-        "all" | "contention" | "overload" | "ratelimit" | "delays"
+        "all" | "contention" | "overload" | "ratelimit" | "limiters" | "delays"
     ) {
         return Err(format!(
-            "unknown experiment {what:?}: all, contention, overload, ratelimit, delays"
+            "unknown experiment {what:?}: all, contention, overload, ratelimit, limiters, delays"
         )
         .into());
     }
@@ -1262,6 +1284,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     if all || what == "ratelimit" {
         run_rate_limit(short, 1, &mut out);
+    }
+    if all || what == "limiters" {
+        limiter_models::run(short, 1, &mut out);
     }
     if all || what == "delays" {
         let samples = delay_samples();

@@ -123,10 +123,7 @@ pub struct Count {
 }
 
 impl Counts {
-    fn counting(
-        &self,
-        client: Client<HttpConnector, Full<Bytes>>,
-    ) -> HttpClient {
+    fn counting(&self, client: Client<HttpConnector, Full<Bytes>>) -> HttpClient {
         let counts = self.clone();
         let service = tower::service_fn(move |req: Req| {
             let authority = req
@@ -154,7 +151,12 @@ impl Counts {
 
     /// What `authority` was sent (zero if nothing).
     pub fn of(&self, authority: &str) -> Count {
-        self.0.lock().unwrap().get(authority).copied().unwrap_or_default()
+        self.0
+            .lock()
+            .unwrap()
+            .get(authority)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// What every destination was sent, added up.

@@ -30,7 +30,9 @@ impl Outcome {
 }
 
 fn get(url: &str) -> Req {
-    Request::get(url).body(Full::<Bytes>::default()).expect("a valid URL")
+    Request::get(url)
+        .body(Full::<Bytes>::default())
+        .expect("a valid URL")
 }
 
 /// Sends one GET and reads its body.

@@ -1,0 +1,280 @@
+//! Models of the three real rate limiters of `examples/limiters.rs` (same parameters:
+//! 50 r/s, bursts of 10), driven by the same workloads and the same client stacks as the
+//! real runs, on virtual time, to check that the simulation reproduces what real limiters
+//! do to the crate's clients (see "Real rate limiters" in `docs/BENCHMARKS.md`).
+
+use super::{BoxError, Net, Req, SEC, Variant, client, response, virtual_time};
+use http::{Request, StatusCode};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::{Instant, sleep};
+use tower::ServiceExt;
+
+const RATE: f64 = 50.0;
+const BURST: f64 = 10.0;
+
+/// Which limiter is modelled.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Model {
+    /// tower_governor: GCRA (a token bucket of `BURST`), `Retry-After` rounded *down*.
+    Gcra,
+    /// express-rate-limit: a fixed window opened by the first hit after the previous one
+    /// ended, `RATE` hits in it, `Retry-After` = seconds to its end rounded up.
+    FixedWindow,
+    /// HAProxy's `http_req_rate(1s)`: the previous period's count weighted by what is left
+    /// of the current one plus the current count, every request counted (refused ones too),
+    /// periods of one second from the first request; `Retry-After: 1`.
+    SlidingWindow,
+}
+
+impl Model {
+    const ALL: [Model; 3] = [Model::Gcra, Model::FixedWindow, Model::SlidingWindow];
+
+    fn name(self) -> &'static str {
+        match self {
+            Model::Gcra => "GCRA (tower_governor)",
+            Model::FixedWindow => "fixed window (express-rate-limit)",
+            Model::SlidingWindow => "sliding window (HAProxy)",
+        }
+    }
+}
+
+struct Limiter {
+    model: Model,
+    start: Instant,
+    /// GCRA: the theoretical arrival time, in seconds.
+    tat: f64,
+    /// Fixed window: its end and its hits; sliding window: the current period's start.
+    window_end: f64,
+    hits: u32,
+    /// Sliding window: the previous period's count.
+    previous: u32,
+    ok: u64,
+    refused: u64,
+}
+
+impl Limiter {
+    fn new(model: Model) -> Self {
+        Self {
+            model,
+            start: Instant::now(),
+            tat: 0.0,
+            window_end: f64::NEG_INFINITY,
+            hits: 0,
+            previous: 0,
+            ok: 0,
+            refused: 0,
+        }
+    }
+
+    /// Admits or refuses a request arriving now; a refusal carries its `Retry-After`.
+    fn admit(&mut self) -> Result<(), u64> {
+        let t = Instant::now().duration_since(self.start).as_secs_f64();
+        let verdict = match self.model {
+            Model::Gcra => {
+                let interval = 1.0 / RATE;
+                let tau = interval * (BURST - 1.0);
+                let tat = self.tat.max(t);
+                if t < tat - tau {
+                    Err((tat - tau - t).floor() as u64)
+                } else {
+                    self.tat = tat + interval;
+                    Ok(())
+                }
+            }
+            Model::FixedWindow => {
+                if t >= self.window_end {
+                    self.window_end = t + 1.0;
+                    self.hits = 0;
+                }
+                self.hits += 1;
+                if self.hits as f64 > RATE {
+                    Err((self.window_end - t).ceil() as u64)
+                } else {
+                    Ok(())
+                }
+            }
+            Model::SlidingWindow => {
+                // `window_end` holds the current period's start here.
+                if self.window_end == f64::NEG_INFINITY {
+                    self.window_end = t;
+                }
+                let periods = (t - self.window_end).floor();
+                if periods >= 1.0 {
+                    self.previous = if periods >= 2.0 { 0 } else { self.hits };
+                    self.hits = 0;
+                    self.window_end += periods;
+                }
+                self.hits += 1;
+                let left = 1.0 - (t - self.window_end);
+                let rate = self.hits as f64 + self.previous as f64 * left;
+                if rate > RATE { Err(1) } else { Ok(()) }
+            }
+        };
+        match verdict {
+            Ok(()) => self.ok += 1,
+            Err(_) => self.refused += 1,
+        }
+        verdict
+    }
+}
+
+/// One-way loopback delay: |N(0.3 ms, σ 0.1 ms)|.
+fn loopback(seed: u64) -> Net {
+    Net {
+        rng: SmallRng::seed_from_u64(seed),
+        mean: 0.000_3,
+        sd: 0.000_1,
+    }
+}
+
+type Server = tower::util::BoxCloneService<Req, super::Res, BoxError>;
+
+fn server(limiter: &Arc<Mutex<Limiter>>, seed: u64) -> Server {
+    let net = Arc::new(Mutex::new(loopback(seed)));
+    let limiter = limiter.clone();
+    tower::util::BoxCloneService::new(tower::service_fn(move |_: Req| {
+        let (limiter, net) = (limiter.clone(), net.clone());
+        async move {
+            let there = net.lock().unwrap().delay();
+            sleep(there).await;
+            let res = match limiter.lock().unwrap().admit() {
+                Ok(()) => response(StatusCode::OK, None),
+                Err(after) => response(StatusCode::TOO_MANY_REQUESTS, Some(after)),
+            };
+            let back = net.lock().unwrap().delay();
+            sleep(back).await;
+            Ok::<_, BoxError>(res)
+        }
+    }))
+}
+
+/// The stacks of the real runs: (a), (b), (c) and (c) with pacing.
+const STACKS: [(Variant, &str); 4] = [
+    (Variant::Budget, "(a) RetryLayer default"),
+    (
+        Variant::BudgetPacing,
+        "(b) RetryLayer default + PacingLayer inside",
+    ),
+    (Variant::Naive, "(c) RetryLayer default, no budget"),
+    (Variant::NaivePacing, "(c) no budget + PacingLayer inside"),
+];
+
+/// Closed-loop workers sending requests back to back: until `n` are sent, or until
+/// `until` has passed. Returns (successes, requests, end of the last one in seconds).
+async fn workers(
+    client: super::Client,
+    concurrency: usize,
+    n: Option<usize>,
+    until: Option<Duration>,
+) -> (usize, usize, f64) {
+    let start = Instant::now();
+    let next = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (client, next) = (client.clone(), next.clone());
+            tokio::spawn(async move {
+                let (mut ok, mut sent, mut end) = (0, 0, 0.0_f64);
+                loop {
+                    if n.is_some_and(|n| next.fetch_add(1, Ordering::Relaxed) >= n)
+                        || until.is_some_and(|u| start.elapsed() >= u)
+                    {
+                        break;
+                    }
+                    let req = Request::get("http://api.example/items").body(()).unwrap();
+                    let res = client.clone().oneshot(req).await;
+                    sent += 1;
+                    ok += usize::from(matches!(&res, Ok(r) if r.status() == StatusCode::OK));
+                    end = end.max(start.elapsed().as_secs_f64());
+                }
+                (ok, sent, end)
+            })
+        })
+        .collect();
+    let mut total = (0, 0, 0.0_f64);
+    for t in tasks {
+        let (ok, sent, end) = t.await.unwrap();
+        total = (total.0 + ok, total.1 + sent, total.2.max(end));
+    }
+    total
+}
+
+/// Target 1's workload: `n` requests, 20 at a time, one client.
+fn burst(model: Model, variant: Variant, n: usize, seed: u64) -> (usize, f64, u64, u64) {
+    virtual_time(async move {
+        let limiter = Arc::new(Mutex::new(Limiter::new(model)));
+        let (client, _) = client(variant, server(&limiter, seed), seed);
+        let (ok, _, end) = workers(client, 20, Some(n), None).await;
+        let l = limiter.lock().unwrap();
+        (ok, end, l.ok + l.refused, l.refused)
+    })
+}
+
+/// Target 3's workload: 8 independent clients, 4 requests in flight each, for `seconds`.
+/// Returns (successes per client, attempts, refused).
+fn fleet(model: Model, variant: Variant, seconds: u64, seed: u64) -> (Vec<f64>, u64, u64) {
+    virtual_time(async move {
+        let limiter = Arc::new(Mutex::new(Limiter::new(model)));
+        let runs: Vec<_> = (0..8u64)
+            .map(|i| {
+                let seed = seed.wrapping_mul(31).wrapping_add(i);
+                let (client, _) = client(variant, server(&limiter, seed), seed);
+                tokio::spawn(workers(client, 4, None, Some(SEC * seconds as u32)))
+            })
+            .collect();
+        let mut shares = Vec::new();
+        for r in runs {
+            shares.push(r.await.unwrap().0 as f64);
+        }
+        let l = limiter.lock().unwrap();
+        (shares, l.ok + l.refused, l.refused)
+    })
+}
+
+fn jain(shares: &[f64]) -> f64 {
+    let sum: f64 = shares.iter().sum();
+    let squares: f64 = shares.iter().map(|x| x * x).sum();
+    if squares == 0.0 {
+        0.0
+    } else {
+        sum * sum / (shares.len() as f64 * squares)
+    }
+}
+
+/// Targets 1 and 3 on the three models; `short` runs the fleet for 2 s instead of 10.
+pub fn run(short: bool, seed: u64, out: &mut String) {
+    let n = 300;
+    let ideal = n as f64 / RATE;
+    let seconds = if short { 2 } else { 10 };
+    let _ = writeln!(
+        out,
+        "### Real limiters, modelled: {n} requests 20 at a time (ideal {ideal:.0} s), and 8 clients × 4 in flight for {seconds} s (limit {RATE} r/s, burst {BURST}, seed {seed})\n"
+    );
+    let _ = writeln!(
+        out,
+        "| limiter model | client | T1 succeeded | T1 time (× ideal) | T1 refused / attempts | T3 capacity used | T3 refused / attempts | T3 Jain |"
+    );
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|");
+    for model in Model::ALL {
+        for (variant, name) in STACKS {
+            let (ok, end, attempts, refused) = burst(model, variant, n, seed);
+            let (shares, f_attempts, f_refused) = fleet(model, variant, seconds, seed);
+            let used: f64 = shares.iter().sum::<f64>() / (RATE * seconds as f64);
+            let _ = writeln!(
+                out,
+                "| {} | {name} | {ok} / {n} | {end:.2} s ({:.2}×) | {:.1} % | {:.1} % | {:.1} % | {:.3} |",
+                model.name(),
+                end / ideal,
+                refused as f64 * 100.0 / attempts as f64,
+                used * 100.0,
+                f_refused as f64 * 100.0 / f_attempts.max(1) as f64,
+                jain(&shares),
+            );
+        }
+    }
+    let _ = writeln!(out);
+}
