@@ -154,15 +154,11 @@ async fn healthy_destination_sees_no_failure_beside_a_limited_one() {
     let (healthy, _server) = limiters::backend::serve().await;
     let counts = Counts::default();
     let client = Stack::RetryPacing.build(&counts);
+    let (healthy_url, limited_url) = (format!("http://{healthy}/ok"), limiter.url("/items"));
+    let every = Duration::from_millis(25);
     let (healthy_outcomes, limited_outcomes) = tokio::join!(
-        drive::stream(
-            client.clone(),
-            &format!("http://{healthy}/ok"),
-            40,
-            Duration::from_millis(25),
-            TIMEOUT
-        ),
-        drive::burst(client.clone(), &limiter.url("/items"), 60, 20, TIMEOUT),
+        drive::stream(client.clone(), &healthy_url, 40, every, TIMEOUT),
+        drive::burst(client.clone(), &limited_url, 60, 20, TIMEOUT),
     );
     let healthy_summary = Summary::of(&healthy_outcomes);
     assert_eq!(healthy_summary.ok, 40, "{:?}", healthy_summary.failures);
@@ -227,9 +223,10 @@ async fn target_2_limited_destination_does_not_slow_a_healthy_one() {
         .await,
     );
     let client = Stack::RetryPacing.build(&Counts::default());
+    let limited_url = limiter.url("/items");
     let (with, _) = tokio::join!(
         drive::stream(client.clone(), &url, 100, every, TIMEOUT),
-        drive::burst(client.clone(), &limiter.url("/items"), 200, 20, TIMEOUT),
+        drive::burst(client.clone(), &limited_url, 200, 20, TIMEOUT),
     );
     let with = Summary::of(&with);
     assert_eq!(with.ok, 100);
