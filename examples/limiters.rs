@@ -314,7 +314,7 @@ async fn fleet(kind: Kind, in_process: bool, out: &mut String) -> Result<(), Box
     );
     let _ = writeln!(
         out,
-        "| client | succeeded | capacity used | attempts | refused / attempts | failed requests | Jain | met |"
+        "| client | succeeded within the time | capacity used | attempts | refused / attempts | requests not succeeded within the time | Jain | met |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---|");
     for stack in Stack::MEASURED {
