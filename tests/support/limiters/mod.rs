@@ -70,7 +70,7 @@ impl Kind {
     pub fn parse(name: &str) -> Option<Kind> {
         Kind::ALL
             .into_iter()
-            .find(|k| k.name() == name || k.name().starts_with(name))
+            .find(|k| k.name() == name || k.name().contains(name))
     }
 }
 
