@@ -22,6 +22,9 @@ const BURST: f64 = 10.0;
 pub enum Model {
     /// tower_governor: GCRA (a token bucket of `BURST`), `Retry-After` rounded *down*.
     Gcra,
+    /// What if a `Retry-After: 0` were read as no `Retry-After` (the backoff's delay then
+    /// applies): the GCRA limiter with the header left out where it would say 0.
+    GcraNoZero,
     /// express-rate-limit: a fixed window opened by the first hit after the previous one
     /// ended, `RATE` hits in it, `Retry-After` = seconds to its end rounded up.
     FixedWindow,
@@ -32,11 +35,17 @@ pub enum Model {
 }
 
 impl Model {
-    const ALL: [Model; 3] = [Model::Gcra, Model::FixedWindow, Model::SlidingWindow];
+    const ALL: [Model; 4] = [
+        Model::Gcra,
+        Model::FixedWindow,
+        Model::SlidingWindow,
+        Model::GcraNoZero,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Model::Gcra => "GCRA (tower_governor)",
+            Model::GcraNoZero => "what-if: GCRA, `Retry-After: 0` read as absent",
             Model::FixedWindow => "fixed window (express-rate-limit)",
             Model::SlidingWindow => "sliding window (HAProxy)",
         }
@@ -75,7 +84,7 @@ impl Limiter {
     fn admit(&mut self) -> Result<(), u64> {
         let t = Instant::now().duration_since(self.start).as_secs_f64();
         let verdict = match self.model {
-            Model::Gcra => {
+            Model::Gcra | Model::GcraNoZero => {
                 let interval = 1.0 / RATE;
                 let tau = interval * (BURST - 1.0);
                 let tat = self.tat.max(t);
@@ -146,9 +155,15 @@ fn server(limiter: &Arc<Mutex<Limiter>>, seed: u64) -> Server {
         async move {
             let there = net.lock().unwrap().delay();
             sleep(there).await;
-            let res = match limiter.lock().unwrap().admit() {
-                Ok(()) => response(StatusCode::OK, None),
-                Err(after) => response(StatusCode::TOO_MANY_REQUESTS, Some(after)),
+            let res = {
+                let mut limiter = limiter.lock().unwrap();
+                match limiter.admit() {
+                    Ok(()) => response(StatusCode::OK, None),
+                    Err(0) if limiter.model == Model::GcraNoZero => {
+                        response(StatusCode::TOO_MANY_REQUESTS, None)
+                    }
+                    Err(after) => response(StatusCode::TOO_MANY_REQUESTS, Some(after)),
+                }
             };
             let back = net.lock().unwrap().delay();
             sleep(back).await;
