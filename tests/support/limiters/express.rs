@@ -33,7 +33,7 @@ pub async fn start(limit: RateLimit) -> Result<(SocketAddr, Running), Unavailabl
         .spawn()
         .map_err(|e| Unavailable(format!("cannot run node: {e}")))?;
     let stdout = child.stdout.take().expect("piped stdout");
-    let guard = ChildGuard(child);
+    let guard = ChildGuard(child, None);
     // The first line is `port=<n>`; read it off the runtime, for at most 10 s.
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -69,7 +69,7 @@ pub async fn start(limit: RateLimit) -> Result<(SocketAddr, Running), Unavailabl
         .stderr(log)
         .spawn()
         .map_err(|e| Unavailable(format!("cannot run haproxy: {e}")))?;
-    let mut guard = ChildGuard(child);
+    let mut guard = ChildGuard(child, Some(dir.clone()));
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     if !wait_for_port(addr, Duration::from_secs(5)).await {
         let exited = guard.0.try_wait().ok().flatten();

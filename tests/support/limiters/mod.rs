@@ -133,13 +133,17 @@ impl Drop for Running {
     }
 }
 
-/// A child process killed (and reaped) on drop, so no limiter outlives its test.
-pub struct ChildGuard(pub std::process::Child);
+/// A child process killed (and reaped) on drop, so no limiter outlives its test, and the
+/// temporary folder of its files, removed then.
+pub struct ChildGuard(pub std::process::Child, pub Option<std::path::PathBuf>);
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        if let Some(dir) = &self.1 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
