@@ -443,8 +443,16 @@ pub fn classify(headers: &HeaderMap, retryable: GrpcCodes) -> GrpcDecision {
 /// );
 /// ```
 pub fn classify_response<B>(response: &http::Response<B>, retryable: GrpcCodes) -> GrpcDecision {
-    let headers = response.headers();
-    match status_from_headers(headers).or_else(|| Code::from_http_status(response.status())) {
+    classify_head(response.status(), response.headers(), retryable)
+}
+
+/// [`classify_response`] from the parts of a response head.
+pub(crate) fn classify_head(
+    status: StatusCode,
+    headers: &HeaderMap,
+    retryable: GrpcCodes,
+) -> GrpcDecision {
+    match status_from_headers(headers).or_else(|| Code::from_http_status(status)) {
         None => GrpcDecision::Committed,
         Some(code) => decide(code, headers, retryable),
     }

@@ -103,9 +103,11 @@ pub mod retry_after;
 pub mod budget;
 pub mod classify;
 mod layer;
+pub use classify::{RequestHead, RetryReason};
 pub use layer::{
-    DEFAULT_MAX_RETRY_AFTER, GiveUp, OnRetry, RequestHead, RetryDelay, RetryEvent, RetryLayer,
-    RetryPolicy, RetryReason, RetrySettings, RetryStats, Routes,
+    AttemptTimedOut, DEFAULT_MAX_RETRY_AFTER, DEFAULT_RETRY_AFTER_JITTER, GiveUp, GiveUpEvent,
+    OnGiveUp, OnRetry, ResponseFuture, RetryDelay, RetryError, RetryEvent, RetryLayer,
+    RetryPolicy, RetryService, RetrySettings, RetryStats, Routes,
 };
 
 // ---- end section D ----

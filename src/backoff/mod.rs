@@ -10,7 +10,7 @@
 //!   design). [`Scheduled`] turns any schedule into a `BackOff` by counting retries.
 
 mod duration;
-mod jitter;
+pub(crate) mod jitter;
 
 pub(crate) use duration::{mul_f64, mul_pow};
 pub(crate) use jitter::Jitter;

@@ -1,51 +1,11 @@
 //! Choosing retry settings per request.
 
 use super::settings::RetrySettings;
-use crate::ConfigError;
-use http::{Extensions, HeaderMap, Method, Uri};
+use crate::classify::RequestHead;
+use crate::error::ConfigError;
+use http::Method;
 use std::fmt;
 use std::sync::Arc;
-
-/// A borrowed view of a request's head, given to [`Routes::route_fn`] closures.
-#[derive(Debug, Clone, Copy)]
-pub struct RequestHead<'a> {
-    pub(crate) method: &'a Method,
-    pub(crate) uri: &'a Uri,
-    pub(crate) headers: &'a HeaderMap,
-    pub(crate) extensions: &'a Extensions,
-}
-
-impl<'a> RequestHead<'a> {
-    /// The view of `req`'s head.
-    pub fn of<B>(req: &'a http::Request<B>) -> Self {
-        Self {
-            method: req.method(),
-            uri: req.uri(),
-            headers: req.headers(),
-            extensions: req.extensions(),
-        }
-    }
-
-    /// The request method.
-    pub fn method(&self) -> &'a Method {
-        self.method
-    }
-
-    /// The request URI.
-    pub fn uri(&self) -> &'a Uri {
-        self.uri
-    }
-
-    /// The request headers.
-    pub fn headers(&self) -> &'a HeaderMap {
-        self.headers
-    }
-
-    /// The request extensions.
-    pub fn extensions(&self) -> &'a Extensions {
-        self.extensions
-    }
-}
 
 type RouteFn = dyn Fn(&RequestHead<'_>) -> Option<RetrySettings> + Send + Sync;
 
