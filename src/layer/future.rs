@@ -174,7 +174,7 @@ where
                         return Poll::Ready(Err(RetryError::new(err.into(), stats)));
                     }
                     this.policy.next_attempt();
-                    let attempt = this.policy.attempt_request(request);
+                    let attempt = this.policy.retry_request(request);
                     *this.last = None;
                     *this.timeout = attempt_timeout(this.policy);
                     let future = this.service.call(attempt);

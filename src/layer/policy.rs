@@ -149,14 +149,10 @@ impl<B> RetryPolicy<B> {
         req.extensions_mut().insert(PacingDeadline(self.deadline()));
     }
 
-    /// A copy of `req` for the next attempt, carrying the request's deadline.
-    pub(crate) fn attempt_request<ReqB: Clone>(&self, req: &Request<ReqB>) -> Request<ReqB> {
-        let mut copy = Request::new(req.body().clone());
-        *copy.method_mut() = req.method().clone();
-        *copy.uri_mut() = req.uri().clone();
-        *copy.version_mut() = req.version();
-        *copy.headers_mut() = req.headers().clone();
-        *copy.extensions_mut() = req.extensions().clone();
+    /// A copy of `req` for a retry, carrying the request's deadline. (The first attempt
+    /// starts at the request's start, so it needs none: pacing's own max wait bounds it.)
+    pub(crate) fn retry_request<ReqB: Clone>(&self, req: &Request<ReqB>) -> Request<ReqB> {
+        let mut copy = clone_request(req);
         self.mark_deadline(&mut copy);
         copy
     }
@@ -324,6 +320,17 @@ impl<B: BackOff> RetryPolicy<B> {
     }
 }
 
+/// A copy of `req`: head, extensions and body.
+pub(crate) fn clone_request<ReqB: Clone>(req: &Request<ReqB>) -> Request<ReqB> {
+    let mut copy = Request::new(req.body().clone());
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    *copy.extensions_mut() = req.extensions().clone();
+    copy
+}
+
 impl<B: fmt::Debug> fmt::Debug for RetryPolicy<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryPolicy")
@@ -375,10 +382,12 @@ where
             // Tower clones the request again right before sending each retry.
             self.retrying = false;
             self.next_attempt();
-        } else if !self.begin(&RequestHead::of(req)) {
-            return None;
+            Some(self.retry_request(req))
+        } else if self.begin(&RequestHead::of(req)) {
+            Some(clone_request(req))
+        } else {
+            None
         }
-        Some(self.attempt_request(req))
     }
 }
 

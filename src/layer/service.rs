@@ -2,7 +2,7 @@
 
 use super::error::RetryError;
 use super::future::ResponseFuture;
-use super::policy::RetryPolicy;
+use super::policy::{RetryPolicy, clone_request};
 use super::stats::RetryStats;
 use crate::backoff::BackOff;
 use crate::classify::RequestHead;
@@ -68,15 +68,12 @@ where
             .map_err(|e| RetryError::new(e.into(), RetryStats::default()))
     }
 
-    fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let mut policy = self.policy.clone();
         let retryable = policy.begin(&RequestHead::of(&req));
         // The original goes out first (a replayable body's original owns its stream); a
         // copy is kept for the retries.
-        let kept = retryable.then(|| {
-            policy.mark_deadline(&mut req);
-            policy.attempt_request(&req)
-        });
+        let kept = retryable.then(|| clone_request(&req));
         // NOTE: `call` must go to the service that was driven to readiness; the future
         // keeps that one for its retries and a fresh clone stays here.
         let fresh = self.inner.clone();
