@@ -15,6 +15,7 @@
 
 use axum::Router;
 use axum::body::Body;
+use axum::error_handling::HandleErrorLayer;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -28,18 +29,17 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tower::ServiceBuilder;
 use tower::ServiceExt;
-use tower::retry::Retry;
 use tower_backoff::body::DEFAULT_MAX_BYTES;
 use tower_backoff::classify::IDEMPOTENCY_KEY;
 use tower_backoff::{
-    ConstantBackOff, ExponentialBackOff, ReplayBody, RetryLayer, RetryPolicy, RetrySettings,
-    RetryStats,
+    ConstantBackOff, ExponentialBackOff, ReplayBody, RetryError, RetryLayer, RetryService,
+    RetrySettings, RetryStats,
 };
 
 /// The upstream client without retries.
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 /// The upstream client behind a retry layer.
-type RetryClient<B> = Retry<RetryPolicy<B>, HttpClient>;
+type RetryClient<B> = RetryService<B, HttpClient>;
 
 /// The header telling how many upstream attempts an answer took.
 pub const ATTEMPTS: &str = "x-upstream-attempts";
@@ -87,6 +87,9 @@ impl Gateway {
         // Server side: retry the whole inventory handler on 503. The body is made
         // replayable first, and handed back to axum as its own `Body` type.
         let retry_handler = ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(|err: RetryError| async move {
+                (StatusCode::INTERNAL_SERVER_ERROR, err.to_string())
+            }))
             .map_response(handler_attempts)
             .layer(
                 RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)))

@@ -113,7 +113,7 @@ where
     S: tower::Service<Req, Response = Res, Error = BoxError> + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
-    BoxCloneService::new(layer.layer(server))
+    BoxCloneService::new(layer.layer(server).map_err(BoxError::from))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -569,12 +569,14 @@ where
         // Pacing inside the retry layer (the recommended place): every attempt is paced.
         Variant::BudgetPacing => BoxCloneService::new(
             tower::ServiceBuilder::new()
+                .map_err(BoxError::from)
                 .layer(RetryLayer::new(backoff).settings(three))
                 .layer(paced.clone())
                 .service(server),
         ),
         Variant::BudgetPacingFine => BoxCloneService::new(
             tower::ServiceBuilder::new()
+                .map_err(BoxError::from)
                 .layer(RetryLayer::new(backoff).settings(three))
                 .layer(fine.clone())
                 .service(server),
@@ -587,6 +589,7 @@ where
         ),
         Variant::PatientPacing => BoxCloneService::new(
             tower::ServiceBuilder::new()
+                .map_err(BoxError::from)
                 .layer(
                     RetryLayer::new(backoff)
                         .settings(patient)

@@ -27,7 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .initial_interval(Duration::from_millis(20))
         .build()?;
     let retry = RetryLayer::grpc(backoff)
-        .settings(RetrySettings::grpc().with_max_attempts(5)?)
+        .settings(RetrySettings::new().with_max_attempts(5)?)
         .on_retry(|e: &RetryEvent<'_>| {
             println!(
                 "  attempt {} failed ({}), retrying in {:?}",

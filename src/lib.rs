@@ -106,8 +106,8 @@ mod layer;
 pub use classify::{RequestHead, RetryReason};
 pub use layer::{
     AttemptTimedOut, DEFAULT_MAX_RETRY_AFTER, DEFAULT_RETRY_AFTER_JITTER, GiveUp, GiveUpEvent,
-    OnGiveUp, OnRetry, ResponseFuture, RetryDelay, RetryError, RetryEvent, RetryLayer,
-    RetryPolicy, RetryService, RetrySettings, RetryStats, Routes,
+    OnGiveUp, OnRetry, ResponseFuture, RetryDelay, RetryError, RetryEvent, RetryLayer, RetryPolicy,
+    RetryService, RetrySettings, RetryStats, Routes,
 };
 
 // ---- end section D ----

@@ -9,7 +9,6 @@
 use http::Response;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::convert::Infallible;
 use tower::retry::Retry;
 use tower::{Layer, Service};
 use tower_backoff::{ExponentialBackOff, RetryLayer, RetryStats};

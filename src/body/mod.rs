@@ -119,6 +119,9 @@ impl ReplayGuard {
     }
 
     fn waiters(&self) -> std::sync::MutexGuard<'_, Vec<Waker>> {
-        self.0.waiters.lock().unwrap_or_else(PoisonError::into_inner)
+        self.0
+            .waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }

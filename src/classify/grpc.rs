@@ -75,7 +75,8 @@ impl Classify for GrpcClassifier {
                 after,
                 reset_backoff,
             } => {
-                let outcome = Outcome::retry(RetryReason::Grpc(code)).with_resend(Resend::AnyMethod);
+                let outcome =
+                    Outcome::retry(RetryReason::Grpc(code)).with_resend(Resend::AnyMethod);
                 match after {
                     Some(after) if reset_backoff => {
                         outcome.with_server_delay(ServerDelay::Restart(after))

@@ -149,7 +149,10 @@ mod tests {
 
     #[test]
     fn the_rows_of_the_status_table() {
-        assert_eq!(judge("GET", 429, None), retry(429).with_resend(Resend::AnyMethod));
+        assert_eq!(
+            judge("GET", 429, None),
+            retry(429).with_resend(Resend::AnyMethod)
+        );
         assert_eq!(judge("POST", 503, None), retry(503));
         for status in [502, 504, 408] {
             assert_eq!(judge("GET", status, None), retry(status));
@@ -176,7 +179,10 @@ mod tests {
             judge("GET", 502, after).server_delay(),
             Some(ServerDelay::AtLeast(two))
         );
-        assert_eq!(judge("GET", 503, Some(("retry-after", "soon"))).server_delay(), None);
+        assert_eq!(
+            judge("GET", 503, Some(("retry-after", "soon"))).server_delay(),
+            None
+        );
     }
 
     #[test]

@@ -179,7 +179,10 @@ mod tests {
         assert_eq!(Outcome::failure().health(), None);
         assert_eq!(Outcome::failure().reason(), None);
         let retry = Outcome::retry(reason);
-        assert_eq!((retry.reason(), retry.health()), (Some(reason), Some(false)));
+        assert_eq!(
+            (retry.reason(), retry.health()),
+            (Some(reason), Some(false))
+        );
         assert_eq!(retry.resend(), Resend::IfIdempotent);
         let stop = Outcome::stop(reason);
         assert!(!stop.is_retryable());

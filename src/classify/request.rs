@@ -43,4 +43,3 @@ impl<'a> RequestHead<'a> {
         self.extensions
     }
 }
-

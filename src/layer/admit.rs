@@ -99,11 +99,20 @@ mod tests {
             resend_allowed(Resend::IfIdempotent, &settings, &post),
             Err(GiveUp::NotIdempotent)
         );
-        assert_eq!(resend_allowed(Resend::IfIdempotent, &settings, &get), Ok(()));
-        assert_eq!(resend_allowed(Resend::IfIdempotent, &settings, &keyed), Ok(()));
+        assert_eq!(
+            resend_allowed(Resend::IfIdempotent, &settings, &get),
+            Ok(())
+        );
+        assert_eq!(
+            resend_allowed(Resend::IfIdempotent, &settings, &keyed),
+            Ok(())
+        );
         assert_eq!(resend_allowed(Resend::AnyMethod, &settings, &post), Ok(()));
         let allowed = settings.with_retry_non_idempotent(true);
-        assert_eq!(resend_allowed(Resend::IfIdempotent, &allowed, &post), Ok(()));
+        assert_eq!(
+            resend_allowed(Resend::IfIdempotent, &allowed, &post),
+            Ok(())
+        );
     }
 
     #[test]
@@ -147,7 +156,9 @@ mod tests {
     #[test]
     fn no_runtime_no_retry() {
         assert_eq!(runtime_present(), Err(GiveUp::NoRuntime));
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         rt.block_on(async { assert_eq!(runtime_present(), Ok(())) });
     }
 }

@@ -28,7 +28,12 @@ pub(crate) fn plan<B: BackOff>(
     let server_said = match server {
         Some(ServerDelay::Restart(asked)) => {
             backoff.reset();
-            return Ok(spread(capped(asked, settings)?, settings, jitter, time_left));
+            return Ok(spread(
+                capped(asked, settings)?,
+                settings,
+                jitter,
+                time_left,
+            ));
         }
         Some(delay) => Some((delay, capped(delay.duration(), settings)?)),
         None => None,
@@ -90,13 +95,22 @@ mod tests {
         let s = exact();
         let plan = |b: &mut ConstantBackOff, d, j: &mut Jitter| plan(b, d, &s, j, LOTS);
         assert_eq!(plan(&mut b, None, &mut jitter), Ok(2 * SEC));
-        assert_eq!(plan(&mut b, Some(ServerDelay::Exactly(SEC)), &mut jitter), Ok(SEC));
-        assert_eq!(plan(&mut b, Some(ServerDelay::AtLeast(SEC)), &mut jitter), Ok(2 * SEC));
+        assert_eq!(
+            plan(&mut b, Some(ServerDelay::Exactly(SEC)), &mut jitter),
+            Ok(SEC)
+        );
+        assert_eq!(
+            plan(&mut b, Some(ServerDelay::AtLeast(SEC)), &mut jitter),
+            Ok(2 * SEC)
+        );
         assert_eq!(
             plan(&mut b, Some(ServerDelay::AtLeast(5 * SEC)), &mut jitter),
             Ok(5 * SEC)
         );
-        assert_eq!(plan(&mut b, Some(ServerDelay::Restart(SEC)), &mut jitter), Ok(SEC));
+        assert_eq!(
+            plan(&mut b, Some(ServerDelay::Restart(SEC)), &mut jitter),
+            Ok(SEC)
+        );
     }
 
     #[test]
@@ -105,11 +119,23 @@ mod tests {
         let s = exact();
         let mut stop = StopBackOff;
         assert_eq!(
-            plan(&mut stop, Some(ServerDelay::Exactly(SEC)), &s, &mut jitter, LOTS),
+            plan(
+                &mut stop,
+                Some(ServerDelay::Exactly(SEC)),
+                &s,
+                &mut jitter,
+                LOTS
+            ),
             Err(GiveUp::BackOff)
         );
         assert_eq!(
-            plan(&mut stop, Some(ServerDelay::Restart(SEC)), &s, &mut jitter, LOTS),
+            plan(
+                &mut stop,
+                Some(ServerDelay::Restart(SEC)),
+                &s,
+                &mut jitter,
+                LOTS
+            ),
             Ok(SEC)
         );
     }
@@ -136,7 +162,15 @@ mod tests {
         let mut jitter = Jitter::seeded(7);
         let mut b = ConstantBackOff::new(SEC);
         let delays: Vec<Duration> = (0..200)
-            .map(|_| plan(&mut b, Some(ServerDelay::Exactly(SEC)), &settings, &mut jitter, LOTS))
+            .map(|_| {
+                plan(
+                    &mut b,
+                    Some(ServerDelay::Exactly(SEC)),
+                    &settings,
+                    &mut jitter,
+                    LOTS,
+                )
+            })
             .collect::<Result<_, _>>()
             .unwrap();
         assert!(delays.iter().all(|d| *d >= SEC && *d < SEC * 3 / 2));

@@ -128,7 +128,10 @@ where
                         Ok(res) => this.policy.classify_response(request, res),
                         Err(err) => this.policy.classify_error(request, Some(&**err)),
                     };
-                    let error = result.as_ref().err().map(|e| &**e as &(dyn Error + 'static));
+                    let error = result
+                        .as_ref()
+                        .err()
+                        .map(|e| &**e as &(dyn Error + 'static));
                     match this.policy.next_step(request, &outcome, error) {
                         Step::Done(gave_up) => {
                             return Poll::Ready(finish(this.policy, result, gave_up));
@@ -143,7 +146,10 @@ where
                         }
                     }
                 }
-                StateProj::Waiting { mut sleep, for_body } => {
+                StateProj::Waiting {
+                    mut sleep,
+                    for_body,
+                } => {
                     if !*for_body {
                         ready!(sleep.as_mut().poll(cx));
                     }
@@ -164,7 +170,8 @@ where
                             None
                         };
                         if let Some(why) = why {
-                            let (result, reason) = this.last.take().expect("a retry keeps its last result");
+                            let (result, reason) =
+                                this.last.take().expect("a retry keeps its last result");
                             this.policy.give_up(request, reason, why);
                             return Poll::Ready(finish(this.policy, result, Some(why)));
                         }

@@ -184,7 +184,11 @@ pub(crate) fn without_userinfo(uri: &Uri) -> Cow<'_, Uri> {
 /// The host (and port) of `uri`, without credentials: what logs and metrics may name.
 pub(crate) fn server_address(uri: &Uri) -> &str {
     uri.authority()
-        .map(|a| a.as_str().rsplit_once('@').map_or(a.as_str(), |(_, host)| host))
+        .map(|a| {
+            a.as_str()
+                .rsplit_once('@')
+                .map_or(a.as_str(), |(_, host)| host)
+        })
         .unwrap_or("")
 }
 
@@ -194,7 +198,9 @@ mod tests {
 
     #[test]
     fn credentials_never_leave_a_uri() {
-        let uri: Uri = "http://user:secret@api.example:8080/path?q=1".parse().unwrap();
+        let uri: Uri = "http://user:secret@api.example:8080/path?q=1"
+            .parse()
+            .unwrap();
         let shown = without_userinfo(&uri);
         assert_eq!(shown.to_string(), "http://api.example:8080/path?q=1");
         assert!(matches!(shown, Cow::Owned(_)));

@@ -4,8 +4,8 @@
 use super::admit;
 use super::delay;
 use super::hook::{GiveUpEvent, RetryEvent, server_address};
-use super::shared::Shared;
 use super::settings::RetrySettings;
+use super::shared::Shared;
 use super::stats::{GiveUp, RetryStats};
 use crate::backoff::BackOff;
 use crate::backoff::jitter::Jitter;
@@ -200,8 +200,12 @@ impl<B> RetryPolicy<B> {
     }
 
     fn attempt_view<'a, ReqB>(&'a self, req: &'a Request<ReqB>) -> Attempt<'a> {
-        Attempt::new(RequestHead::of(req), self.attempts, self.settings.statuses())
-            .with_clock(self.shared.wall_clock.as_deref())
+        Attempt::new(
+            RequestHead::of(req),
+            self.attempts,
+            self.settings.statuses(),
+        )
+        .with_clock(self.shared.wall_clock.as_deref())
     }
 }
 
@@ -247,7 +251,13 @@ impl<B: BackOff> RetryPolicy<B> {
         let elapsed = Instant::now().saturating_duration_since(self.start);
         let time_left = limits.max_elapsed().saturating_sub(elapsed);
         let server = outcome.server_delay();
-        let delay = delay::plan(&mut self.backoff, server, &self.settings, &mut self.jitter, time_left)?;
+        let delay = delay::plan(
+            &mut self.backoff,
+            server,
+            &self.settings,
+            &mut self.jitter,
+            time_left,
+        )?;
         admit::within_limits(limits, self.attempts, elapsed, delay)?;
         admit::throttle_open(self.shared.retry_throttle.as_ref())?;
         // Last: passing it spends a token.

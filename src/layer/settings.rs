@@ -247,14 +247,20 @@ mod tests {
     #[test]
     fn invalid_values_name_their_field() {
         for bad in [-0.1, 1.5, f64::NAN, f64::INFINITY] {
-            let err = RetrySettings::new().with_retry_after_jitter(bad).unwrap_err();
+            let err = RetrySettings::new()
+                .with_retry_after_jitter(bad)
+                .unwrap_err();
             assert_eq!(err.field(), "retry_after_jitter");
         }
         let err = RetrySettings::new()
             .with_attempt_timeout(Duration::ZERO)
             .unwrap_err();
         assert_eq!((err.field(), err.value()), ("attempt_timeout", "0ns"));
-        assert!(RetrySettings::new().with_max_retry_after(Duration::ZERO).is_err());
+        assert!(
+            RetrySettings::new()
+                .with_max_retry_after(Duration::ZERO)
+                .is_err()
+        );
     }
 
     #[test]
