@@ -20,8 +20,8 @@ pub(crate) type ErrorFn = dyn Fn(&(dyn Error + 'static)) -> ErrorClass + Send + 
 /// | 429 Too Many Requests | retry | any method: refused before processing | `Retry-After`, exactly |
 /// | 503 Service Unavailable | retry | if idempotent | `Retry-After`, exactly |
 /// | other status of the request's [`StatusSet`] (502, 504, 408 by default) | retry | if idempotent | `Retry-After`, at least |
-/// | other 5xx | failure | — | — |
-/// | any other status | success | — | — |
+/// | other 4xx and 5xx | failure | — | — |
+/// | any other status (1xx–3xx) | success | — | — |
 /// | [`ErrorClass::Connect`] error | retry | any method: never reached the server | — |
 /// | [`ErrorClass::Transport`] error | retry | if idempotent | — |
 /// | [`ErrorClass::Fatal`] error | failure | — | — |
@@ -86,7 +86,7 @@ impl Classify for HttpClassifier {
     fn classify_response(&self, attempt: &Attempt<'_>, res: &ResponseHead<'_>) -> Outcome {
         let status = res.status();
         if !attempt.statuses().contains(status) {
-            return if status.is_server_error() {
+            return if status.is_client_error() || status.is_server_error() {
                 Outcome::failure()
             } else {
                 Outcome::success()
@@ -157,8 +157,10 @@ mod tests {
         for status in [502, 504, 408] {
             assert_eq!(judge("GET", status, None), retry(status));
         }
-        assert_eq!(judge("GET", 500, None), Outcome::failure());
-        for status in [200, 201, 301, 404] {
+        for status in [500, 404, 400] {
+            assert_eq!(judge("GET", status, None), Outcome::failure());
+        }
+        for status in [200, 201, 301] {
             assert_eq!(judge("GET", status, None), Outcome::success());
         }
     }

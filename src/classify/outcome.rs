@@ -79,13 +79,14 @@ impl ServerDelay {
 }
 
 impl Outcome {
-    /// The attempt succeeded (or answered something no retry can change): done.
+    /// The attempt succeeded: done. A retry throttle counts it as a success.
     pub const fn success() -> Self {
         Self::of(Kind::Success)
     }
 
-    /// The attempt failed in a way no retry can fix (a 500 not in the retried set, a
-    /// malformed request): its result is returned as it is.
+    /// The attempt failed in a way no retry can fix (a 404, a 500 not in the retried set,
+    /// a malformed request): its result is returned as it is. A retry throttle counts it
+    /// neither as a failure nor as a success, as gRPC does for non-retryable codes.
     pub const fn failure() -> Self {
         Self::of(Kind::Failure)
     }
