@@ -141,9 +141,12 @@ async fn a_retry_waits_for_a_held_body_only_until_the_deadline() {
     // last response, instead of waiting for ever.
     assert_eq!(start.elapsed(), 5 * SEC);
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
-    let why = Some(GiveUp::Budget(Exhausted::Deadline));
-    assert_eq!(res.extensions().get::<RetryStats>().unwrap().gave_up, why);
-    assert_eq!(*given_up.lock().unwrap(), [why.unwrap()]);
+    let why = GiveUp::Budget(Exhausted::Deadline);
+    assert_eq!(
+        res.extensions().get::<RetryStats>().unwrap().gave_up,
+        Some(why)
+    );
+    assert_eq!(*given_up.lock().unwrap(), [why]);
     assert_eq!(*calls.lock().unwrap(), 1);
 }
 
@@ -303,9 +306,9 @@ async fn exactness_is_one_setting_away() {
 }
 
 /// Awaits every future, concurrently, in order.
-async fn futures_join<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
+async fn futures_join<F>(futures: impl Iterator<Item = F>) -> Vec<F::Output>
 where
-    F: Send + 'static,
+    F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
     let handles: Vec<_> = futures.map(tokio::spawn).collect();
