@@ -136,5 +136,6 @@ pub use pacing::{Pacing, PacingBuilder, PacingDeadline, PacingError, PacingLayer
 
 // ---- client integrations (section G) ----
 pub mod integrations;
+pub mod metrics;
 
 // ---- end section G ----

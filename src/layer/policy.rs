@@ -129,6 +129,7 @@ impl<B> RetryPolicy<B> {
         }
         self.start = now;
         self.attempts = 1;
+        crate::metrics::attempt();
         self.waited = Duration::ZERO;
         self.settings.limits().max_attempts() > 1 && admit::body_replayable_head(head)
     }
@@ -136,6 +137,7 @@ impl<B> RetryPolicy<B> {
     /// Counts the attempt about to be sent.
     pub(crate) fn next_attempt(&mut self) {
         self.attempts = self.attempts.saturating_add(1);
+        crate::metrics::attempt();
     }
 
     /// The instant past which no attempt of this request starts.
@@ -293,6 +295,7 @@ impl<B: BackOff> RetryPolicy<B> {
             "retrying request"
         );
         self.shared.on_retry.on_retry(&event);
+        crate::metrics::retry(reason, delay);
         self.shared
             .classifier
             .prepare_resend(req.headers_mut(), self.attempts);
@@ -309,6 +312,7 @@ impl<B: BackOff> RetryPolicy<B> {
             why = %why,
             "not retrying"
         );
+        crate::metrics::give_up(why);
         self.shared.on_give_up.on_give_up(&GiveUpEvent {
             attempts: self.attempts,
             reason,
