@@ -22,7 +22,7 @@ pub(crate) fn plan<B: BackOff>(
     backoff: &mut B,
     server: Option<ServerDelay>,
     settings: &RetrySettings,
-    jitter: &mut Jitter,
+    jitter: &mut Draw<'_>,
     time_left: Duration,
 ) -> Result<Duration, GiveUp> {
     let server_said = match server {
@@ -46,6 +46,22 @@ pub(crate) fn plan<B: BackOff>(
     })
 }
 
+/// A request's random stream, taken from its layer's generator at the first draw (most
+/// requests never draw).
+pub(crate) struct Draw<'a> {
+    pub(crate) own: &'a mut Option<Jitter>,
+    pub(crate) layer: &'a Jitter,
+}
+
+impl Draw<'_> {
+    fn uniform(&mut self, low: f64, high: f64) -> f64 {
+        let layer = self.layer;
+        self.own
+            .get_or_insert_with(|| layer.clone())
+            .uniform(low, high)
+    }
+}
+
 /// The server's delay within the settings' cap.
 fn capped(asked: Duration, settings: &RetrySettings) -> Result<Duration, GiveUp> {
     let cap = settings.max_retry_after();
@@ -62,7 +78,7 @@ fn capped(asked: Duration, settings: &RetrySettings) -> Result<Duration, GiveUp>
 fn spread(
     asked: Duration,
     settings: &RetrySettings,
-    jitter: &mut Jitter,
+    jitter: &mut Draw<'_>,
     time_left: Duration,
 ) -> Duration {
     let fraction = settings.retry_after_jitter();
@@ -84,16 +100,25 @@ mod tests {
     const SEC: Duration = Duration::from_secs(1);
     const LOTS: Duration = Duration::from_secs(3600);
 
+    /// A draw of its own from a generator seeded with `seed`.
+    fn seeded(seed: u64) -> (Option<Jitter>, Jitter) {
+        (None, Jitter::seeded(seed))
+    }
+
     fn exact() -> RetrySettings {
         RetrySettings::new().with_retry_after_jitter(0.0).unwrap()
     }
 
     #[test]
     fn server_delays_combine_with_the_backoff_as_documented() {
-        let mut jitter = Jitter::seeded(1);
+        let (mut own, layer) = seeded(1);
+        let mut jitter = Draw {
+            own: &mut own,
+            layer: &layer,
+        };
         let mut b = ConstantBackOff::new(2 * SEC);
         let s = exact();
-        let plan = |b: &mut ConstantBackOff, d, j: &mut Jitter| plan(b, d, &s, j, LOTS);
+        let plan = |b: &mut ConstantBackOff, d, j: &mut Draw<'_>| plan(b, d, &s, j, LOTS);
         assert_eq!(plan(&mut b, None, &mut jitter), Ok(2 * SEC));
         assert_eq!(
             plan(&mut b, Some(ServerDelay::Exactly(SEC)), &mut jitter),
@@ -115,7 +140,11 @@ mod tests {
 
     #[test]
     fn a_stopped_backoff_stops_unless_the_server_restarts_it() {
-        let mut jitter = Jitter::seeded(1);
+        let (mut own, layer) = seeded(1);
+        let mut jitter = Draw {
+            own: &mut own,
+            layer: &layer,
+        };
         let s = exact();
         let mut stop = StopBackOff;
         assert_eq!(
@@ -142,7 +171,11 @@ mod tests {
 
     #[test]
     fn the_cap_gives_up_or_clamps() {
-        let mut jitter = Jitter::seeded(1);
+        let (mut own, layer) = seeded(1);
+        let mut jitter = Draw {
+            own: &mut own,
+            layer: &layer,
+        };
         let mut b = ConstantBackOff::new(SEC);
         let asked = Some(ServerDelay::Exactly(Duration::from_secs(86_400)));
         assert_eq!(
@@ -159,7 +192,11 @@ mod tests {
     #[test]
     fn server_delays_are_spread_after_what_was_asked_and_never_before() {
         let settings = RetrySettings::new().with_retry_after_jitter(0.5).unwrap();
-        let mut jitter = Jitter::seeded(7);
+        let (mut own, layer) = seeded(7);
+        let mut jitter = Draw {
+            own: &mut own,
+            layer: &layer,
+        };
         let mut b = ConstantBackOff::new(SEC);
         let delays: Vec<Duration> = (0..200)
             .map(|_| {
@@ -181,7 +218,11 @@ mod tests {
     #[test]
     fn the_spread_never_crosses_the_deadline() {
         let settings = RetrySettings::new().with_retry_after_jitter(1.0).unwrap();
-        let mut jitter = Jitter::seeded(3);
+        let (mut own, layer) = seeded(3);
+        let mut jitter = Draw {
+            own: &mut own,
+            layer: &layer,
+        };
         let mut b = ConstantBackOff::new(SEC);
         for _ in 0..100 {
             let d = plan(

@@ -67,12 +67,14 @@ use tokio::time::{Instant, Sleep};
 pub struct RetryPolicy<B> {
     backoff: B,
     shared: Arc<Shared>,
-    settings: RetrySettings,
+    /// The request's own settings or its route's; `None`: the layer's.
+    settings: Option<RetrySettings>,
     start: Instant,
     attempts: u32,
     waited: Duration,
     retrying: bool,
-    jitter: Jitter,
+    /// Drawn from the layer's generator at the first spread delay of the request.
+    jitter: Option<Jitter>,
 }
 
 /// What to do after an attempt.
@@ -88,8 +90,8 @@ impl<B> RetryPolicy<B> {
     pub(crate) fn new(backoff: B, shared: Arc<Shared>) -> Self {
         Self {
             backoff,
-            settings: shared.settings.clone(),
-            jitter: shared.jitter.clone(),
+            settings: None,
+            jitter: None,
             shared,
             start: Instant::now(),
             attempts: 0,
@@ -109,7 +111,7 @@ impl<B> RetryPolicy<B> {
 
     /// The settings chosen for the current request.
     pub fn current_settings(&self) -> &RetrySettings {
-        &self.settings
+        self.settings.as_ref().unwrap_or(&self.shared.settings)
     }
 
     /// Starts a new logical request: chooses its settings (its own, its route's, or the
@@ -120,18 +122,16 @@ impl<B> RetryPolicy<B> {
             // New requests fund retries; retries do not, or retries would fund retries.
             budget.deposit_at(now);
         }
-        if let Some(settings) = head.extensions().get::<RetrySettings>() {
-            self.settings = settings.clone();
-        } else if !self.shared.routes.is_empty()
-            && let Some(settings) = self.shared.routes.find(head)
-        {
-            self.settings = settings;
-        }
+        self.settings = match head.extensions().get::<RetrySettings>() {
+            Some(settings) => Some(settings.clone()),
+            None if self.shared.routes.is_empty() => None,
+            None => self.shared.routes.find(head),
+        };
         self.start = now;
         self.attempts = 1;
         crate::metrics::attempt();
         self.waited = Duration::ZERO;
-        self.settings.limits().max_attempts() > 1 && admit::body_replayable_head(head)
+        self.current_settings().limits().max_attempts() > 1 && admit::body_replayable_head(head)
     }
 
     /// Counts the attempt about to be sent.
@@ -142,7 +142,7 @@ impl<B> RetryPolicy<B> {
 
     /// The instant past which no attempt of this request starts.
     pub(crate) fn deadline(&self) -> Instant {
-        self.start + self.settings.limits().max_elapsed()
+        self.start + self.current_settings().limits().max_elapsed()
     }
 
     /// Puts the request's deadline into `req`, so that a pacing layer inside never starts
@@ -205,7 +205,7 @@ impl<B> RetryPolicy<B> {
         Attempt::new(
             RequestHead::of(req),
             self.attempts,
-            self.settings.statuses(),
+            self.current_settings().statuses(),
         )
         .with_clock(self.shared.wall_clock.as_deref())
     }
@@ -240,10 +240,11 @@ impl<B: BackOff> RetryPolicy<B> {
         if outcome.is_stopped() {
             return Err(GiveUp::Pushback);
         }
-        admit::resend_allowed(outcome.resend(), &self.settings, req)?;
+        let settings = self.settings.as_ref().unwrap_or(&self.shared.settings);
+        admit::resend_allowed(outcome.resend(), settings, req)?;
         admit::body_replayable(req)?;
         admit::runtime_present()?;
-        let limits = self.settings.limits();
+        let limits = settings.limits();
         admit::within_limits(limits, self.attempts, Duration::ZERO, Duration::ZERO)?;
         if self.attempts == 1 {
             // The first retry of this request: its backoff starts fresh. (Not at the first
@@ -256,8 +257,11 @@ impl<B: BackOff> RetryPolicy<B> {
         let delay = delay::plan(
             &mut self.backoff,
             server,
-            &self.settings,
-            &mut self.jitter,
+            settings,
+            &mut delay::Draw {
+                own: &mut self.jitter,
+                layer: &self.shared.jitter,
+            },
             time_left,
         )?;
         admit::within_limits(limits, self.attempts, elapsed, delay)?;
@@ -349,7 +353,7 @@ impl<B: fmt::Debug> fmt::Debug for RetryPolicy<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryPolicy")
             .field("backoff", &self.backoff)
-            .field("settings", &self.settings)
+            .field("settings", self.current_settings())
             .field("routes", &self.shared.routes)
             .field("attempts", &self.attempts)
             .field("waited", &self.waited)
