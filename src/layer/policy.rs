@@ -256,7 +256,8 @@ where
                     self.outcome(false);
                 }
                 let reason = match class {
-                    ErrorClass::Connect => RetryReason::Connect,
+                    // Not processed by the server: safe to resend for every method.
+                    ErrorClass::Connect | ErrorClass::Unprocessed => RetryReason::Connect,
                     ErrorClass::Transport if idempotent => RetryReason::Transport,
                     ErrorClass::Transport | ErrorClass::Fatal => {
                         tracing::debug!(
