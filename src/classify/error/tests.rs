@@ -160,7 +160,10 @@ mod hyper_client {
     fn has_io_kind(err: &(dyn Error + 'static), kind: io::ErrorKind) -> bool {
         let mut e = Some(err);
         while let Some(err) = e {
-            if err.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == kind) {
+            if err
+                .downcast_ref::<io::Error>()
+                .is_some_and(|e| e.kind() == kind)
+            {
                 return true;
             }
             e = next_in_chain(err);
@@ -190,7 +193,11 @@ mod hyper_client {
             .chain(ROUTE_KINDS)
         {
             let wrapped = io::Error::new(kind, send_error().await);
-            assert_eq!(default_error_class(&wrapped), ErrorClass::Transport, "{kind:?}");
+            assert_eq!(
+                default_error_class(&wrapped),
+                ErrorClass::Transport,
+                "{kind:?}"
+            );
         }
     }
 
@@ -198,7 +205,10 @@ mod hyper_client {
     async fn a_connect_error_is_told_apart_from_the_io_error_it_holds() {
         // The connect error holds the io::Error `ConnectionRefused` deep in its chain.
         let err = connect_error().await;
-        assert!(has_io_kind(&err, io::ErrorKind::ConnectionRefused), "{err:?}");
+        assert!(
+            has_io_kind(&err, io::ErrorKind::ConnectionRefused),
+            "{err:?}"
+        );
     }
 }
 
@@ -228,7 +238,11 @@ mod http2 {
     #[tokio::test]
     async fn a_stream_refused_by_the_server_was_not_processed() {
         let err = post(resetting_server(h2::Reason::REFUSED_STREAM).await, true).await;
-        assert_eq!(default_error_class(&err), ErrorClass::Unprocessed, "{err:?}");
+        assert_eq!(
+            default_error_class(&err),
+            ErrorClass::Unprocessed,
+            "{err:?}"
+        );
     }
 
     #[tokio::test]
@@ -281,7 +295,11 @@ mod http2 {
     #[tokio::test]
     async fn a_stream_above_the_last_stream_id_of_a_go_away_was_not_processed() {
         let err: ClientError = post(go_away_server(0).await, true).await;
-        assert_eq!(default_error_class(&err), ErrorClass::Unprocessed, "{err:?}");
+        assert_eq!(
+            default_error_class(&err),
+            ErrorClass::Unprocessed,
+            "{err:?}"
+        );
     }
 
     #[tokio::test]
@@ -317,7 +335,11 @@ mod reqwest_client {
 
     #[tokio::test]
     async fn a_request_reqwest_cannot_build_is_fatal() {
-        let err = reqwest::Client::new().get("http://").send().await.unwrap_err();
+        let err = reqwest::Client::new()
+            .get("http://")
+            .send()
+            .await
+            .unwrap_err();
         assert!(err.is_builder(), "{err:?}");
         assert_eq!(default_error_class(&err), ErrorClass::Fatal);
     }
@@ -420,7 +442,10 @@ fn io_kind() -> impl Strategy<Value = io::ErrorKind> {
 }
 
 fn leaf() -> impl Strategy<Value = Leaf> {
-    let leaves = vec![io_kind().prop_map(Leaf::Io).boxed(), Just(Leaf::Pacing).boxed()];
+    let leaves = vec![
+        io_kind().prop_map(Leaf::Io).boxed(),
+        Just(Leaf::Pacing).boxed(),
+    ];
     #[cfg(feature = "hyper")]
     let leaves = {
         let mut leaves = leaves;
