@@ -14,6 +14,10 @@
 //! on CI (`CI=true`), where it fails.
 #![allow(dead_code)]
 
+pub mod server;
+
+use std::error::Error;
+use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
 
@@ -105,4 +109,19 @@ pub fn unreachable(addr: IpAddr) {
 /// Makes every address reachable again.
 pub fn restore() {
     ip(&["route", "flush", "table", TABLE]);
+}
+
+/// The first error of type `T` in `err`'s chain (looking inside `io::Error`s too).
+pub fn find<'a, T: Error + 'static>(err: &'a (dyn Error + 'static)) -> Option<&'a T> {
+    let mut e = Some(err);
+    while let Some(err) = e {
+        if let Some(found) = err.downcast_ref::<T>() {
+            return Some(found);
+        }
+        e = match err.downcast_ref::<io::Error>().and_then(|io| io.get_ref()) {
+            Some(inner) => Some(inner),
+            None => err.source(),
+        };
+    }
+    None
 }
