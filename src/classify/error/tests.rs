@@ -117,6 +117,21 @@ fn closed_port() -> std::net::SocketAddr {
     listener.local_addr().unwrap()
 }
 
+/// An h2 server (the `h2` crate) that resets every stream with `reason`.
+#[cfg(any(feature = "hyper", feature = "tonic"))]
+async fn resetting_server(reason: h2::Reason) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut conn = h2::server::handshake(stream).await.unwrap();
+        while let Some(Ok((_req, mut respond))) = conn.accept().await {
+            respond.send_reset(reason);
+        }
+    });
+    format!("http://{addr}/")
+}
+
 #[cfg(feature = "hyper")]
 mod hyper_client {
     //! Errors of the real hyper-util legacy client against real sockets.
@@ -220,20 +235,6 @@ mod http2 {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
-
-    /// An h2 server (the `h2` crate) that resets every stream with `reason`.
-    async fn resetting_server(reason: h2::Reason) -> String {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            let (stream, _) = listener.accept().await.unwrap();
-            let mut conn = h2::server::handshake(stream).await.unwrap();
-            while let Some(Ok((_req, mut respond))) = conn.accept().await {
-                respond.send_reset(reason);
-            }
-        });
-        format!("http://{addr}/")
-    }
 
     #[tokio::test]
     async fn a_stream_refused_by_the_server_was_not_processed() {
@@ -405,6 +406,22 @@ mod tonic_channel {
             .unwrap();
         let err = channel.oneshot(req).await.unwrap_err();
         assert_eq!(default_error_class(&err), ErrorClass::Connect, "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn a_call_refused_by_the_server_was_not_processed() {
+        for (reason, class) in [
+            (h2::Reason::REFUSED_STREAM, ErrorClass::Unprocessed),
+            (h2::Reason::CANCEL, ErrorClass::Transport),
+        ] {
+            let uri = resetting_server(reason).await;
+            let channel = Endpoint::from_shared(uri).unwrap().connect().await.unwrap();
+            let req = http::Request::post("/a.B/C")
+                .body(tonic::body::Body::empty())
+                .unwrap();
+            let err = channel.oneshot(req).await.unwrap_err();
+            assert_eq!(default_error_class(&err), class, "{err:?}");
+        }
     }
 }
 
