@@ -49,6 +49,7 @@ pub(crate) fn reason_label(reason: RetryReason) -> &'static str {
             _ => "status_5xx",
         },
         RetryReason::Connect => "connect",
+        RetryReason::Unprocessed => "unprocessed",
         RetryReason::Transport => "transport",
         RetryReason::Timeout => "timeout",
         RetryReason::Grpc(_) => "grpc",

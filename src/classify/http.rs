@@ -23,6 +23,7 @@ pub(crate) type ErrorFn = dyn Fn(&(dyn Error + 'static)) -> ErrorClass + Send + 
 /// | other 4xx and 5xx | failure | — | — |
 /// | any other status (1xx–3xx) | success | — | — |
 /// | [`ErrorClass::Connect`] error | retry | any method: never reached the server | — |
+/// | [`ErrorClass::Unprocessed`] error | retry | any method: refused before processing | — |
 /// | [`ErrorClass::Transport`] error | retry | if idempotent | — |
 /// | [`ErrorClass::Fatal`] error | failure | — | — |
 ///
@@ -77,8 +78,12 @@ impl HttpClassifier {
 pub(crate) fn error_outcome(class: ErrorClass) -> Outcome {
     match class {
         ErrorClass::Connect => Outcome::retry(RetryReason::Connect).with_resend(Resend::AnyMethod),
+        ErrorClass::Unprocessed => {
+            Outcome::retry(RetryReason::Unprocessed).with_resend(Resend::AnyMethod)
+        }
         ErrorClass::Transport => Outcome::retry(RetryReason::Transport),
-        ErrorClass::Fatal => Outcome::failure(),
+        // Fatal, and any class added later: never retried.
+        _ => Outcome::failure(),
     }
 }
 

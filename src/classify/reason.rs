@@ -9,10 +9,11 @@ use std::fmt;
 pub enum RetryReason {
     /// The server answered a retryable status.
     Status(StatusCode),
-    /// The request provably never reached the server's application: the connection
-    /// could not be made, or the server refused the request unprocessed (an HTTP/2
-    /// `REFUSED_STREAM`).
+    /// The connection could not be made: the request never left.
     Connect,
+    /// The server refused the request before processing it (an HTTP/2 `REFUSED_STREAM`,
+    /// or a `GOAWAY` that did not cover it).
+    Unprocessed,
     /// Another transport error: the request may have reached the server.
     Transport,
     /// The attempt took longer than its timeout
@@ -29,6 +30,7 @@ impl fmt::Display for RetryReason {
         match self {
             Self::Status(s) => write!(f, "status {}", s.as_u16()),
             Self::Connect => f.write_str("connect error"),
+            Self::Unprocessed => f.write_str("refused unprocessed"),
             Self::Transport => f.write_str("transport error"),
             Self::Timeout => f.write_str("attempt timed out"),
             Self::Grpc(code) => write!(f, "grpc-status {code}"),

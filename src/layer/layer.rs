@@ -37,6 +37,7 @@ use tower_layer::{Layer, Stack};
 /// | 502, 504, 408 | retry | returned as is | the backoff's, but never less than a `Retry-After` |
 /// | any other status | returned as is | returned as is | — |
 /// | connect failure ([`ErrorClass::Connect`](crate::classify::ErrorClass::Connect)) | retry | retry | the backoff's |
+/// | refused unprocessed: HTTP/2 `REFUSED_STREAM`, `GOAWAY` ([`ErrorClass::Unprocessed`](crate::classify::ErrorClass::Unprocessed)) | retry | retry | the backoff's |
 /// | other transport error ([`ErrorClass::Transport`](crate::classify::ErrorClass::Transport)), attempt timeout | retry | error returned | the backoff's |
 /// | [`ErrorClass::Fatal`](crate::classify::ErrorClass::Fatal) error | error returned | error returned | — |
 ///
