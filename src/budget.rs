@@ -25,7 +25,7 @@
 //! # Ok::<(), tower_backoff::ConfigError>(())
 //! ```
 
-use crate::ConfigError;
+use crate::error::ConfigError;
 use std::fmt;
 use std::time::Duration;
 

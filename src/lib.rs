@@ -69,6 +69,8 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 mod error;
+mod header;
+mod time;
 pub use error::ConfigError;
 
 /// The README's Rust snippets, compiled and run as doc-tests (they use every feature).

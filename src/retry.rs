@@ -12,7 +12,7 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! let mut calls = 0;
-//! let backoff = ConstantBackOff::new(Duration::from_millis(10)).with_max_retries(5);
+//! let backoff = ConstantBackOff::new(Duration::from_millis(10)).unwrap().with_max_retries(5);
 //! let value = retry(backoff, || {
 //!     calls += 1;
 //!     let n = calls;
@@ -29,7 +29,7 @@
 //! # }
 //! ```
 
-use crate::BackOff;
+use crate::backoff::BackOff;
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
@@ -203,7 +203,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BackOffExt, ConstantBackOff, StopBackOff};
+    use crate::backoff::{BackOffExt, ConstantBackOff, StopBackOff, ZeroBackOff};
     use tokio::time::Instant;
 
     /// Fails with a transient error `failures` times, then returns the call count.
@@ -219,7 +219,9 @@ mod tests {
     async fn succeeds_after_transient_errors_waiting_each_delay() {
         let calls = std::cell::Cell::new(0);
         let start = Instant::now();
-        let backoff = ConstantBackOff::new(Duration::from_secs(2)).with_max_retries(10);
+        let backoff = ConstantBackOff::new(Duration::from_secs(2))
+            .unwrap()
+            .with_max_retries(10);
         let result = retry(backoff, || flaky(&calls, 3)).await;
         assert_eq!(result, Ok(4));
         assert_eq!(calls.get(), 4);
@@ -229,7 +231,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn returns_last_error_when_backoff_stops() {
         let calls = std::cell::Cell::new(0);
-        let backoff = ConstantBackOff::new(Duration::from_secs(1)).with_max_retries(2);
+        let backoff = ConstantBackOff::new(Duration::from_secs(1))
+            .unwrap()
+            .with_max_retries(2);
         let result = retry(backoff, || flaky(&calls, 100)).await;
         assert_eq!(result, Err("failure 3".to_string()));
         assert_eq!(calls.get(), 3);
@@ -239,10 +243,13 @@ mod tests {
     async fn permanent_error_stops_at_once() {
         let calls = std::cell::Cell::new(0);
         let start = Instant::now();
-        let result: Result<(), _> = retry(ConstantBackOff::new(Duration::from_secs(1)), || {
-            calls.set(calls.get() + 1);
-            async { Err(Error::permanent("bad request")) }
-        })
+        let result: Result<(), _> = retry(
+            ConstantBackOff::new(Duration::from_secs(1)).unwrap(),
+            || {
+                calls.set(calls.get() + 1);
+                async { Err(Error::permanent("bad request")) }
+            },
+        )
         .await;
         assert_eq!(result, Err("bad request"));
         assert_eq!(calls.get(), 1);
@@ -261,7 +268,9 @@ mod tests {
     async fn notify_sees_each_retry_but_not_the_stop() {
         let calls = std::cell::Cell::new(0);
         let mut seen = Vec::new();
-        let backoff = ConstantBackOff::new(Duration::from_millis(300)).with_max_retries(2);
+        let backoff = ConstantBackOff::new(Duration::from_millis(300))
+            .unwrap()
+            .with_max_retries(2);
         let result = retry_notify(
             backoff,
             || flaky(&calls, 100),
@@ -281,7 +290,9 @@ mod tests {
         let calls = std::cell::Cell::new(0);
         let mut delays = Vec::new();
         let start = Instant::now();
-        let backoff = ConstantBackOff::new(Duration::from_secs(1)).with_max_retries(2);
+        let backoff = ConstantBackOff::new(Duration::from_secs(1))
+            .unwrap()
+            .with_max_retries(2);
         let result: Result<(), _> = retry_notify(
             backoff,
             || {
@@ -306,7 +317,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn backoff_is_reset_before_starting() {
-        let mut backoff = ConstantBackOff::new(Duration::ZERO).with_max_retries(1);
+        let mut backoff = ZeroBackOff.with_max_retries(1);
         assert_eq!(backoff.next_backoff(), Some(Duration::ZERO));
         assert_eq!(backoff.next_backoff(), None);
         let calls = std::cell::Cell::new(0);
@@ -319,9 +330,10 @@ mod tests {
         fn assert_send<T: Send>(t: T) -> T {
             t
         }
-        let fut = assert_send(retry(crate::ExponentialBackOff::default(), || async {
-            Ok::<_, Error<std::io::Error>>(5)
-        }));
+        let fut = assert_send(retry(
+            crate::backoff::ExponentialBackOff::default(),
+            || async { Ok::<_, Error<std::io::Error>>(5) },
+        ));
         assert_eq!(tokio::spawn(fut).await.unwrap().unwrap(), 5);
     }
 

@@ -26,7 +26,7 @@ fn outage(
 }
 
 fn layer(budget: Option<RetryBudget>) -> RetryLayer<ConstantBackOff> {
-    let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)))
+    let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap())
         .settings(RetrySettings::new().with_max_attempts(3).unwrap());
     match budget {
         Some(budget) => layer.retry_budget(budget),
@@ -84,7 +84,7 @@ async fn clones_of_a_layer_and_its_services_share_one_budget() {
 async fn the_default_layer_has_a_budget() {
     // RetryBudget::default(): 10 retries/s over 10 s = a floor of 100 retries, then 20 %.
     let attempts = run(
-        RetryLayer::new(ConstantBackOff::new(Duration::from_millis(1)))
+        RetryLayer::new(ConstantBackOff::new(Duration::from_millis(1)).unwrap())
             .settings(RetrySettings::new().with_max_attempts(3).unwrap()),
         1000,
     )

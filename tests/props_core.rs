@@ -56,12 +56,12 @@ fn config() -> impl Strategy<Value = Config> {
 
 fn build(c: &Config) -> ExponentialBackOff {
     ExponentialBackOff::builder()
-        .initial_interval(c.initial)
-        .max_interval(c.max)
-        .randomization_factor(c.rf)
-        .multiplier(c.multiplier)
-        .max_elapsed_time(None)
-        .seed(c.seed)
+        .with_initial_interval(c.initial)
+        .with_max_interval(c.max)
+        .with_randomization_factor(c.rf)
+        .with_multiplier(c.multiplier)
+        .with_max_elapsed(None)
+        .with_seed(c.seed)
         .build()
         .expect("valid configuration")
 }

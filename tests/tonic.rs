@@ -24,7 +24,7 @@ async fn channel(url: String) -> Channel {
 }
 
 fn grpc_layer(max_attempts: u32) -> RetryLayer<ConstantBackOff> {
-    RetryLayer::grpc(ConstantBackOff::new(STEP)).settings(
+    RetryLayer::grpc(ConstantBackOff::new(STEP).unwrap()).settings(
         RetrySettings::grpc()
             .with_max_attempts(max_attempts)
             .unwrap(),
@@ -135,7 +135,7 @@ async fn codes_can_be_added_to_the_set() {
     let url = server.clone().serve().await;
     let settings =
         RetrySettings::grpc().with_grpc_codes(GrpcCodes::DEFAULT_RETRYABLE.with(GrpcCode::Aborted));
-    let layer = RetryLayer::grpc(ConstantBackOff::new(STEP)).settings(settings);
+    let layer = RetryLayer::grpc(ConstantBackOff::new(STEP).unwrap()).settings(settings);
     let channel = ServiceBuilder::new()
         .layer(TonicRetryLayer::new(layer))
         .service(channel(url).await);

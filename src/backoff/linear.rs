@@ -1,8 +1,8 @@
 //! Delays that grow by addition: linear (`interval × n`) and Fibonacci (`base × fib(n)`).
 
 use super::Schedule;
-use super::sample::mul_u64;
-use crate::ConfigError;
+use crate::error::ConfigError;
+use crate::time::mul_u64;
 use rand::RngCore;
 use std::time::Duration;
 

@@ -9,11 +9,9 @@
 //!   across threads, with the attempt count held by the caller (the "simple backoff"
 //!   design). [`Scheduled`] turns any schedule into a `BackOff` by counting retries.
 
-mod duration;
 mod jitter;
 
-pub(crate) use duration::{mul_f64, mul_pow};
-pub(crate) use jitter::Jitter;
+use jitter::Jitter;
 
 use rand::RngCore;
 use std::time::Duration;
@@ -53,7 +51,21 @@ pub trait BackOff {
     fn next_backoff(&mut self) -> Option<Duration>;
 
     /// Returns to the initial state, as before the first call to `next_backoff`.
+    ///
+    /// Every strategy of this crate honours it; a strategy whose state is shared with
+    /// other users documents what a reset does to that shared part.
     fn reset(&mut self);
+
+    /// The time left before this backoff stops on time, or `None` if it has no time limit.
+    ///
+    /// A delay asked for by the server (`Retry-After`) replaces the backoff's own delay
+    /// but must not outlast the backoff's time limit: [`retry`](crate::retry()) gives up at
+    /// once rather than sleep past it. [`MaxElapsed`] and an [`ExponentialBackOff`] with a
+    /// max elapsed time report their limit minus the time elapsed; the other wrappers
+    /// forward their inner policy's; the default is `None`.
+    fn remaining(&self) -> Option<Duration> {
+        None
+    }
 }
 
 impl<B: BackOff + ?Sized> BackOff for &mut B {
@@ -64,6 +76,10 @@ impl<B: BackOff + ?Sized> BackOff for &mut B {
     fn reset(&mut self) {
         (**self).reset();
     }
+
+    fn remaining(&self) -> Option<Duration> {
+        (**self).remaining()
+    }
 }
 
 impl<B: BackOff + ?Sized> BackOff for Box<B> {
@@ -73,6 +89,10 @@ impl<B: BackOff + ?Sized> BackOff for Box<B> {
 
     fn reset(&mut self) {
         (**self).reset();
+    }
+
+    fn remaining(&self) -> Option<Duration> {
+        (**self).remaining()
     }
 }
 
@@ -180,7 +200,6 @@ impl<S: Schedule> From<S> for Scheduled<S> {
     }
 }
 
-// ---- strategies (section A) ----
 mod constant;
 mod exponential;
 mod limit;
@@ -189,9 +208,6 @@ pub use constant::{ConstantBackOff, StopBackOff, ZeroBackOff};
 pub use exponential::{ExponentialBackOff, ExponentialBackOffBuilder};
 pub use limit::{BackOffExt, MaxDelay, MaxElapsed, MaxRetries};
 
-// ---- end section A ----
-
-// ---- strategies (section B) ----
 pub mod aws;
 mod linear;
 mod responsive;
@@ -202,5 +218,3 @@ pub use aws::{DecorrelatedJitter, EqualJitter, ExponentialJitter, FullJitter};
 pub use linear::{Fibonacci, Linear};
 pub use responsive::{ResponsiveBackOff, ResponsiveBackOffBuilder, ResponsiveMetrics};
 pub use table::Table;
-
-// ---- end section B ----

@@ -3,7 +3,7 @@
 
 use super::Schedule;
 use super::sample::between;
-use crate::ConfigError;
+use crate::error::ConfigError;
 use rand::RngCore;
 use std::time::Duration;
 
@@ -143,7 +143,7 @@ impl Schedule for Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BackOff, Scheduled};
+    use crate::backoff::{BackOff, Scheduled};
     use rand::SeedableRng;
     use rand::rngs::SmallRng;
 

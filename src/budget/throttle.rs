@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::ConfigError;
+use crate::error::ConfigError;
 
 /// Tokens are counted in thousandths, so a token ratio with three decimals is exact.
 const MILLI: u64 = 1_000;

@@ -66,7 +66,7 @@ use tower_layer::{Layer, Stack};
 /// use tower::ServiceBuilder;
 /// use tower_backoff::{ConstantBackOff, RetryEvent, RetryLayer, RetrySettings, Routes};
 ///
-/// let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)))
+/// let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)).unwrap())
 ///     .settings(RetrySettings::new().with_max_attempts(4)?)
 ///     .routes(Routes::new().route(Method::POST, "/orders", RetrySettings::disabled())?)
 ///     .on_retry(|e: &RetryEvent<'_>| eprintln!("retry #{} in {:?}", e.attempt(), e.delay()));
@@ -120,7 +120,7 @@ impl<B: BackOff> RetryLayer<B> {
     ///     let res = http::Response::builder().header("grpc-status", status).body(String::new());
     ///     async move { Ok::<_, std::io::Error>(res.unwrap()) }
     /// });
-    /// let layer = RetryLayer::grpc(ConstantBackOff::new(Duration::from_millis(50)))
+    /// let layer = RetryLayer::grpc(ConstantBackOff::new(Duration::from_millis(50)).unwrap())
     ///     .settings(RetrySettings::grpc().with_max_attempts(4)?);
     /// let client = ServiceBuilder::new().layer(layer).service(server);
     ///
@@ -248,7 +248,7 @@ impl<B: BackOff> RetryLayer<B> {
     ///         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(res)
     ///     }
     /// });
-    /// let backoff = ConstantBackOff::new(Duration::from_millis(10));
+    /// let backoff = ConstantBackOff::new(Duration::from_millis(10)).unwrap();
     /// let client = ServiceBuilder::new()
     ///     .layer(RetryLayer::new(backoff).replay_bodies(DEFAULT_MAX_BYTES))
     ///     .service(upstream);

@@ -71,7 +71,7 @@ impl Default for Shared {
 /// type Req = http::Request<String>;
 /// type Res = http::Response<String>;
 ///
-/// let mut policy = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100))).policy();
+/// let mut policy = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)).unwrap()).policy();
 /// let req: Req = http::Request::get("/").body(String::new()).unwrap();
 /// let mut copy = Policy::<Req, Res, std::io::Error>::clone_request(&mut policy, &req)
 ///     .expect("GETs can be retried");

@@ -130,13 +130,13 @@ impl PacingLayer {
 
     fn default_backoff_builder() -> crate::ResponsiveBackOffBuilder {
         ResponsiveBackOff::builder()
-            .initial_interval(Self::DEFAULT_INITIAL_INTERVAL)
-            .max_interval(Self::DEFAULT_MAX_INTERVAL)
-            .up_multiplier(Self::DEFAULT_UP_MULTIPLIER)
-            .down_multiplier(Self::DEFAULT_DOWN_MULTIPLIER)
-            .down_threshold(Self::DEFAULT_DOWN_THRESHOLD)
-            .randomization_factor(Self::DEFAULT_RANDOMIZATION_FACTOR)
-            .max_randomization(Self::DEFAULT_MAX_RANDOMIZATION)
+            .with_initial_interval(Self::DEFAULT_INITIAL_INTERVAL)
+            .with_max_interval(Self::DEFAULT_MAX_INTERVAL)
+            .with_up_multiplier(Self::DEFAULT_UP_MULTIPLIER)
+            .with_down_multiplier(Self::DEFAULT_DOWN_MULTIPLIER)
+            .with_down_threshold(Self::DEFAULT_DOWN_THRESHOLD)
+            .with_randomization_factor(Self::DEFAULT_RANDOMIZATION_FACTOR)
+            .with_max_randomization(Self::DEFAULT_MAX_RANDOMIZATION)
     }
 
     /// The probing delay (a clone sharing its state): its
@@ -204,8 +204,8 @@ impl<S> Layer<S> for PacingLayer {
 /// let pacing = PacingLayer::builder()
 ///     .backoff(
 ///         ResponsiveBackOff::builder()
-///             .initial_interval(Duration::from_millis(50))
-///             .max_interval(Duration::from_secs(2))
+///             .with_initial_interval(Duration::from_millis(50))
+///             .with_max_interval(Duration::from_secs(2))
 ///             .build()?,
 ///     )
 ///     .max_wait(Duration::from_secs(3))
