@@ -44,7 +44,9 @@ pub enum Error<E> {
         /// The error, returned if no retry is left.
         err: E,
         /// A delay requested by the other side (e.g. `Retry-After`); it replaces the
-        /// backoff's delay for this retry, though the backoff still decides whether to stop.
+        /// backoff's delay for this retry, though the backoff still decides whether to
+        /// stop, and a delay that would end past the backoff's time limit
+        /// ([`BackOff::remaining`]) stops the retrying at once.
         retry_after: Option<Duration>,
     },
 }
@@ -63,7 +65,8 @@ impl<E> Error<E> {
         }
     }
 
-    /// An error to retry after `delay` rather than the backoff's delay.
+    /// An error to retry after `delay` rather than the backoff's delay (unless `delay`
+    /// would end past the backoff's time limit: then the retrying stops).
     pub const fn retry_after(err: E, delay: Duration) -> Self {
         Self::Transient {
             err,
@@ -111,7 +114,11 @@ impl<E: std::error::Error + 'static> std::error::Error for Error<E> {
 /// or its last error.
 ///
 /// The backoff is reset first, and `op` always runs at least once. Between attempts it
-/// sleeps with [`tokio::time::sleep`]. Plain errors raised with `?` are transient; mark
+/// sleeps with [`tokio::time::sleep`]. A delay the operation asks for with
+/// [`Error::retry_after`] replaces the backoff's delay, but never outlasts the backoff's
+/// time limit ([`BackOff::remaining`], e.g. [`with_max_elapsed`](crate::backoff::BackOffExt::with_max_elapsed)):
+/// when it would end past it, `retry` returns the error at once instead of sleeping only
+/// to give up. Plain errors raised with `?` are transient; mark
 /// the ones retrying cannot fix as [`Error::permanent`]:
 ///
 /// ```
@@ -194,7 +201,14 @@ where
         let Some(computed) = backoff.next_backoff() else {
             return Err(err);
         };
-        let delay = retry_after.unwrap_or(computed);
+        let delay = match retry_after {
+            // A requested delay ending past the backoff's time limit: give up now.
+            Some(asked) if backoff.remaining().is_some_and(|left| asked > left) => {
+                return Err(err);
+            }
+            Some(asked) => asked,
+            None => computed,
+        };
         notify(&err, delay);
         tokio::time::sleep(delay).await;
     }
@@ -313,6 +327,69 @@ mod tests {
         assert_eq!(calls.get(), 3);
         assert_eq!(delays, [Duration::from_secs(30), Duration::from_secs(1)]);
         assert_eq!(start.elapsed(), Duration::from_secs(31));
+    }
+
+    /// Fails once asking for `asked`, then succeeds; counts the calls.
+    async fn asks_once(
+        calls: &std::cell::Cell<u32>,
+        asked: Duration,
+    ) -> Result<u32, Error<&'static str>> {
+        calls.set(calls.get() + 1);
+        if calls.get() == 1 {
+            Err(Error::retry_after("busy", asked))
+        } else {
+            Ok(calls.get())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_requested_delay_past_the_time_limit_gives_up_at_once() {
+        let calls = std::cell::Cell::new(0);
+        let mut notified = 0;
+        let start = Instant::now();
+        let backoff = ConstantBackOff::new(Duration::from_secs(1))
+            .unwrap()
+            .with_max_elapsed(Duration::from_secs(60));
+        let result = retry_notify(
+            backoff,
+            || asks_once(&calls, Duration::from_secs(86_400)),
+            |_: &&str, _| notified += 1,
+        )
+        .await;
+        assert_eq!(result, Err("busy"));
+        assert_eq!((calls.get(), notified), (1, 0));
+        assert_eq!(start.elapsed(), Duration::ZERO, "did not sleep");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_requested_delay_within_the_time_limit_is_honoured() {
+        let calls = std::cell::Cell::new(0);
+        let start = Instant::now();
+        let backoff = ConstantBackOff::new(Duration::from_secs(1))
+            .unwrap()
+            .with_max_elapsed(Duration::from_secs(60));
+        let result = retry(backoff, || asks_once(&calls, Duration::from_secs(60))).await;
+        assert_eq!(result, Ok(2));
+        assert_eq!(start.elapsed(), Duration::from_secs(60));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_exponential_max_elapsed_time_bounds_requested_delays_too() {
+        let calls = std::cell::Cell::new(0);
+        let start = Instant::now();
+        let backoff = crate::backoff::ExponentialBackOff::builder()
+            .with_max_elapsed(Some(Duration::from_secs(60)))
+            .build()
+            .unwrap();
+        let result = retry(backoff, || asks_once(&calls, Duration::from_secs(61))).await;
+        assert_eq!(result, Err("busy"));
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        // Without a time limit, any requested delay is honoured.
+        calls.set(0);
+        let unbounded = ConstantBackOff::new(Duration::from_secs(1)).unwrap();
+        let result = retry(unbounded, || asks_once(&calls, Duration::from_secs(86_400))).await;
+        assert_eq!(result, Ok(2));
+        assert_eq!(start.elapsed(), Duration::from_secs(86_400));
     }
 
     #[tokio::test(start_paused = true)]

@@ -498,6 +498,25 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn remaining_is_the_max_elapsed_time_left() {
+        let mut b = ExponentialBackOff::builder()
+            .with_max_elapsed(Some(Duration::from_secs(60)))
+            .build()
+            .unwrap();
+        tokio::time::advance(Duration::from_secs(20)).await;
+        assert_eq!(b.remaining(), Some(Duration::from_secs(40)));
+        tokio::time::advance(Duration::from_secs(50)).await;
+        assert_eq!(b.remaining(), Some(Duration::ZERO));
+        b.reset();
+        assert_eq!(b.remaining(), Some(Duration::from_secs(60)));
+        let unbounded = ExponentialBackOff::builder()
+            .with_max_elapsed(None)
+            .build()
+            .unwrap();
+        assert_eq!(unbounded.remaining(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn no_max_elapsed_never_stops() {
         let mut b = ExponentialBackOff::builder()
             .with_max_elapsed(None)

@@ -365,6 +365,36 @@ mod tests {
         assert_eq!(huge.next_backoff(), Some(Duration::MAX));
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn remaining_counts_down_and_is_forwarded_by_every_wrapper() {
+        let secs = Duration::from_secs;
+        assert_eq!(Counting::default().remaining(), None);
+        assert_eq!(Counting::default().with_max_retries(3).remaining(), None);
+        let mut b: Box<dyn BackOff + Send> = Box::new(
+            Counting::default()
+                .with_max_elapsed(secs(60))
+                .with_max_retries(3)
+                .with_max_delay(secs(1)),
+        );
+        assert_eq!(b.remaining(), Some(secs(60)));
+        tokio::time::advance(secs(45)).await;
+        assert_eq!(b.remaining(), Some(secs(15)));
+        assert_eq!((&mut b).remaining(), Some(secs(15)));
+        tokio::time::advance(secs(100)).await;
+        assert_eq!(b.remaining(), Some(Duration::ZERO), "saturates at zero");
+        b.reset();
+        assert_eq!(b.remaining(), Some(secs(60)));
+        // Nested limits: the tighter one wins, whichever is outside.
+        let inner_tighter = Counting::default()
+            .with_max_elapsed(secs(10))
+            .with_max_elapsed(secs(60));
+        assert_eq!(inner_tighter.remaining(), Some(secs(10)));
+        let outer_tighter = Counting::default()
+            .with_max_elapsed(secs(60))
+            .with_max_elapsed(secs(10));
+        assert_eq!(outer_tighter.remaining(), Some(secs(10)));
+    }
+
     #[test]
     fn max_delay_caps_each_delay_only() {
         let mut b = Counting::default().with_max_delay(Duration::from_secs(2));
