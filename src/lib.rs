@@ -11,8 +11,8 @@
 //! - **A tower layer** ([`RetryLayer`]) for HTTP clients: its [`RetryPolicy`] retries 429,
 //!   503 (after the server's `Retry-After`), 502/504/408 and transport failures, never sends
 //!   a non-idempotent request twice unless it could not have reached the server, and stops
-//!   within a per-request [`budget`] of attempts and elapsed time instead of sleeping only
-//!   to give up.
+//!   within per-request [`limits`] of attempts and elapsed time instead of sleeping only
+//!   to give up; a shared retry [`budget`] bounds the extra load retries put on a server.
 //!
 //! # Quick start
 //!
@@ -105,6 +105,7 @@ pub mod retry_after;
 pub mod budget;
 pub mod classify;
 mod layer;
+pub mod limits;
 pub use layer::{
     DEFAULT_MAX_RETRY_AFTER, GiveUp, OnRetry, RequestHead, RetryDelay, RetryEvent, RetryLayer,
     RetryPolicy, RetryReason, RetrySettings, RetryStats, Routes,

@@ -9,8 +9,8 @@ use tokio::time::Instant;
 use tower::retry::Policy;
 use tower::{Layer, Service, ServiceExt};
 use tower_backoff::body::ReplayGuard;
-use tower_backoff::budget::{Exhausted, Limits};
 use tower_backoff::classify::{ErrorClass, IDEMPOTENCY_KEY, StatusSet, default_error_class};
+use tower_backoff::limits::{LimitReached, Limits};
 use tower_backoff::{
     BackOff, GiveUp, RetryEvent, RetryLayer, RetryReason, RetrySettings, RetryStats, Routes,
 };
@@ -548,14 +548,14 @@ async fn max_attempts_counts_the_first_attempt() {
         RetryStats {
             attempts: 3,
             waited: 300 * MS,
-            gave_up: Some(GiveUp::Budget(Exhausted::Attempts)),
+            gave_up: Some(GiveUp::Budget(LimitReached::MaxAttempts)),
         }
     );
     // The default is three attempts.
     let (_, arrivals) = run(layer(), get(), &[Status(503); 5]).await;
     assert_eq!(
         arrivals.len(),
-        tower_backoff::budget::DEFAULT_MAX_ATTEMPTS as usize
+        tower_backoff::limits::DEFAULT_MAX_ATTEMPTS as usize
     );
 }
 
@@ -583,7 +583,7 @@ async fn a_wait_ending_past_the_deadline_is_not_started() {
         RetryStats {
             attempts: 2,
             waited: 400 * MS,
-            gave_up: Some(GiveUp::Budget(Exhausted::Deadline)),
+            gave_up: Some(GiveUp::Budget(LimitReached::MaxElapsed)),
         }
     );
 }

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tower::{Layer, Service, ServiceExt};
-use tower_backoff::budget::{Exhausted, RetryBudget, RetryThrottle};
+use tower_backoff::budget::{RetryBudget, RetryThrottle};
+use tower_backoff::limits::LimitReached;
 use tower_backoff::{ConstantBackOff, GiveUp, RetryLayer, RetrySettings, RetryStats};
 
 /// A server in total outage: every request is answered 503; counts the attempts.
@@ -48,7 +49,11 @@ async fn run(layer: RetryLayer<ConstantBackOff>, requests: u32) -> u32 {
         assert!(
             matches!(
                 gave_up,
-                Some(GiveUp::RetryBudget | GiveUp::Throttled | GiveUp::Budget(Exhausted::Attempts))
+                Some(
+                    GiveUp::RetryBudget
+                        | GiveUp::Throttled
+                        | GiveUp::Budget(LimitReached::MaxAttempts)
+                )
             ),
             "{gave_up:?}"
         );

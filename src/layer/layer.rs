@@ -17,7 +17,7 @@ use std::time::SystemTime;
 use tower_layer::{Layer, Stack};
 
 /// Retries HTTP requests on 429, 503 (honouring `Retry-After`), 502, 504, 408 and
-/// transport errors, within a per-request budget.
+/// transport errors, within per-request limits.
 ///
 /// The layer wraps services in tower's own [`tower::retry::Retry`] with a
 /// [`RetryPolicy`]; `backoff` gives the delays when the server does not, and is reset for
@@ -51,8 +51,8 @@ use tower_layer::{Layer, Stack};
 /// - the server asks for more than [`RetrySettings::max_retry_after`] (default
 ///   [`DEFAULT_MAX_RETRY_AFTER`](crate::DEFAULT_MAX_RETRY_AFTER)); with
 ///   [`RetrySettings::with_clamp_retry_after`] the policy waits for the cap instead;
-/// - the attempts reach [`Limits::max_attempts`](crate::budget::Limits::max_attempts), or
-///   the wait would end after [`Limits::max_elapsed`](crate::budget::Limits::max_elapsed)
+/// - the attempts reach [`Limits::max_attempts`](crate::limits::Limits::max_attempts), or
+///   the wait would end after [`Limits::max_elapsed`](crate::limits::Limits::max_elapsed)
 ///   from the start of the first attempt;
 /// - the backoff returns `None`;
 /// - the layer's shared [`RetryBudget`](crate::budget::RetryBudget) is spent, or its
@@ -212,7 +212,7 @@ impl<B: BackOff> RetryLayer<B> {
         self
     }
 
-    /// Removes the shared retry budget: only the per-request [`Limits`](crate::budget::Limits)
+    /// Removes the shared retry budget: only the per-request [`Limits`](crate::limits::Limits)
     /// bound retries.
     pub fn without_retry_budget(mut self) -> Self {
         self.shared_mut().retry_budget = None;

@@ -1,9 +1,9 @@
 //! What the policy retries, how often, and how long it waits for the server.
 
 use crate::ConfigError;
-use crate::budget::Limits;
 use crate::classify::StatusSet;
 use crate::grpc::GrpcCodes;
+use crate::limits::Limits;
 use http::StatusCode;
 use std::sync::Arc;
 use std::time::Duration;

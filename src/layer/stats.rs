@@ -1,6 +1,6 @@
 //! What the retries cost, attached to the final response.
 
-use crate::budget::Exhausted;
+use crate::limits::LimitReached;
 use std::fmt;
 use std::time::Duration;
 
@@ -49,7 +49,7 @@ pub enum GiveUp {
     /// The server asked for a longer wait (this one) than the settings' cap.
     RetryAfterTooLong(Duration),
     /// The request's own limits: attempts made, or a wait that would end past its deadline.
-    Budget(Exhausted),
+    Budget(LimitReached),
     /// The client's shared [`RetryBudget`](crate::budget::RetryBudget) is spent.
     RetryBudget,
     /// The client's [`RetryThrottle`](crate::budget::RetryThrottle) has stopped retries:
