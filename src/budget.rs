@@ -10,4 +10,4 @@
 mod shared;
 mod throttle;
 pub use shared::RetryBudget;
-pub use throttle::RetryThrottle;
+pub use throttle::{RetryThrottle, ThrottleOutcome};

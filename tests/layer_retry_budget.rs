@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tower::{Layer, Service, ServiceExt};
-use tower_backoff::budget::{RetryBudget, RetryThrottle};
+use tower_backoff::budget::{RetryBudget, RetryThrottle, ThrottleOutcome};
 use tower_backoff::limits::LimitReached;
 use tower_backoff::{ConstantBackOff, GiveUp, RetryLayer, RetrySettings, RetryStats};
 
@@ -114,7 +114,7 @@ async fn the_throttle_stops_retries_after_a_few_failures_in_a_row() {
 async fn successes_refill_the_throttle_and_retries_resume() {
     let throttle = RetryThrottle::new(10, 0.1).unwrap();
     for _ in 0..10 {
-        throttle.on_failure();
+        throttle.record(ThrottleOutcome::RetryableFailure);
     }
     let ok = tower::service_fn(|_req: Request<String>| async {
         Ok::<_, std::io::Error>(Response::new(String::new()))

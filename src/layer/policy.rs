@@ -6,7 +6,7 @@ use super::settings::RetrySettings;
 use super::stats::{GiveUp, RetryStats};
 use crate::BackOff;
 use crate::body::ReplayGuard;
-use crate::budget::{RetryBudget, RetryThrottle};
+use crate::budget::{RetryBudget, RetryThrottle, ThrottleOutcome};
 use crate::classify::{AsError, ErrorClass, default_error_class, is_idempotent};
 use crate::grpc::{DoNotRetryReason, GrpcDecision};
 use http::{Request, Response, StatusCode};
@@ -165,11 +165,11 @@ where
     /// Tells the retry throttle, if any, how an attempt went.
     fn outcome(&self, success: bool) {
         if let Some(throttle) = &self.shared.retry_throttle {
-            if success {
-                throttle.on_success();
+            throttle.record(if success {
+                ThrottleOutcome::Success
             } else {
-                throttle.on_failure();
-            }
+                ThrottleOutcome::RetryableFailure
+            });
         }
     }
 
