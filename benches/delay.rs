@@ -19,7 +19,8 @@ use std::hint::black_box;
 use std::time::Duration;
 use tower::retry::backoff::{Backoff as _, ExponentialBackoffMaker, MakeBackoff};
 use tower::util::rng::HasherRng;
-use tower_backoff::{BackOff, DecorrelatedJitter, ExponentialBackOff, FullJitter, Schedule, aws};
+use tower_backoff::backoff::{DecorrelatedJitter, FullJitter, Schedule, aws};
+use tower_backoff::{BackOff, ExponentialBackOff};
 
 const INITIAL: Duration = Duration::from_millis(100);
 const CAP: Duration = Duration::from_secs(10);

@@ -15,11 +15,11 @@ use std::env;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
-use tower_backoff::{
-    BackOff, BackOffExt, ConfigError, ConstantBackOff, DecorrelatedJitter, EqualJitter,
-    ExponentialBackOff, ExponentialJitter, Fibonacci, FullJitter, Linear, ResponsiveBackOff,
-    Schedule, StopBackOff, Table, ZeroBackOff, aws,
+use tower_backoff::backoff::{
+    DecorrelatedJitter, EqualJitter, ExponentialJitter, Fibonacci, FullJitter, Linear,
+    ResponsiveBackOff, Schedule, StopBackOff, Table, ZeroBackOff, aws,
 };
+use tower_backoff::{BackOff, BackOffExt, ConfigError, ConstantBackOff, ExponentialBackOff};
 
 const HELP: &str = "\
 Prints the retry schedule of a backoff strategy.

@@ -28,11 +28,12 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt};
-use tower_backoff::budget::{RetryBudget, RetryThrottle};
-use tower_backoff::{
-    BackOff, DecorrelatedJitter, EqualJitter, ExponentialBackOff, FullJitter, PacingLayer,
-    ResponsiveBackOff, RetryLayer, RetrySettings, Schedule, Table, ZeroBackOff, aws,
+use tower_backoff::backoff::{
+    DecorrelatedJitter, EqualJitter, FullJitter, ResponsiveBackOff, Schedule, Table, ZeroBackOff,
+    aws,
 };
+use tower_backoff::budget::{RetryBudget, RetryThrottle};
+use tower_backoff::{BackOff, ExponentialBackOff, PacingLayer, RetryLayer, RetrySettings};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 type Req = Request<()>;

@@ -34,6 +34,9 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+mod ticker;
+pub use ticker::Ticker;
+
 /// How an operation failed: whether, and when, to try it again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Error<E> {
@@ -165,7 +168,8 @@ where
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOffExt, ZeroBackOff, retry};
+/// use tower_backoff::{BackOffExt, retry};
+/// use tower_backoff::backoff::ZeroBackOff;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {

@@ -8,9 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
-use tower_backoff::{
-    ConfigError, Pacing, PacingDeadline, PacingError, PacingLayer, ResponsiveBackOff,
-};
+use tower_backoff::backoff::ResponsiveBackOff;
+use tower_backoff::{ConfigError, Pacing, PacingDeadline, PacingError, PacingLayer};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 

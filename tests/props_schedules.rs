@@ -5,9 +5,10 @@ use proptest::prelude::*;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::time::Duration;
-use tower_backoff::aws::{Exponential, Fixed};
-use tower_backoff::{
-    BackOff, DecorrelatedJitter, EqualJitter, ExponentialJitter, Fibonacci, FullJitter, Linear,
+use tower_backoff::BackOff;
+use tower_backoff::backoff::aws::{Exponential, Fixed};
+use tower_backoff::backoff::{
+    DecorrelatedJitter, EqualJitter, ExponentialJitter, Fibonacci, FullJitter, Linear,
     ResponsiveBackOff, Schedule, Table,
 };
 

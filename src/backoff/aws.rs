@@ -29,8 +29,9 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use tower_backoff::aws::Exponential;
-//! use tower_backoff::{BackOff, FullJitter, Schedule};
+//! use tower_backoff::backoff::aws::Exponential;
+//! use tower_backoff::BackOff;
+//! use tower_backoff::backoff::{FullJitter, Schedule};
 //!
 //! let secs = Duration::from_secs;
 //! let mut exp = Exponential::new(secs(1), secs(20)).unwrap().into_backoff();
@@ -116,8 +117,9 @@ fn ceiling(base: Duration, cap: Duration, step: f64, retry: u32) -> Duration {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::aws::Fixed;
-/// use tower_backoff::{BackOff, Schedule};
+/// use tower_backoff::backoff::aws::Fixed;
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::Schedule;
 ///
 /// let mut b = Fixed::new(Duration::from_secs(2)).unwrap().into_backoff();
 /// for _ in 0..3 {
@@ -170,8 +172,9 @@ impl Schedule for Fixed {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::aws::Exponential;
-/// use tower_backoff::{BackOff, Schedule};
+/// use tower_backoff::backoff::aws::Exponential;
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::Schedule;
 ///
 /// let secs = Duration::from_secs;
 /// let mut b = Exponential::new(secs(1), secs(20))?.with_step(3.0)?.into_backoff();
@@ -261,7 +264,7 @@ impl Schedule for Exponential {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{ExponentialJitter, Schedule};
+/// use tower_backoff::backoff::{ExponentialJitter, Schedule};
 /// use rand::SeedableRng;
 ///
 /// let secs = Duration::from_secs;
@@ -333,7 +336,8 @@ macro_rules! doubling {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, FullJitter, Schedule};
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::{FullJitter, Schedule};
 ///
 /// let secs = Duration::from_secs;
 /// let mut b = FullJitter::new(secs(1), secs(20)).unwrap().into_backoff().with_seed(3);
@@ -367,7 +371,7 @@ impl Schedule for FullJitter {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{EqualJitter, Schedule};
+/// use tower_backoff::backoff::{EqualJitter, Schedule};
 /// use rand::SeedableRng;
 ///
 /// let secs = Duration::from_secs;
@@ -405,7 +409,8 @@ impl Schedule for EqualJitter {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, DecorrelatedJitter};
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::DecorrelatedJitter;
 ///
 /// let secs = Duration::from_secs;
 /// let mut b = DecorrelatedJitter::new(secs(1), secs(20)).unwrap().with_seed(9);

@@ -61,7 +61,8 @@ impl BackOff for ConstantBackOff {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, BackOffExt, ZeroBackOff};
+/// use tower_backoff::{BackOff, BackOffExt};
+/// use tower_backoff::backoff::ZeroBackOff;
 ///
 /// let mut backoff = ZeroBackOff.with_max_retries(2);
 /// assert_eq!(backoff.next_backoff(), Some(Duration::ZERO));
@@ -82,7 +83,8 @@ impl BackOff for ZeroBackOff {
 /// Never retries: the operation runs exactly once.
 ///
 /// ```
-/// use tower_backoff::{BackOff, StopBackOff};
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::StopBackOff;
 ///
 /// let mut backoff = StopBackOff;
 /// assert_eq!(backoff.next_backoff(), None);

@@ -17,7 +17,8 @@ use tokio::time::Instant;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, ConstantBackOff, MaxRetries};
+/// use tower_backoff::{BackOff, ConstantBackOff};
+/// use tower_backoff::backoff::MaxRetries;
 ///
 /// let mut backoff = MaxRetries::new(ConstantBackOff::new(Duration::from_secs(1)).unwrap(), 2);
 /// assert_eq!(backoff.next_backoff(), Some(Duration::from_secs(1)));
@@ -101,7 +102,8 @@ impl<B: BackOff> BackOff for MaxRetries<B> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, ConstantBackOff, MaxElapsed};
+/// use tower_backoff::{BackOff, ConstantBackOff};
+/// use tower_backoff::backoff::MaxElapsed;
 ///
 /// let mut backoff = MaxElapsed::new(
 ///     ConstantBackOff::new(Duration::from_secs(5)).unwrap(),
@@ -178,7 +180,8 @@ impl<B: BackOff> BackOff for MaxElapsed<B> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, ConstantBackOff, MaxDelay};
+/// use tower_backoff::{BackOff, ConstantBackOff};
+/// use tower_backoff::backoff::MaxDelay;
 ///
 /// let mut backoff = MaxDelay::new(
 ///     ConstantBackOff::new(Duration::from_secs(90)).unwrap(),

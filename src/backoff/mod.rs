@@ -4,7 +4,7 @@
 //!
 //! - [`BackOff`] is a stateful iterator of delays (`None` = stop), reset for each new
 //!   operation. Every strategy of this crate implements it, so any of them plugs into
-//!   [`retry`](crate::retry()), the [`Ticker`](crate::Ticker) and the tower layer.
+//!   [`retry`](crate::retry()), the [`Ticker`](crate::retry::Ticker) and the tower layer.
 //! - [`Schedule`] is a pure function from a retry number to a delay: data only, shareable
 //!   across threads, with the attempt count held by the caller (the "simple backoff"
 //!   design). [`Scheduled`] turns any schedule into a `BackOff` by counting retries.
@@ -104,7 +104,8 @@ impl<B: BackOff + ?Sized> BackOff for Box<B> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, Schedule, Scheduled};
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::{Schedule, Scheduled};
 ///
 /// /// 100 ms per retry so far.
 /// struct PerRetry;

@@ -44,7 +44,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::ResponsiveBackOff;
+/// use tower_backoff::backoff::ResponsiveBackOff;
 ///
 /// let ms = Duration::from_millis;
 /// let pace = ResponsiveBackOff::builder()
@@ -259,7 +259,7 @@ impl BackOff for ResponsiveBackOff {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::ResponsiveBackOff;
+/// use tower_backoff::backoff::ResponsiveBackOff;
 ///
 /// let err = ResponsiveBackOff::builder().with_down_multiplier(1.5).build().unwrap_err();
 /// assert_eq!(err.field(), "down_multiplier");

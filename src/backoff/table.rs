@@ -20,7 +20,7 @@ use std::time::Duration;
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use rand::SeedableRng;
-/// use tower_backoff::{Schedule, Table};
+/// use tower_backoff::backoff::{Schedule, Table};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {

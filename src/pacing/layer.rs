@@ -2,7 +2,8 @@
 
 use super::Pacing;
 use super::gate::{Settings, Shared, StatusSet};
-use crate::{ConfigError, ResponsiveBackOff};
+use crate::backoff::ResponsiveBackOff;
+use crate::error::ConfigError;
 use http::StatusCode;
 use http::uri::Authority;
 use std::fmt;
@@ -128,7 +129,7 @@ impl PacingLayer {
             .expect("the default pacing backoff settings are valid")
     }
 
-    fn default_backoff_builder() -> crate::ResponsiveBackOffBuilder {
+    fn default_backoff_builder() -> crate::backoff::ResponsiveBackOffBuilder {
         ResponsiveBackOff::builder()
             .with_initial_interval(Self::DEFAULT_INITIAL_INTERVAL)
             .with_max_interval(Self::DEFAULT_MAX_INTERVAL)
@@ -199,7 +200,8 @@ impl<S> Layer<S> for PacingLayer {
 /// ```
 /// use std::time::Duration;
 /// use http::StatusCode;
-/// use tower_backoff::{PacingLayer, ResponsiveBackOff};
+/// use tower_backoff::PacingLayer;
+/// use tower_backoff::backoff::ResponsiveBackOff;
 ///
 /// let pacing = PacingLayer::builder()
 ///     .backoff(

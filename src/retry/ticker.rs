@@ -23,7 +23,8 @@ pin_project! {
     /// use std::pin::pin;
     /// use std::time::Duration;
     /// use futures_core::Stream;
-    /// use tower_backoff::{BackOffExt, ConstantBackOff, Ticker};
+    /// use tower_backoff::{BackOffExt, ConstantBackOff};
+    /// use tower_backoff::retry::Ticker;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
