@@ -382,7 +382,8 @@ mod tests {
         assert_eq!(b.remaining(), Some(secs(60)));
         tokio::time::advance(secs(45)).await;
         assert_eq!(b.remaining(), Some(secs(15)));
-        assert_eq!((&mut b).remaining(), Some(secs(15)));
+        let by_ref: &mut dyn BackOff = &mut b;
+        assert_eq!(BackOff::remaining(&by_ref), Some(secs(15)));
         tokio::time::advance(secs(100)).await;
         assert_eq!(b.remaining(), Some(Duration::ZERO), "saturates at zero");
         b.reset();

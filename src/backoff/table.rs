@@ -65,7 +65,7 @@ impl Table {
     /// The default table, in milliseconds: a first immediate retry, then up to 5 s.
     ///
     /// Short waits first (most failures are blips), a few seconds once the peer is really
-    /// down — the table of the "simple backoff" design this type reproduces.
+    /// down — the usual table of a "simple backoff" reconnect loop.
     pub const DEFAULT_MILLIS: [u64; 10] = [0, 10, 10, 100, 100, 500, 500, 3000, 3000, 5000];
 
     /// A table of `delays`, in retry order.
@@ -152,7 +152,7 @@ mod tests {
     }
 
     #[test]
-    fn default_is_the_seed_table() {
+    fn default_is_the_documented_table() {
         let t = Table::default();
         let expected: Vec<_> = [0, 10, 10, 100, 100, 500, 500, 3000, 3000, 5000]
             .into_iter()
