@@ -5,6 +5,9 @@
 //! is retried after the backoff's delay, or after the delay the server asked for. Plain
 //! errors convert into transient ones, so `?` inside the operation just works.
 //!
+//! For a loop that pulls rather than calls (a reconnect loop, a poller), [`Ticker`] is a
+//! stream of instants spaced by the same backoffs.
+//!
 //! ```
 //! use std::time::Duration;
 //! use tower_backoff::{BackOffExt, ConstantBackOff, retry};

@@ -987,7 +987,7 @@ async fn each_retry_is_a_tracing_event_with_attempt_delay_reason_and_status() {
 
 // ---- wall clock and thread safety ----
 
-/// Needs the HTTP-date parser of `retry_after` (section C).
+/// Needs the HTTP-date parser of `retry_after`.
 #[tokio::test(start_paused = true)]
 async fn http_dates_are_read_against_the_injected_wall_clock() {
     let now = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);

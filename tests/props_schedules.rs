@@ -1,5 +1,6 @@
-//! Property tests: for any valid parameters and any retry number, every strategy of
-//! section B stays within its documented bounds, never exceeds its cap and never panics.
+//! Property tests: for any valid parameters and any retry number, every strategy (the
+//! AWS family, linear, Fibonacci, the table, the responsive backoff) stays within its
+//! documented bounds, never exceeds its cap and never panics.
 
 use proptest::prelude::*;
 use rand::SeedableRng;
