@@ -19,7 +19,9 @@ use tokio::time::Instant;
 /// It stops (returns `None`) once the time since creation or the last [`reset`] plus the
 /// next delay would exceed the *max elapsed time* (a delay ending exactly at it is still
 /// handed out; the sum saturates); `None` for that limit never stops. This is the same rule
-/// as [`MaxElapsed`](super::MaxElapsed), built in as in cenkalti/backoff.
+/// as [`MaxElapsed`](super::MaxElapsed), built in as in cenkalti/backoff; wrapping a
+/// built backoff with [`BackOffExt::with_max_elapsed`](super::BackOffExt::with_max_elapsed)
+/// adds a second limit, and the tighter one stops it.
 ///
 /// With the defaults (the same as cenkalti/backoff v4), the first ten intervals are:
 ///
