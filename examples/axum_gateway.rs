@@ -62,13 +62,13 @@ impl Gateway {
         // Searches: retried fast and often.
         let search = ServiceBuilder::new()
             .layer(
-                RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)))
+                RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap())
                     .settings(RetrySettings::new().with_max_attempts(5).expect("5 > 0")),
             )
             .service(http.clone());
         // Checkouts: fewer, slower retries, and POSTs only with an Idempotency-Key.
         let backoff = ExponentialBackOff::builder()
-            .initial_interval(Duration::from_millis(50))
+            .with_initial_interval(Duration::from_millis(50))
             .build()
             .expect("a valid backoff");
         let checkout = ServiceBuilder::new()
@@ -92,7 +92,7 @@ impl Gateway {
             }))
             .map_response(handler_attempts)
             .layer(
-                RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)))
+                RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap())
                     .replay_bodies(DEFAULT_MAX_BYTES),
             )
             .map_request(|req: Request<ReplayBody<Body>>| req.map(Body::new));

@@ -28,8 +28,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 
     let start = Instant::now();
     let backoff = ExponentialBackOff::builder()
-        .initial_interval(Duration::from_millis(200))
-        .multiplier(2.0)
+        .with_initial_interval(Duration::from_millis(200))
+        .with_multiplier(2.0)
         .build()?;
     let layer = RetryLayer::new(backoff)
         .settings(RetrySettings::new().with_max_attempts(6)?)

@@ -24,7 +24,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = server.clone().serve().await;
 
     let backoff = ExponentialBackOff::builder()
-        .initial_interval(Duration::from_millis(20))
+        .with_initial_interval(Duration::from_millis(20))
         .build()?;
     let retry = RetryLayer::grpc(backoff)
         .settings(RetrySettings::new().with_max_attempts(5)?)

@@ -63,7 +63,7 @@ pub(crate) fn give_up_label(why: GiveUp) -> &'static str {
         GiveUp::BodyNotReplayable => "body_not_replayable",
         GiveUp::BackOff => "backoff",
         GiveUp::RetryAfterTooLong(_) => "retry_after_too_long",
-        GiveUp::Budget(_) => "limits",
+        GiveUp::Limit(_) => "limits",
         GiveUp::RetryBudget => "retry_budget",
         GiveUp::Throttled => "throttled",
         GiveUp::Pushback => "pushback",
@@ -110,7 +110,7 @@ pub(crate) fn give_up(why: GiveUp) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::Exhausted;
+    use crate::limits::LimitReached;
     use http::StatusCode;
 
     #[test]
@@ -124,7 +124,10 @@ mod tests {
             "status_4xx"
         );
         assert_eq!(reason_label(RetryReason::Connect), "connect");
-        assert_eq!(give_up_label(GiveUp::Budget(Exhausted::Deadline)), "limits");
+        assert_eq!(
+            give_up_label(GiveUp::Limit(LimitReached::MaxElapsed)),
+            "limits"
+        );
         assert_eq!(give_up_label(GiveUp::RetryBudget), "retry_budget");
     }
 }

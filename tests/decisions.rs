@@ -9,9 +9,9 @@ use tokio::time::Instant;
 use tower::retry::Policy;
 use tower::{Layer, Service, ServiceExt};
 use tower_backoff::body::ReplayGuard;
-use tower_backoff::budget::{Exhausted, Limits};
 use tower_backoff::classify::HttpClassifier;
 use tower_backoff::classify::{ErrorClass, IDEMPOTENCY_KEY, StatusSet, default_error_class};
+use tower_backoff::limits::{LimitReached, Limits};
 use tower_backoff::{
     BackOff, GiveUp, ReplayBody, RetryError, RetryEvent, RetryLayer, RetryReason, RetrySettings,
     RetryStats, Routes,
@@ -570,14 +570,14 @@ async fn max_attempts_counts_the_first_attempt() {
         RetryStats {
             attempts: 3,
             waited: 300 * MS,
-            gave_up: Some(GiveUp::Budget(Exhausted::Attempts)),
+            gave_up: Some(GiveUp::Limit(LimitReached::MaxAttempts)),
         }
     );
     // The default is three attempts.
     let (_, arrivals) = run(layer(), get(), &[Status(503); 5]).await;
     assert_eq!(
         arrivals.len(),
-        tower_backoff::budget::DEFAULT_MAX_ATTEMPTS as usize
+        tower_backoff::limits::DEFAULT_MAX_ATTEMPTS as usize
     );
 }
 
@@ -605,7 +605,7 @@ async fn a_wait_ending_past_the_deadline_is_not_started() {
         RetryStats {
             attempts: 2,
             waited: 400 * MS,
-            gave_up: Some(GiveUp::Budget(Exhausted::Deadline)),
+            gave_up: Some(GiveUp::Limit(LimitReached::MaxElapsed)),
         }
     );
 }
@@ -1014,7 +1014,7 @@ async fn each_retry_is_a_tracing_event_with_attempt_delay_reason_and_status() {
 
 // ---- wall clock and thread safety ----
 
-/// Needs the HTTP-date parser of `retry_after` (section C).
+/// Needs the HTTP-date parser of `retry_after`.
 #[tokio::test(start_paused = true)]
 async fn http_dates_are_read_against_the_injected_wall_clock() {
     let now = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);

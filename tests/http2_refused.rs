@@ -50,7 +50,7 @@ async fn server(first: h2::Reason) -> (SocketAddr, Arc<Mutex<usize>>) {
 async fn post(addr: SocketAddr) -> (Result<u16, String>, Vec<RetryReason>) {
     let reasons: Arc<Mutex<Vec<RetryReason>>> = Arc::default();
     let sink = reasons.clone();
-    let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(1)))
+    let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(1)).unwrap())
         .on_retry(move |e: &RetryEvent<'_>| sink.lock().unwrap().push(e.reason()));
     let client = Client::builder(TokioExecutor::new())
         .http2_only(true)

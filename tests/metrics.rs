@@ -46,7 +46,7 @@ fn attempts_retries_waits_and_give_ups_are_recorded() {
             let svc = tower::service_fn(|_: Request<String>| async {
                 Ok::<_, Infallible>(Response::builder().status(503).body(String::new()).unwrap())
             });
-            let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(250)));
+            let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(250)).unwrap());
             let res = layer.layer(svc).oneshot(Request::new(String::new())).await;
             assert_eq!(res.unwrap().status(), 503);
         });
@@ -83,7 +83,7 @@ fn budget_refusals_are_counted() {
             // A budget that allows no retry at all.
             let budget =
                 tower_backoff::budget::RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap();
-            let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(250)))
+            let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(250)).unwrap())
                 .retry_budget(budget);
             let res = layer.layer(svc).oneshot(Request::new(String::new())).await;
             assert_eq!(res.unwrap().status(), 503);

@@ -8,9 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
-use tower_backoff::{
-    ConfigError, Pacing, PacingDeadline, PacingError, PacingLayer, ResponsiveBackOff,
-};
+use tower_backoff::backoff::ResponsiveBackOff;
+use tower_backoff::{ConfigError, Pacing, PacingDeadline, PacingError, PacingLayer};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -87,12 +86,12 @@ fn scripted(
 /// Deterministic pace: 100 ms, ×2 up, ×0.5 down after `threshold` successes.
 fn backoff(threshold: u32) -> ResponsiveBackOff {
     ResponsiveBackOff::builder()
-        .initial_interval(ms(100))
-        .max_interval(secs(10))
-        .up_multiplier(2.0)
-        .down_multiplier(0.5)
-        .down_threshold(threshold)
-        .randomization_factor(0.0)
+        .with_initial_interval(ms(100))
+        .with_max_interval(secs(10))
+        .with_up_multiplier(2.0)
+        .with_down_multiplier(0.5)
+        .with_down_threshold(threshold)
+        .with_randomization_factor(0.0)
         .build()
         .unwrap()
 }
@@ -795,9 +794,9 @@ fn the_futures_are_send() {
 async fn huge_delays_do_not_overflow() {
     let log = Log::default();
     let huge = ResponsiveBackOff::builder()
-        .initial_interval(Duration::MAX)
-        .max_interval(Duration::MAX)
-        .randomization_factor(0.0)
+        .with_initial_interval(Duration::MAX)
+        .with_max_interval(Duration::MAX)
+        .with_randomization_factor(0.0)
         .build()
         .unwrap();
     let pacing = PacingLayer::builder()

@@ -47,7 +47,7 @@ async fn post_processed_before_the_route_was_lost() {
     // reaches the server and is counted.
     let retries: Arc<Mutex<Vec<RetryReason>>> = Arc::default();
     let seen = retries.clone();
-    let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10))).on_retry(
+    let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap()).on_retry(
         move |e: &RetryEvent<'_>| {
             netns::restore();
             seen.lock().unwrap().push(e.reason());

@@ -25,7 +25,7 @@ use tower_backoff::{
 const BACKOFF: Duration = Duration::from_secs(10);
 
 fn layer() -> RetryLayer<ConstantBackOff> {
-    RetryLayer::new(ConstantBackOff::new(BACKOFF)).settings(
+    RetryLayer::new(ConstantBackOff::new(BACKOFF).unwrap()).settings(
         RetrySettings::new()
             .with_max_elapsed(Duration::from_secs(60))
             .unwrap(),
@@ -172,7 +172,7 @@ async fn connection_refused_is_retried_even_for_a_post() {
     let seen = reasons.clone();
     let service = ServiceBuilder::new()
         .layer(
-            RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)))
+            RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)).unwrap())
                 .on_retry(move |e: &RetryEvent<'_>| seen.lock().unwrap().push(e.reason())),
         )
         .service(ReqwestService::new(client()));

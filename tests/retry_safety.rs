@@ -13,8 +13,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Layer, ServiceBuilder, ServiceExt};
 use tower_backoff::body::DEFAULT_MAX_BYTES;
-use tower_backoff::budget::{Exhausted, RetryThrottle};
+use tower_backoff::budget::RetryThrottle;
 use tower_backoff::grpc::Code;
+use tower_backoff::limits::LimitReached;
 use tower_backoff::{
     ConstantBackOff, GiveUp, GiveUpEvent, ReplayBody, RetryError, RetryEvent, RetryLayer,
     RetryReason, RetrySettings, RetryStats,
@@ -27,7 +28,7 @@ type Upload = Channel<Bytes, io::Error>;
 type Body = ReplayBody<Upload>;
 
 fn layer() -> RetryLayer<ConstantBackOff> {
-    RetryLayer::new(ConstantBackOff::new(100 * MS))
+    RetryLayer::new(ConstantBackOff::new(100 * MS).unwrap())
 }
 
 fn response(status: u16) -> Response<String> {
@@ -141,7 +142,7 @@ async fn a_retry_waits_for_a_held_body_only_until_the_deadline() {
     // last response, instead of waiting for ever.
     assert_eq!(start.elapsed(), 5 * SEC);
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
-    let why = GiveUp::Budget(Exhausted::Deadline);
+    let why = GiveUp::Limit(LimitReached::MaxElapsed);
     assert_eq!(
         res.extensions().get::<RetryStats>().unwrap().gave_up,
         Some(why)
@@ -368,7 +369,7 @@ async fn a_failed_request_says_how_many_attempts_and_why_and_the_hook_hears_of_i
             (
                 3,
                 RetryReason::Transport,
-                GiveUp::Budget(Exhausted::Attempts),
+                GiveUp::Limit(LimitReached::MaxAttempts),
                 "http://api.example/items".to_owned()
             ),
         ]
@@ -410,7 +411,7 @@ async fn grpc_stays_grpc_whatever_settings_come_after() {
             .unwrap();
         std::future::ready(Ok::<_, Infallible>(res))
     });
-    let client = RetryLayer::grpc(ConstantBackOff::new(10 * MS))
+    let client = RetryLayer::grpc(ConstantBackOff::new(10 * MS).unwrap())
         .settings(RetrySettings::new())
         .layer(svc);
     let res = client

@@ -40,7 +40,7 @@
 //!     }
 //! }
 //!
-//! let layer = RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10)))
+//! let layer = RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10)).unwrap())
 //!     .classifier(Transient500(HttpClassifier::new()));
 //! # drop(layer);
 //! ```

@@ -7,8 +7,9 @@
 use super::settings::RetrySettings;
 use super::stats::GiveUp;
 use crate::body::ReplayGuard;
-use crate::budget::{Limits, RetryBudget, RetryThrottle};
+use crate::budget::{RetryBudget, RetryThrottle};
 use crate::classify::{RequestHead, Resend, is_idempotent};
+use crate::limits::Limits;
 use http::Request;
 use std::time::Duration;
 
@@ -52,7 +53,7 @@ pub(crate) fn within_limits(
 ) -> Result<(), GiveUp> {
     limits
         .check(attempts, elapsed, delay)
-        .map_err(GiveUp::Budget)
+        .map_err(GiveUp::Limit)
 }
 
 /// A retry waits on tokio's timer: without a runtime on this thread it cannot.
@@ -81,8 +82,8 @@ pub(crate) fn budget_withdraw(budget: Option<&RetryBudget>) -> Result<(), GiveUp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::Exhausted;
     use crate::classify::IDEMPOTENCY_KEY;
+    use crate::limits::LimitReached;
 
     const SEC: Duration = Duration::from_secs(1);
 
@@ -132,11 +133,11 @@ mod tests {
         assert_eq!(within_limits(limits, 2, 2 * SEC, 5 * SEC), Ok(()));
         assert_eq!(
             within_limits(limits, 3, SEC, SEC),
-            Err(GiveUp::Budget(Exhausted::Attempts))
+            Err(GiveUp::Limit(LimitReached::MaxAttempts))
         );
         assert_eq!(
             within_limits(limits, 1, 6 * SEC, 5 * SEC),
-            Err(GiveUp::Budget(Exhausted::Deadline))
+            Err(GiveUp::Limit(LimitReached::MaxElapsed))
         );
     }
 
@@ -145,7 +146,7 @@ mod tests {
         assert_eq!(throttle_open(None), Ok(()));
         let throttle = RetryThrottle::new(2, 0.1).unwrap();
         assert_eq!(throttle_open(Some(&throttle)), Ok(()));
-        throttle.on_failure();
+        throttle.record(crate::budget::ThrottleOutcome::RetryableFailure);
         assert_eq!(throttle_open(Some(&throttle)), Err(GiveUp::Throttled));
 
         assert_eq!(budget_withdraw(None), Ok(()));

@@ -116,7 +116,7 @@ mod tests {
             own: &mut own,
             layer: &layer,
         };
-        let mut b = ConstantBackOff::new(2 * SEC);
+        let mut b = ConstantBackOff::new(2 * SEC).unwrap();
         let s = exact();
         let plan = |b: &mut ConstantBackOff, d, j: &mut Draw<'_>| plan(b, d, &s, j, LOTS);
         assert_eq!(plan(&mut b, None, &mut jitter), Ok(2 * SEC));
@@ -176,7 +176,7 @@ mod tests {
             own: &mut own,
             layer: &layer,
         };
-        let mut b = ConstantBackOff::new(SEC);
+        let mut b = ConstantBackOff::new(SEC).unwrap();
         let asked = Some(ServerDelay::Exactly(Duration::from_secs(86_400)));
         assert_eq!(
             plan(&mut b, asked, &exact(), &mut jitter, LOTS),
@@ -197,7 +197,7 @@ mod tests {
             own: &mut own,
             layer: &layer,
         };
-        let mut b = ConstantBackOff::new(SEC);
+        let mut b = ConstantBackOff::new(SEC).unwrap();
         let delays: Vec<Duration> = (0..200)
             .map(|_| {
                 plan(
@@ -223,7 +223,7 @@ mod tests {
             own: &mut own,
             layer: &layer,
         };
-        let mut b = ConstantBackOff::new(SEC);
+        let mut b = ConstantBackOff::new(SEC).unwrap();
         for _ in 0..100 {
             let d = plan(
                 &mut b,

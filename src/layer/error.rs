@@ -23,11 +23,11 @@ type BoxError = Box<dyn Error + Send + Sync>;
 ///     Err::<http::Response<String>, _>(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
 /// });
 /// let client = ServiceBuilder::new()
-///     .layer(RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10))))
+///     .layer(RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap()))
 ///     .service(refused);
 /// let err: RetryError = client.oneshot(http::Request::new(String::new())).await.unwrap_err();
 /// assert_eq!(err.stats().attempts, 3);
-/// assert!(matches!(err.stats().gave_up, Some(GiveUp::Budget(_))));
+/// assert!(matches!(err.stats().gave_up, Some(GiveUp::Limit(_))));
 /// assert!(err.inner().is::<std::io::Error>());
 /// # }
 /// ```

@@ -5,8 +5,8 @@ use super::policy::{RetryPolicy, Step};
 use super::stats::GiveUp;
 use crate::backoff::BackOff;
 use crate::body::ReplayGuard;
-use crate::budget::Exhausted;
 use crate::classify::{Outcome, RetryReason};
+use crate::limits::LimitReached;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use std::error::Error;
@@ -165,7 +165,7 @@ where
                                 sleep.as_mut().reset(this.policy.deadline());
                             }
                             ready!(sleep.as_mut().poll(cx));
-                            Some(GiveUp::Budget(Exhausted::Deadline))
+                            Some(GiveUp::Limit(LimitReached::MaxElapsed))
                         } else {
                             None
                         };

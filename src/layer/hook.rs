@@ -143,7 +143,7 @@ impl<'a> GiveUpEvent<'a> {
 /// ```
 /// use tower_backoff::{ConstantBackOff, GiveUpEvent, RetryLayer};
 ///
-/// let layer = RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10)))
+/// let layer = RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10)).unwrap())
 ///     .on_give_up(|e: &GiveUpEvent<'_>| {
 ///         eprintln!("{} {} given up after {} attempts: {}", e.method(), e.uri(), e.attempts(), e.why())
 ///     });

@@ -17,7 +17,7 @@ use std::time::SystemTime;
 use tower_layer::{Layer, Stack};
 
 /// Retries HTTP requests on 429, 503 (honouring `Retry-After`), 502, 504, 408 and
-/// transport errors, within a per-request budget.
+/// transport errors, within per-request limits.
 ///
 /// The layer wraps services in a [`RetryService`] driven by a [`RetryPolicy`]; `backoff`
 /// gives the delays when the server does not, and is reset for every logical request.
@@ -58,8 +58,8 @@ use tower_layer::{Layer, Stack};
 /// - the server asks for more than [`RetrySettings::max_retry_after`] (default
 ///   [`DEFAULT_MAX_RETRY_AFTER`](super::settings::DEFAULT_MAX_RETRY_AFTER)); with
 ///   [`RetrySettings::with_clamp_retry_after`] the policy waits for the cap instead;
-/// - the attempts reach [`Limits::max_attempts`](crate::budget::Limits::max_attempts), or
-///   the wait would end after [`Limits::max_elapsed`](crate::budget::Limits::max_elapsed)
+/// - the attempts reach [`Limits::max_attempts`](crate::limits::Limits::max_attempts), or
+///   the wait would end after [`Limits::max_elapsed`](crate::limits::Limits::max_elapsed)
 ///   from the start of the first attempt;
 /// - the backoff returns `None`;
 /// - the layer's shared [`RetryBudget`](crate::budget::RetryBudget) is spent, or its
@@ -78,7 +78,7 @@ use tower_layer::{Layer, Stack};
 /// use tower::ServiceBuilder;
 /// use tower_backoff::{ConstantBackOff, RetryEvent, RetryLayer, RetrySettings, Routes};
 ///
-/// let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)))
+/// let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)).unwrap())
 ///     .settings(RetrySettings::new().with_max_attempts(4)?)
 ///     .routes(Routes::new().route(Method::POST, "/orders", RetrySettings::disabled())?)
 ///     .on_retry(|e: &RetryEvent<'_>| eprintln!("retry #{} in {:?}", e.attempt(), e.delay()));
@@ -131,7 +131,7 @@ impl<B: BackOff> RetryLayer<B> {
     ///     let res = http::Response::builder().header("grpc-status", status).body(String::new());
     ///     async move { Ok::<_, std::io::Error>(res.unwrap()) }
     /// });
-    /// let layer = RetryLayer::grpc(ConstantBackOff::new(Duration::from_millis(50)))
+    /// let layer = RetryLayer::grpc(ConstantBackOff::new(Duration::from_millis(50)).unwrap())
     ///     .settings(RetrySettings::new().with_max_attempts(4)?);
     /// let client = ServiceBuilder::new().layer(layer).service(server);
     ///
@@ -236,7 +236,7 @@ impl<B: BackOff> RetryLayer<B> {
         self
     }
 
-    /// Removes the shared retry budget: only the per-request [`Limits`](crate::budget::Limits)
+    /// Removes the shared retry budget: only the per-request [`Limits`](crate::limits::Limits)
     /// bound retries.
     pub fn without_retry_budget(mut self) -> Self {
         self.shared_mut().retry_budget = None;
@@ -272,7 +272,7 @@ impl<B: BackOff> RetryLayer<B> {
     ///         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(res)
     ///     }
     /// });
-    /// let backoff = ConstantBackOff::new(Duration::from_millis(10));
+    /// let backoff = ConstantBackOff::new(Duration::from_millis(10)).unwrap();
     /// let client = ServiceBuilder::new()
     ///     .layer(RetryLayer::new(backoff).replay_bodies(DEFAULT_MAX_BYTES))
     ///     .service(upstream);

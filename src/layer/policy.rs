@@ -9,6 +9,7 @@ use super::shared::Shared;
 use super::stats::{GiveUp, RetryStats};
 use crate::backoff::BackOff;
 use crate::backoff::jitter::Jitter;
+use crate::budget::ThrottleOutcome;
 use crate::classify::{AsError, Attempt, Outcome, RequestHead, ResponseHead, RetryReason};
 use crate::pacing::PacingDeadline;
 use http::{Request, Response};
@@ -54,7 +55,7 @@ use tokio::time::{Instant, Sleep};
 /// type Req = http::Request<String>;
 /// type Res = http::Response<String>;
 ///
-/// let mut policy = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100))).policy();
+/// let mut policy = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)).unwrap()).policy();
 /// let req: Req = http::Request::get("/").body(String::new()).unwrap();
 /// let mut copy = Policy::<Req, Res, std::io::Error>::clone_request(&mut policy, &req)
 ///     .expect("GETs can be retried");
@@ -326,15 +327,20 @@ impl<B: BackOff> RetryPolicy<B> {
         });
     }
 
-    /// Tells the retry throttle, if any, how the attempt went.
+    /// Tells the retry throttle, if any, how the attempt went, as gRPC's A6 counts: a
+    /// success refills, a retryable failure drains, anything else leaves it alone (a
+    /// request that never reached the server, or was refused unprocessed, included: it
+    /// says nothing of the server's health).
     fn report_health(&self, outcome: &Outcome) {
-        if let (Some(throttle), Some(healthy)) = (&self.shared.retry_throttle, outcome.health()) {
-            if healthy {
-                throttle.on_success();
-            } else {
-                throttle.on_failure();
-            }
-        }
+        let Some(throttle) = &self.shared.retry_throttle else {
+            return;
+        };
+        throttle.record(match (outcome.health(), outcome.reason()) {
+            (Some(true), _) => ThrottleOutcome::Success,
+            (_, Some(RetryReason::Connect | RetryReason::Unprocessed)) => ThrottleOutcome::Other,
+            (Some(false), _) => ThrottleOutcome::RetryableFailure,
+            (None, _) => ThrottleOutcome::Other,
+        });
     }
 }
 

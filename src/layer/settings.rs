@@ -1,8 +1,8 @@
 //! What the policy retries, how often, and how long it waits for the server.
 
-use crate::budget::Limits;
 use crate::classify::StatusSet;
 use crate::error::ConfigError;
+use crate::limits::Limits;
 use http::StatusCode;
 use std::sync::Arc;
 use std::time::Duration;

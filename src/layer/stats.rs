@@ -1,6 +1,6 @@
 //! What the retries cost, attached to the final response.
 
-use crate::budget::Exhausted;
+use crate::limits::LimitReached;
 use std::fmt;
 use std::time::Duration;
 
@@ -50,7 +50,7 @@ pub enum GiveUp {
     /// The server asked for a longer wait (this one) than the settings' cap.
     RetryAfterTooLong(Duration),
     /// The request's own limits: attempts made, or a wait that would end past its deadline.
-    Budget(Exhausted),
+    Limit(LimitReached),
     /// The client's shared [`RetryBudget`](crate::budget::RetryBudget) is spent.
     RetryBudget,
     /// The client's [`RetryThrottle`](crate::budget::RetryThrottle) has stopped retries:
@@ -72,7 +72,7 @@ impl fmt::Display for GiveUp {
             Self::RetryAfterTooLong(asked) => {
                 write!(f, "server asked for {asked:?}, past the cap")
             }
-            Self::Budget(why) => write!(f, "{why}"),
+            Self::Limit(why) => write!(f, "{why}"),
             Self::RetryBudget => f.write_str("the client's shared retry budget is spent"),
             Self::Throttled => f.write_str("retries are throttled: too many recent failures"),
             Self::Pushback => f.write_str("the server's gRPC pushback asked not to retry"),

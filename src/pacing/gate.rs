@@ -4,7 +4,7 @@
 //! See the [module docs](super) for the rules; this file is the controller.
 
 use super::PacingError;
-use crate::ResponsiveBackOff;
+use crate::backoff::ResponsiveBackOff;
 use http::uri::Authority;
 use http::{HeaderMap, Request, StatusCode};
 use std::collections::{HashMap, VecDeque};

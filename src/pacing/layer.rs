@@ -2,7 +2,8 @@
 
 use super::Pacing;
 use super::gate::{Settings, Shared, StatusSet};
-use crate::{ConfigError, ResponsiveBackOff};
+use crate::backoff::ResponsiveBackOff;
+use crate::error::ConfigError;
 use http::StatusCode;
 use http::uri::Authority;
 use std::fmt;
@@ -128,15 +129,15 @@ impl PacingLayer {
             .expect("the default pacing backoff settings are valid")
     }
 
-    fn default_backoff_builder() -> crate::ResponsiveBackOffBuilder {
+    fn default_backoff_builder() -> crate::backoff::ResponsiveBackOffBuilder {
         ResponsiveBackOff::builder()
-            .initial_interval(Self::DEFAULT_INITIAL_INTERVAL)
-            .max_interval(Self::DEFAULT_MAX_INTERVAL)
-            .up_multiplier(Self::DEFAULT_UP_MULTIPLIER)
-            .down_multiplier(Self::DEFAULT_DOWN_MULTIPLIER)
-            .down_threshold(Self::DEFAULT_DOWN_THRESHOLD)
-            .randomization_factor(Self::DEFAULT_RANDOMIZATION_FACTOR)
-            .max_randomization(Self::DEFAULT_MAX_RANDOMIZATION)
+            .with_initial_interval(Self::DEFAULT_INITIAL_INTERVAL)
+            .with_max_interval(Self::DEFAULT_MAX_INTERVAL)
+            .with_up_multiplier(Self::DEFAULT_UP_MULTIPLIER)
+            .with_down_multiplier(Self::DEFAULT_DOWN_MULTIPLIER)
+            .with_down_threshold(Self::DEFAULT_DOWN_THRESHOLD)
+            .with_randomization_factor(Self::DEFAULT_RANDOMIZATION_FACTOR)
+            .with_max_randomization(Self::DEFAULT_MAX_RANDOMIZATION)
     }
 
     /// The probing delay (a clone sharing its state): its
@@ -199,13 +200,14 @@ impl<S> Layer<S> for PacingLayer {
 /// ```
 /// use std::time::Duration;
 /// use http::StatusCode;
-/// use tower_backoff::{PacingLayer, ResponsiveBackOff};
+/// use tower_backoff::PacingLayer;
+/// use tower_backoff::backoff::ResponsiveBackOff;
 ///
 /// let pacing = PacingLayer::builder()
 ///     .backoff(
 ///         ResponsiveBackOff::builder()
-///             .initial_interval(Duration::from_millis(50))
-///             .max_interval(Duration::from_secs(2))
+///             .with_initial_interval(Duration::from_millis(50))
+///             .with_max_interval(Duration::from_secs(2))
 ///             .build()?,
 ///     )
 ///     .max_wait(Duration::from_secs(3))

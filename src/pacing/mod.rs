@@ -31,7 +31,7 @@
 //!   way in.
 //! - **Probing.** When the server serves nothing at all (an outage: refusals, and no
 //!   success for a tenth of a second or more) the rate has nothing to go by: the client then sends one request per delay of the
-//!   [`ResponsiveBackOff`](crate::ResponsiveBackOff) of seed 002 — 100 ms, ×2 per refused
+//!   [`ResponsiveBackOff`](crate::backoff::ResponsiveBackOff) of seed 002 — 100 ms, ×2 per refused
 //!   probe, up to 5 s by default — and leaves probing at the first success, at that
 //!   pace, from where the rate grows again. The backoff's delay comes down after streaks
 //!   of successes, so a destination that keeps failing is probed ever more rarely.
