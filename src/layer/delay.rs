@@ -14,7 +14,8 @@ use std::time::Duration;
 /// - [`ServerDelay::AtLeast`]: the longer of the two.
 /// - [`ServerDelay::Restart`]: the server's, and the backoff starts over.
 ///
-/// A server delay past the settings' cap gives up, or waits for the cap when clamping. A
+/// A server delay past the settings' cap gives up, or waits for the cap when clamping; one
+/// past the backoff's own time limit ([`BackOff::remaining`]) gives up too. A
 /// delay that comes from the server is spread over `[d, d × (1 + jitter))` so that
 /// clients told the same delay do not come back as one herd, but never past `time_left`
 /// (the request's deadline) because of the spread alone.
@@ -25,6 +26,13 @@ pub(crate) fn plan<B: BackOff>(
     jitter: &mut Draw<'_>,
     time_left: Duration,
 ) -> Result<Duration, GiveUp> {
+    if let Some(delay) = server
+        && backoff
+            .remaining()
+            .is_some_and(|left| delay.duration() > left)
+    {
+        return Err(GiveUp::BackOff);
+    }
     let server_said = match server {
         Some(ServerDelay::Restart(asked)) => {
             backoff.reset();
@@ -167,6 +175,25 @@ mod tests {
             ),
             Ok(SEC)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_server_delay_outlasts_the_backoffs_time_limit() {
+        use crate::backoff::BackOffExt;
+        let (mut own, layer) = seeded(1);
+        let mut jitter = Draw {
+            own: &mut own,
+            layer: &layer,
+        };
+        let mut b = ConstantBackOff::new(SEC).unwrap().with_max_elapsed(5 * SEC);
+        let clamp = exact().with_clamp_retry_after(true);
+        let asked = Some(ServerDelay::Exactly(8 * SEC));
+        assert_eq!(
+            plan(&mut b, asked, &clamp, &mut jitter, LOTS),
+            Err(GiveUp::BackOff)
+        );
+        let asked = Some(ServerDelay::Exactly(4 * SEC));
+        assert_eq!(plan(&mut b, asked, &clamp, &mut jitter, LOTS), Ok(4 * SEC));
     }
 
     #[test]
