@@ -94,7 +94,7 @@ fn finish<B, ResB>(
 
 impl<B, S, ReqB, ResB> Future for ResponseFuture<B, S, ReqB>
 where
-    B: BackOff,
+    B: BackOff + Clone,
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
     ReqB: Clone,

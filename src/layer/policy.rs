@@ -64,10 +64,10 @@ use tokio::time::{Instant, Sleep};
 /// assert!(policy.retry(&mut copy, &mut result).is_some());
 /// # }
 /// ```
-#[derive(Clone)]
 pub struct RetryPolicy<B> {
-    backoff: B,
-    shared: Arc<Shared>,
+    template: Arc<Template<B>>,
+    /// This request's backoff: a copy of the template's, made at its first retry.
+    backoff: Option<B>,
     /// The request's own settings or its route's; `None`: the layer's.
     settings: Option<RetrySettings>,
     start: Instant,
@@ -76,6 +76,28 @@ pub struct RetryPolicy<B> {
     retrying: bool,
     /// Drawn from the layer's generator at the first spread delay of the request.
     jitter: Option<Jitter>,
+}
+
+/// What every request of a layer starts from: one `Arc`, so cloning the policy per request
+/// copies a pointer and a few counters.
+struct Template<B> {
+    backoff: B,
+    shared: Shared,
+}
+
+impl<B> Clone for RetryPolicy<B> {
+    fn clone(&self) -> Self {
+        Self {
+            template: Arc::clone(&self.template),
+            backoff: None,
+            settings: None,
+            start: self.start,
+            attempts: 0,
+            waited: Duration::ZERO,
+            retrying: false,
+            jitter: None,
+        }
+    }
 }
 
 /// What to do after an attempt.
@@ -89,11 +111,12 @@ pub(crate) enum Step {
 
 impl<B> RetryPolicy<B> {
     pub(crate) fn new(backoff: B, shared: Arc<Shared>) -> Self {
+        let shared = Arc::unwrap_or_clone(shared);
         Self {
-            backoff,
+            template: Arc::new(Template { backoff, shared }),
+            backoff: None,
             settings: None,
             jitter: None,
-            shared,
             start: Instant::now(),
             attempts: 0,
             waited: Duration::ZERO,
@@ -112,21 +135,23 @@ impl<B> RetryPolicy<B> {
 
     /// The settings chosen for the current request.
     pub fn current_settings(&self) -> &RetrySettings {
-        self.settings.as_ref().unwrap_or(&self.shared.settings)
+        self.settings
+            .as_ref()
+            .unwrap_or(&self.template.shared.settings)
     }
 
     /// Starts a new logical request: chooses its settings (its own, its route's, or the
     /// layer's) and funds the shared retry budget. Returns whether it may ever be retried.
     pub(crate) fn begin(&mut self, head: &RequestHead<'_>) -> bool {
         let now = Instant::now();
-        if let Some(budget) = &self.shared.retry_budget {
+        if let Some(budget) = &self.template.shared.retry_budget {
             // New requests fund retries; retries do not, or retries would fund retries.
             budget.deposit_at(now);
         }
         self.settings = match head.extensions().get::<RetrySettings>() {
             Some(settings) => Some(settings.clone()),
-            None if self.shared.routes.is_empty() => None,
-            None => self.shared.routes.find(head),
+            None if self.template.shared.routes.is_empty() => None,
+            None => self.template.shared.routes.find(head),
         };
         self.start = now;
         self.attempts = 1;
@@ -171,7 +196,7 @@ impl<B> RetryPolicy<B> {
     /// Inserts the final stats into `res` when there is something to say: the request was
     /// retried or given up on (a first-attempt success carries none, for free).
     pub(crate) fn attach_stats<T>(&self, res: &mut Response<T>, gave_up: Option<GiveUp>) {
-        if self.shared.stats && (self.attempts > 1 || gave_up.is_some()) {
+        if self.template.shared.stats && (self.attempts > 1 || gave_up.is_some()) {
             res.extensions_mut().insert(self.final_stats(gave_up));
         }
     }
@@ -182,7 +207,8 @@ impl<B> RetryPolicy<B> {
         req: &Request<ReqB>,
         res: &Response<ResB>,
     ) -> Outcome {
-        self.shared
+        self.template
+            .shared
             .classifier
             .classify_response(&self.attempt_view(req), &ResponseHead::of(res))
     }
@@ -195,6 +221,7 @@ impl<B> RetryPolicy<B> {
     ) -> Outcome {
         match err {
             Some(err) => self
+                .template
                 .shared
                 .classifier
                 .classify_error(&self.attempt_view(req), err),
@@ -208,11 +235,11 @@ impl<B> RetryPolicy<B> {
             self.attempts,
             self.current_settings().statuses(),
         )
-        .with_clock(self.shared.wall_clock.as_deref())
+        .with_clock(self.template.shared.wall_clock.as_deref())
     }
 }
 
-impl<B: BackOff> RetryPolicy<B> {
+impl<B: BackOff + Clone> RetryPolicy<B> {
     /// The path of a finished attempt: admit its outcome, then act on it.
     pub(crate) fn next_step<ReqB>(
         &mut self,
@@ -241,34 +268,40 @@ impl<B: BackOff> RetryPolicy<B> {
         if outcome.is_stopped() {
             return Err(GiveUp::Pushback);
         }
-        let settings = self.settings.as_ref().unwrap_or(&self.shared.settings);
+        let settings = self
+            .settings
+            .as_ref()
+            .unwrap_or(&self.template.shared.settings);
         admit::resend_allowed(outcome.resend(), settings, req)?;
         admit::body_replayable(req)?;
         admit::runtime_present()?;
         let limits = settings.limits();
         admit::within_limits(limits, self.attempts, Duration::ZERO, Duration::ZERO)?;
-        if self.attempts == 1 {
-            // The first retry of this request: its backoff starts fresh. (Not at the first
-            // attempt, so a request that succeeds at once does not pay for it.)
-            self.backoff.reset();
-        }
+        // The first retry of this request gets its backoff, fresh. (Not the first attempt,
+        // so a request that succeeds at once does not pay for it.)
+        let template = &self.template;
+        let backoff = self.backoff.get_or_insert_with(|| {
+            let mut backoff = template.backoff.clone();
+            backoff.reset();
+            backoff
+        });
         let elapsed = Instant::now().saturating_duration_since(self.start);
         let time_left = limits.max_elapsed().saturating_sub(elapsed);
         let server = outcome.server_delay();
         let delay = delay::plan(
-            &mut self.backoff,
+            backoff,
             server,
             settings,
             &mut delay::Draw {
                 own: &mut self.jitter,
-                layer: &self.shared.jitter,
+                layer: &self.template.shared.jitter,
             },
             time_left,
         )?;
         admit::within_limits(limits, self.attempts, elapsed, delay)?;
-        admit::throttle_open(self.shared.retry_throttle.as_ref())?;
+        admit::throttle_open(self.template.shared.retry_throttle.as_ref())?;
         // Last: passing it spends a token.
-        admit::budget_withdraw(self.shared.retry_budget.as_ref())?;
+        admit::budget_withdraw(self.template.shared.retry_budget.as_ref())?;
         Ok(delay)
     }
 
@@ -299,9 +332,10 @@ impl<B: BackOff> RetryPolicy<B> {
             reason = %reason,
             "retrying request"
         );
-        self.shared.on_retry.on_retry(&event);
+        self.template.shared.on_retry.on_retry(&event);
         crate::metrics::retry(reason, delay);
-        self.shared
+        self.template
+            .shared
             .classifier
             .prepare_resend(req.headers_mut(), self.attempts);
         self.waited = self.waited.saturating_add(delay);
@@ -318,7 +352,7 @@ impl<B: BackOff> RetryPolicy<B> {
             "not retrying"
         );
         crate::metrics::give_up(why);
-        self.shared.on_give_up.on_give_up(&GiveUpEvent {
+        self.template.shared.on_give_up.on_give_up(&GiveUpEvent {
             attempts: self.attempts,
             reason,
             why,
@@ -332,7 +366,7 @@ impl<B: BackOff> RetryPolicy<B> {
     /// request that never reached the server, or was refused unprocessed, included: it
     /// says nothing of the server's health).
     fn report_health(&self, outcome: &Outcome) {
-        let Some(throttle) = &self.shared.retry_throttle else {
+        let Some(throttle) = &self.template.shared.retry_throttle else {
             return;
         };
         throttle.record(match (outcome.health(), outcome.reason()) {
@@ -358,9 +392,9 @@ pub(crate) fn clone_request<ReqB: Clone>(req: &Request<ReqB>) -> Request<ReqB> {
 impl<B: fmt::Debug> fmt::Debug for RetryPolicy<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RetryPolicy")
-            .field("backoff", &self.backoff)
+            .field("backoff", &self.template.backoff)
             .field("settings", self.current_settings())
-            .field("routes", &self.shared.routes)
+            .field("routes", &self.template.shared.routes)
             .field("attempts", &self.attempts)
             .field("waited", &self.waited)
             .finish_non_exhaustive()
@@ -369,7 +403,7 @@ impl<B: fmt::Debug> fmt::Debug for RetryPolicy<B> {
 
 impl<B, ReqB, ResB, E> tower::retry::Policy<Request<ReqB>, Response<ResB>, E> for RetryPolicy<B>
 where
-    B: BackOff,
+    B: BackOff + Clone,
     ReqB: Clone,
     E: AsError,
 {
