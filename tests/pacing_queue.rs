@@ -1,12 +1,12 @@
 mod support;
 
 use support::pacing::*;
-use http::{Request, Response};
+use http::Request;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
-use tower_backoff::{PacingError, PacingLayer};
+use tower_backoff::{PacingDeadline, PacingError, PacingLayer};
 
 #[tokio::test(start_paused = true)]
 async fn a_burst_from_a_new_client_is_slow_started() {
@@ -138,4 +138,192 @@ async fn a_waiting_request_readies_its_own_clone_of_the_inner_service() {
     // ...while the service's own readiness was kept for the next request.
     assert!(client.get_ref().ready);
     assert_eq!(log.len(), 2);
+}
+
+/// A healthy server that answers after 10 s: a burst of 100 requests loses none, even
+/// with a max wait shorter than the answers, and the slow start holds it back seconds,
+/// not round trips.
+#[tokio::test(start_paused = true)]
+async fn a_slow_healthy_server_loses_no_request_of_a_burst() {
+    let log = Log::default();
+    let pacing = PacingLayer::builder()
+        .backoff(backoff(100))
+        .max_wait(secs(1))
+        .build()
+        .unwrap();
+    let client = pacing.layer(scripted(&log));
+    let start = Instant::now();
+    let burst: Vec<_> = (0..100)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://slow/200?sleep=10000"))))
+        .collect();
+    for task in burst {
+        assert_eq!(task.await.unwrap().unwrap().status(), 200);
+    }
+    let offsets = log.offsets(start);
+    assert_eq!(offsets.len(), 100);
+    // 4 at once, then the stalled window doubles every second: all sent within 4 s.
+    assert_eq!(offsets[..4], [Duration::ZERO; 4]);
+    assert!(offsets.iter().all(|at| *at <= secs(4)), "{offsets:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn long_polls_do_not_block_other_requests() {
+    let log = Log::default();
+    let client = layer(100).layer(scripted(&log));
+    // Four 60 s long-polls fill the initial window.
+    let polls: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://api/200?sleep=60000"))))
+        .collect();
+    tokio::time::sleep(ms(1)).await;
+    let start = Instant::now();
+    for _ in 0..20 {
+        let before = Instant::now();
+        send(&mut client.clone(), get("http://api/200?sleep=10"))
+            .await
+            .unwrap();
+        assert!(before.elapsed() <= ms(1010), "{:?}", before.elapsed());
+    }
+    // The first waits for the stalled window to grow (1 s); the others go at once.
+    assert!(start.elapsed() <= ms(1200), "{:?}", start.elapsed());
+    for poll in polls {
+        poll.await.unwrap().unwrap();
+    }
+}
+
+/// A response future made, or polled once, and then left alone must not hold its
+/// destination's queue: it is passed over when its turn comes, and takes the next turn
+/// once polled again.
+#[tokio::test(start_paused = true)]
+async fn a_response_future_that_is_not_polled_does_not_hold_the_queue() {
+    let log = Log::default();
+    let pacing = layer(100);
+    let mut client = pacing.layer(scripted(&log));
+    // Probed: one request per 100 ms, so new requests queue.
+    send(&mut client, get("http://a/503")).await.unwrap();
+    let never = client
+        .ready()
+        .await
+        .unwrap()
+        .call(get("http://a/200?never"));
+    let mut once = Box::pin(
+        client
+            .ready()
+            .await
+            .unwrap()
+            .call(get("http://a/200?once")),
+    );
+    assert!(
+        tokio::time::timeout(Duration::ZERO, &mut once)
+            .await
+            .is_err()
+    );
+    let start = Instant::now();
+    let others: Vec<_> = (0..5)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/200"))))
+        .collect();
+    for task in others {
+        task.await.unwrap().unwrap();
+    }
+    assert!(start.elapsed() < ms(500), "{:?}", start.elapsed());
+    assert_eq!(log.count("never") + log.count("once"), 0);
+    // Polled at last, both are sent.
+    assert_eq!(Box::pin(never).await.unwrap().status(), 200);
+    assert_eq!(once.await.unwrap().status(), 200);
+    assert_eq!(log.count("never") + log.count("once"), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_queue_fails_fast_and_a_dropped_waiter_frees_its_place() {
+    let log = Log::default();
+    let pacing = PacingLayer::builder()
+        .backoff(backoff(100))
+        .max_queue(2)
+        .build()
+        .unwrap();
+    let mut client = pacing.layer(scripted(&log));
+    send(&mut client, get("http://a/503")).await.unwrap();
+    let first = tokio::spawn(client.clone().oneshot(get("http://a/200")));
+    let dropped = tokio::spawn(client.clone().oneshot(get("http://a/200?dropped")));
+    tokio::time::sleep(ms(1)).await;
+
+    let before = Instant::now();
+    let err = send(&mut client, get("http://a/200")).await.unwrap_err();
+    assert!(
+        matches!(
+            pacing_error(&err),
+            PacingError::QueueFull { max_queue: 2, .. }
+        ),
+        "{err}"
+    );
+    assert_eq!(Instant::now(), before, "failing fast does not wait");
+    // Another destination has a queue of its own.
+    send(&mut client, get("http://b/200")).await.unwrap();
+
+    // A waiter dropped leaves the queue: there is room again, and it is never sent.
+    dropped.abort();
+    let _ = dropped.await;
+    let third = tokio::spawn(client.clone().oneshot(get("http://a/200?third")));
+    first.await.unwrap().unwrap();
+    third.await.unwrap().unwrap();
+    assert_eq!(log.count("dropped"), 0);
+    assert_eq!(log.count("third"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_request_is_sent_after_its_deadline() {
+    let log = Log::default();
+    let pacing = layer(100);
+    let mut client = pacing.layer(scripted(&log));
+    // Arriving after its deadline: not sent, though nothing would make it wait.
+    let mut late = get("http://a/200");
+    late.extensions_mut()
+        .insert(PacingDeadline(Instant::now()));
+    tokio::time::advance(ms(1)).await;
+    let err = send(&mut client, late).await.unwrap_err();
+    assert!(matches!(
+        pacing_error(&err),
+        PacingError::WaitTooLong { .. }
+    ));
+    assert_eq!(log.len(), 0);
+
+    // Waiting for a slow start's window, which never fails for max_wait: it fails at
+    // its deadline, unsent.
+    let pacing = PacingLayer::builder().initial_window(1).build().unwrap();
+    let client = pacing.layer(scripted(&log));
+    let busy = tokio::spawn(client.clone().oneshot(get("http://b/200?sleep=5000")));
+    tokio::time::sleep(ms(1)).await;
+    let start = Instant::now();
+    let mut hurried = get("http://b/200?hurried");
+    hurried
+        .extensions_mut()
+        .insert(PacingDeadline(start + ms(500)));
+    let err = client.clone().oneshot(hurried).await.unwrap_err();
+    assert!(matches!(
+        pacing_error(&err),
+        PacingError::WaitTooLong { .. }
+    ));
+    assert_eq!(start.elapsed(), ms(500));
+    busy.await.unwrap().unwrap();
+    assert_eq!(log.count("hurried"), 0);
+}
+
+/// Ten thousand requests waiting for one destination are all served. (That each queue
+/// operation is constant work is checked by counting, in the queue's unit tests.)
+#[tokio::test(start_paused = true)]
+async fn ten_thousand_waiters_are_all_served() {
+    let log = Log::default();
+    let pacing = PacingLayer::builder()
+        .backoff(backoff(100))
+        .max_queue(10_000)
+        .build()
+        .unwrap();
+    let mut client = pacing.layer(scripted(&log));
+    send(&mut client, get("http://a/503")).await.unwrap();
+    let tasks: Vec<_> = (0..10_000)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/200"))))
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap().unwrap().status(), 200);
+    }
+    assert_eq!(log.len(), 10_001);
 }

@@ -280,6 +280,7 @@ impl Destination {
                 Some(due) if later(due, GRACE) <= now => {
                     tracing::debug!(to = %self.key, "pacing: a stalled request is passed over");
                     s.queue.skip_front();
+                    s.queue.wake_head(now);
                 }
                 Some(due) => return Turn::At(later(due, GRACE)),
                 None => return Turn::Wait,
