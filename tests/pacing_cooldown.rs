@@ -269,3 +269,67 @@ async fn hyper_client_waits_out_a_real_servers_retry_after() {
     let gap = hits[1] - hits[0];
     assert!(gap >= secs(1) && gap < ms(1100), "{gap:?}");
 }
+
+/// A refusal with `Retry-After` that arrives while requests wait for the same
+/// destination holds them too: none is sent before the cool-down ends.
+#[tokio::test(start_paused = true)]
+async fn a_cool_down_that_starts_while_requests_wait_holds_them_too() {
+    let log = Log::default();
+    let pacing = PacingLayer::builder()
+        .backoff(backoff(100))
+        .initial_window(1)
+        .build()
+        .unwrap();
+    let client = pacing.layer(scripted(&log));
+    let start = Instant::now();
+    // One request in flight fills the window; three wait behind it.
+    let first = tokio::spawn(client.clone().oneshot(get_ra("http://a/503?sleep=100", "2")));
+    tokio::time::sleep(ms(1)).await;
+    let waiting: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/200"))))
+        .collect();
+    assert_eq!(first.await.unwrap().unwrap().status(), 503);
+    for task in waiting {
+        task.await.unwrap().unwrap();
+    }
+    // The refusal came at 100 ms and asked for 2 s.
+    let offsets = log.offsets(start);
+    assert_eq!(offsets.len(), 4);
+    assert!(
+        offsets[1..].iter().all(|at| *at >= ms(2100)),
+        "{offsets:?}"
+    );
+}
+
+/// Waiting requests that cannot wait out a cool-down that starts fail at once, unsent.
+#[tokio::test(start_paused = true)]
+async fn waiting_requests_that_cannot_wait_out_a_new_cool_down_fail_at_once() {
+    let log = Log::default();
+    let pacing = PacingLayer::builder()
+        .backoff(backoff(100))
+        .initial_window(1)
+        .max_wait(secs(1))
+        .build()
+        .unwrap();
+    let client = pacing.layer(scripted(&log));
+    let start = Instant::now();
+    let first = tokio::spawn(client.clone().oneshot(get_ra("http://a/503?sleep=100", "2")));
+    tokio::time::sleep(ms(1)).await;
+    let waiting: Vec<_> = (0..3)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let result = client.oneshot(get("http://a/200")).await;
+                (result, start.elapsed())
+            })
+        })
+        .collect();
+    first.await.unwrap().unwrap();
+    for task in waiting {
+        let (result, at) = task.await.unwrap();
+        let err = result.unwrap_err();
+        assert!(pacing_error(&err).wait().unwrap() >= secs(2), "{err}");
+        assert_eq!(at, ms(100), "failed when the cool-down started");
+    }
+    assert_eq!(log.len(), 1);
+}
