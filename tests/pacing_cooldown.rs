@@ -1,10 +1,10 @@
 mod support;
 
-use support::pacing::*;
 use http::{Request, Response, StatusCode};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::pacing::*;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 use tower_backoff::{PacingDeadline, PacingError, PacingLayer};
@@ -283,7 +283,11 @@ async fn a_cool_down_that_starts_while_requests_wait_holds_them_too() {
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
     // One request in flight fills the window; three wait behind it.
-    let first = tokio::spawn(client.clone().oneshot(get_ra("http://a/503?sleep=100", "2")));
+    let first = tokio::spawn(
+        client
+            .clone()
+            .oneshot(get_ra("http://a/503?sleep=100", "2")),
+    );
     tokio::time::sleep(ms(1)).await;
     let waiting: Vec<_> = (0..3)
         .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/200"))))
@@ -295,10 +299,7 @@ async fn a_cool_down_that_starts_while_requests_wait_holds_them_too() {
     // The refusal came at 100 ms and asked for 2 s.
     let offsets = log.offsets(start);
     assert_eq!(offsets.len(), 4);
-    assert!(
-        offsets[1..].iter().all(|at| *at >= ms(2100)),
-        "{offsets:?}"
-    );
+    assert!(offsets[1..].iter().all(|at| *at >= ms(2100)), "{offsets:?}");
 }
 
 /// Waiting requests that cannot wait out a cool-down that starts fail at once, unsent.
@@ -313,7 +314,11 @@ async fn waiting_requests_that_cannot_wait_out_a_new_cool_down_fail_at_once() {
         .unwrap();
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
-    let first = tokio::spawn(client.clone().oneshot(get_ra("http://a/503?sleep=100", "2")));
+    let first = tokio::spawn(
+        client
+            .clone()
+            .oneshot(get_ra("http://a/503?sleep=100", "2")),
+    );
     tokio::time::sleep(ms(1)).await;
     let waiting: Vec<_> = (0..3)
         .map(|_| {

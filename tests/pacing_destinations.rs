@@ -1,11 +1,11 @@
 mod support;
 
-use support::pacing::*;
 use http::{Request, Response, StatusCode};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use support::pacing::*;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 use tower_backoff::{ConfigError, Pacing, PacingError, PacingLayer};
@@ -74,7 +74,11 @@ fn invalid_settings_are_config_errors() {
         assert_eq!((err.field(), err.value()), ("slow_down_on", value));
     }
     let invalid = [
-        (PacingLayer::builder().max_queue(0).build(), "max_queue", "0"),
+        (
+            PacingLayer::builder().max_queue(0).build(),
+            "max_queue",
+            "0",
+        ),
         (
             PacingLayer::builder().max_destinations(0).build(),
             "max_destinations",
@@ -221,7 +225,9 @@ async fn idle_destinations_are_forgotten_and_their_number_is_bounded() {
     }
     assert_eq!(pacing.destinations(), 100);
     // Full, none idle: a new destination is served unpaced, and not remembered.
-    send(&mut client, get("http://new.example/503")).await.unwrap();
+    send(&mut client, get("http://new.example/503"))
+        .await
+        .unwrap();
     assert_eq!(pacing.destinations(), 100);
     assert_eq!(
         pacing.current_delay_to(&authority("new.example")),
@@ -229,7 +235,9 @@ async fn idle_destinations_are_forgotten_and_their_number_is_bounded() {
     );
     // Ten seconds later the others are idle: forgotten when a new destination comes.
     tokio::time::advance(secs(10)).await;
-    send(&mut client, get("http://new.example/200")).await.unwrap();
+    send(&mut client, get("http://new.example/200"))
+        .await
+        .unwrap();
     assert_eq!(pacing.destinations(), 2);
     assert!(pacing.cooldown(&authority("cool.example")).is_some());
 
@@ -262,6 +270,8 @@ async fn userinfo_is_not_part_of_the_destination() {
         Some(secs(2))
     );
     let start = Instant::now();
-    send(&mut client, get("http://a.example/200")).await.unwrap();
+    send(&mut client, get("http://a.example/200"))
+        .await
+        .unwrap();
     assert_eq!(start.elapsed(), secs(2));
 }

@@ -1,9 +1,9 @@
 mod support;
 
-use support::pacing::*;
 use http::Request;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::pacing::*;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 use tower_backoff::{PacingDeadline, PacingError, PacingLayer};
@@ -205,13 +205,7 @@ async fn a_response_future_that_is_not_polled_does_not_hold_the_queue() {
         .await
         .unwrap()
         .call(get("http://a/200?never"));
-    let mut once = Box::pin(
-        client
-            .ready()
-            .await
-            .unwrap()
-            .call(get("http://a/200?once")),
-    );
+    let mut once = Box::pin(client.ready().await.unwrap().call(get("http://a/200?once")));
     assert!(
         tokio::time::timeout(Duration::ZERO, &mut once)
             .await
@@ -276,8 +270,7 @@ async fn no_request_is_sent_after_its_deadline() {
     let mut client = pacing.layer(scripted(&log));
     // Arriving after its deadline: not sent, though nothing would make it wait.
     let mut late = get("http://a/200");
-    late.extensions_mut()
-        .insert(PacingDeadline(Instant::now()));
+    late.extensions_mut().insert(PacingDeadline(Instant::now()));
     tokio::time::advance(ms(1)).await;
     let err = send(&mut client, late).await.unwrap_err();
     assert!(matches!(

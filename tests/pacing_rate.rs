@@ -1,10 +1,10 @@
 mod support;
 
-use support::pacing::*;
 use http::{Request, Response, StatusCode};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::pacing::*;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
 use tower_backoff::{PacingLayer, ResponsiveBackOff};

@@ -80,7 +80,9 @@ impl Limits {
     /// The error of a request that would wait `more` from `now` on.
     fn too_long(&self, more: Duration, now: Instant) -> PacingError {
         PacingError::WaitTooLong {
-            wait: now.saturating_duration_since(self.since).saturating_add(more),
+            wait: now
+                .saturating_duration_since(self.since)
+                .saturating_add(more),
             max_wait: self.end.saturating_duration_since(self.since),
         }
     }
@@ -188,10 +190,10 @@ impl Destination {
             tracing::debug!(to = %self.key, ?wait, ?max_wait, "pacing: request would wait too long");
             return Admit::Fail(PacingError::WaitTooLong { wait, max_wait });
         }
-        if s.queue.is_empty() {
-            if let Ok(grant) = self.try_go(&mut s, now) {
-                return Admit::Go(grant);
-            }
+        if s.queue.is_empty()
+            && let Ok(grant) = self.try_go(&mut s, now)
+        {
+            return Admit::Go(grant);
         }
         if s.queue.len() >= self.settings.max_queue {
             tracing::debug!(to = %self.key, "pacing: queue full");
@@ -254,10 +256,10 @@ impl Destination {
             return fail(&mut s, limits.too_long(Duration::ZERO, now));
         }
         // A cool-down that started while the request waited applies to it.
-        if let Some(until) = s.cooldown.until(now) {
-            if until > limits.end {
-                return fail(&mut s, limits.too_long(until - now, now));
-            }
+        if let Some(until) = s.cooldown.until(now)
+            && until > limits.end
+        {
+            return fail(&mut s, limits.too_long(until - now, now));
         }
         let out_of_time = |s: &mut State| {
             let past_end = now >= limits.end && s.is_throttled(now);
@@ -349,9 +351,7 @@ impl Destination {
             s.rate.refused(window, now);
             s.window.close();
             tracing::debug!(to = %self.key, mode = ?s.rate.mode(), %status, "pacing: destination slows down");
-            let cooling = s
-                .cooldown
-                .start(headers, self.settings.max_cooldown, now);
+            let cooling = s.cooldown.start(headers, self.settings.max_cooldown, now);
             if let Some(until) = cooling {
                 tracing::debug!(to = %self.key, cooldown = ?(until - now), "pacing: destination cools down");
             }

@@ -241,7 +241,11 @@ mod tests {
         assert_eq!(queue.front(), Some(ids[3]));
         assert_eq!(queue.len(), 3, "a skipped waiter keeps its entry");
         assert!(queue.polled(ids[1], Waker::noop()));
-        assert_eq!(queue.front(), Some(ids[1]), "back at the front once it polls");
+        assert_eq!(
+            queue.front(),
+            Some(ids[1]),
+            "back at the front once it polls"
+        );
         queue.pop_front();
         queue.pop_front();
         assert_eq!(queue.front(), Some(ids[4]));
