@@ -366,7 +366,8 @@ impl PacingBuilder {
     }
 
     /// How long a destination with nothing in flight, waiting or cooling down is kept;
-    /// then its learned rate is forgotten. Greater than zero.
+    /// then its learned rate is forgotten (when the next new destination arrives: an
+    /// idle client does no work). Greater than zero.
     pub fn idle_timeout(mut self, idle: Duration) -> Self {
         self.settings.idle_timeout = idle;
         self
