@@ -320,3 +320,57 @@ async fn ten_thousand_waiters_are_all_served() {
     }
     assert_eq!(log.len(), 10_001);
 }
+
+/// Many tasks on several threads, to several destinations that refuse some requests:
+/// every request ends (sent or turned away), none hangs, whatever the interleaving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_tasks_on_many_threads_all_finish() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let server = {
+        let calls = Arc::clone(&calls);
+        tower::service_fn(move |_: Request<()>| {
+            let n = calls.fetch_add(1, Ordering::Relaxed);
+            async move {
+                tokio::task::yield_now().await;
+                let status = if n % 7 == 0 { 429 } else { 200 };
+                let response = http::Response::builder().status(status);
+                Ok::<_, std::convert::Infallible>(response.body(()).unwrap())
+            }
+        })
+    };
+    let pacing = PacingLayer::builder()
+        .max_wait(ms(20))
+        .max_queue(64)
+        .build()
+        .unwrap();
+    let client = pacing.layer(server);
+    let tasks: Vec<_> = (0..2_000)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let uri = format!("http://d{}.example/", i % 8);
+                let request = get(&uri);
+                match client.oneshot(request).await {
+                    Ok(_) => true,
+                    Err(err) => {
+                        pacing_error(&err);
+                        false
+                    }
+                }
+            })
+        })
+        .collect();
+    let all = async {
+        let mut sent = 0;
+        for task in tasks {
+            sent += usize::from(task.await.unwrap());
+        }
+        sent
+    };
+    let sent = tokio::time::timeout(secs(10), all)
+        .await
+        .expect("every request ends");
+    assert_eq!(sent, calls.load(Ordering::Relaxed));
+    assert!(sent > 0);
+}
