@@ -333,7 +333,7 @@ async fn concurrent_tasks_on_many_threads_all_finish() {
             let n = calls.fetch_add(1, Ordering::Relaxed);
             async move {
                 tokio::task::yield_now().await;
-                let status = if n % 7 == 0 { 429 } else { 200 };
+                let status = if n.is_multiple_of(7) { 429 } else { 200 };
                 let response = http::Response::builder().status(status);
                 Ok::<_, std::convert::Infallible>(response.body(()).unwrap())
             }
