@@ -1,15 +1,15 @@
 //! The pacing state of one destination: its rate, slow-start window, queue and
 //! cool-down, behind its own lock.
 
-use super::PacingError;
 use super::clock::{later, never};
 use super::cooldown::Cooldown;
+use super::error::PacingError;
 use super::key::Key;
 use super::queue::{GRACE, Queue};
 use super::rate::{Mode, Rate};
 use super::settings::Settings;
 use super::window::Window;
-use crate::ResponsiveBackOff;
+use crate::backoff::ResponsiveBackOff;
 use http::{HeaderMap, StatusCode};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;

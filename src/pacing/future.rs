@@ -1,7 +1,8 @@
 //! The response future of [`Pacing`](super::Pacing).
 
+use super::BoxError;
 use super::destination::{Grant, Limits, Ticket, Turn};
-use super::{BoxError, PacingError};
+use super::error::PacingError;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use std::future::Future;

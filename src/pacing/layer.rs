@@ -1,12 +1,13 @@
 //! The [`tower_layer::Layer`] and its builder.
 
-use super::Pacing;
 use super::key::Key;
+use super::service::Pacing;
 use super::settings::Settings;
 use super::shared::Shared;
 use super::status::StatusSet;
 use super::window::OPEN_WINDOW;
-use crate::{ConfigError, ResponsiveBackOff};
+use crate::backoff::ResponsiveBackOff;
+use crate::error::ConfigError;
 use http::StatusCode;
 use http::uri::Authority;
 use std::fmt;
@@ -81,7 +82,7 @@ impl PacingLayer {
     /// drain at the limit's pace; shorter limits per request go in a
     /// [`PacingDeadline`](crate::PacingDeadline).
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(30);
-    /// Requests a new client may have in flight before its first responses come back:
+    /// Requests a new destination may have in flight before its first responses come back:
     /// 4 (TCP's initial window is of that order). A burst against an unknown rate limit
     /// then costs a handful of 429s, not one per request of the burst.
     pub const DEFAULT_INITIAL_WINDOW: u32 = 4;
@@ -101,7 +102,7 @@ impl PacingLayer {
     /// The longest cool-down a `Retry-After` (or `RateLimit`) header can impose: 5 min.
     /// A server asking for more gets 5 min.
     pub const DEFAULT_MAX_COOLDOWN: Duration = Duration::from_secs(5 * 60);
-    /// The statuses that slow the client down: 429 Too Many Requests and 503 Service
+    /// The statuses that slow a destination down: 429 Too Many Requests and 503 Service
     /// Unavailable.
     pub const DEFAULT_SLOW_DOWN: [StatusCode; 2] = [
         StatusCode::TOO_MANY_REQUESTS,
@@ -324,7 +325,7 @@ impl PacingBuilder {
 
     /// The longest cool-down a response's `Retry-After` (or `RateLimit`) can impose;
     /// longer requests are cut to it. Zero ignores those headers: slow-down responses
-    /// then only lower the client's rate. Any duration is valid.
+    /// then only lower the destination's rate. Any duration is valid.
     pub fn max_cooldown(mut self, max_cooldown: Duration) -> Self {
         self.settings.max_cooldown = max_cooldown;
         self
@@ -341,7 +342,7 @@ impl PacingBuilder {
         self
     }
 
-    /// The statuses that slow the client down (replacing the default set); every other
+    /// The statuses that slow a destination down (replacing the default set); every other
     /// status counts as a success. Each must be a 4xx or 5xx, and the set not empty.
     pub fn slow_down_on(mut self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
         self.slow_down = statuses.into_iter().collect();

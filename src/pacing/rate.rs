@@ -2,7 +2,7 @@
 
 use super::clock::{later, secs_f64};
 use super::meter::Meter;
-use crate::ResponsiveBackOff;
+use crate::backoff::ResponsiveBackOff;
 use std::time::Duration;
 use tokio::time::Instant;
 

@@ -4,7 +4,7 @@ use super::destination::{Destination, Limits};
 use super::destinations::Destinations;
 use super::key::Key;
 use super::settings::Settings;
-use crate::ResponsiveBackOff;
+use crate::backoff::ResponsiveBackOff;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
