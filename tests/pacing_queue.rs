@@ -374,3 +374,72 @@ async fn concurrent_tasks_on_many_threads_all_finish() {
     assert_eq!(sent, calls.load(Ordering::Relaxed));
     assert!(sent > 0);
 }
+
+/// An inner service that becomes ready only at `ready_at`.
+struct ReadyAt<S> {
+    inner: S,
+    ready_at: Instant,
+    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S: Clone> Clone for ReadyAt<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            ready_at: self.ready_at,
+            sleep: None,
+        }
+    }
+}
+
+impl<S: Service<Request<()>>> Service<Request<()>> for ReadyAt<S> {
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        let ready_at = self.ready_at;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(ready_at)));
+        std::task::ready!(sleep.as_mut().poll(cx));
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<()>) -> S::Future {
+        self.inner.call(request)
+    }
+}
+
+/// A request whose turn came but whose inner service became ready only after its
+/// deadline is not sent.
+#[tokio::test(start_paused = true)]
+async fn readying_the_inner_service_past_the_deadline_fails_the_request() {
+    let log = Log::default();
+    let pacing = layer(100);
+    let start = Instant::now();
+    let mut client = pacing.layer(ReadyAt {
+        inner: scripted(&log),
+        ready_at: start,
+        sleep: None,
+    });
+    send(&mut client, get("http://a/503")).await.unwrap();
+    // Its turn comes at 100 ms; the clone it waits with is ready at 300 ms.
+    client.get_mut().ready_at = start + ms(300);
+    client.get_mut().sleep = None;
+    let mut hurried = get("http://a/200?hurried");
+    hurried
+        .extensions_mut()
+        .insert(PacingDeadline(start + ms(150)));
+    let future = client.call(hurried);
+    let err = future.await.unwrap_err();
+    assert!(matches!(
+        pacing_error(&err),
+        PacingError::WaitTooLong { .. }
+    ));
+    assert_eq!(start.elapsed(), ms(300));
+    assert_eq!(log.count("hurried"), 0);
+}
