@@ -443,3 +443,36 @@ async fn readying_the_inner_service_past_the_deadline_fails_the_request() {
     assert_eq!(start.elapsed(), ms(300));
     assert_eq!(log.count("hurried"), 0);
 }
+
+/// Several response futures left unpolled at the head of the queue, watchers included:
+/// the live waiters behind them still get through, within about a second.
+#[tokio::test(start_paused = true)]
+async fn several_unpolled_futures_at_the_head_do_not_hold_the_queue() {
+    let log = Log::default();
+    let pacing = layer(100);
+    let mut client = pacing.layer(scripted(&log));
+    send(&mut client, get("http://a/503")).await.unwrap();
+    let mut abandoned = Vec::new();
+    for _ in 0..3 {
+        abandoned.push(
+            client
+                .ready()
+                .await
+                .unwrap()
+                .call(get("http://a/200?abandoned")),
+        );
+    }
+    let start = Instant::now();
+    let others: Vec<_> = (0..5)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/200"))))
+        .collect();
+    for task in others {
+        task.await.unwrap().unwrap();
+    }
+    assert!(start.elapsed() < ms(1500), "{:?}", start.elapsed());
+    assert_eq!(log.count("abandoned"), 0);
+    // Dropped, they leave the queue for good.
+    drop(abandoned);
+    send(&mut client, get("http://a/200")).await.unwrap();
+    assert_eq!(log.count("abandoned"), 0);
+}

@@ -5,7 +5,7 @@ use super::clock::{later, never};
 use super::cooldown::Cooldown;
 use super::error::PacingError;
 use super::key::Key;
-use super::queue::{GRACE, Queue};
+use super::queue::{Queue, Watch};
 use super::rate::{Mode, Rate};
 use super::settings::Settings;
 use super::window::Window;
@@ -276,16 +276,18 @@ impl Destination {
                 let more = s.rate.expected_wait(s.queue.len(), now);
                 return fail(&mut s, limits.too_long(more, now));
             }
-            // Watch the first in line: if it does not take its turn (its future is not
-            // polled), pass it over.
-            match s.queue.expected_at(front) {
-                Some(due) if later(due, GRACE) <= now => {
+            match s.queue.watch(id, now) {
+                Watch::SkipFront => {
+                    // The first in line did not take its turn (its future is not polled).
                     tracing::debug!(to = %self.key, "pacing: a stalled request is passed over");
                     s.queue.skip_front();
                     s.queue.wake_head(now);
                 }
-                Some(due) => return Turn::At(later(due, GRACE)),
-                None => return Turn::Wait,
+                Watch::At(at) => {
+                    s.queue.expect(id, at);
+                    return Turn::At(at);
+                }
+                Watch::Wait => return Turn::Wait,
             }
         }
         match self.try_go(&mut s, now) {

@@ -1,8 +1,10 @@
 //! The response future of [`Pacing`](super::Pacing).
 
 use super::BoxError;
+use super::clock::later;
 use super::destination::{Grant, Limits, Ticket, Turn};
 use super::error::PacingError;
+use super::queue::RECHECK;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use std::future::Future;
@@ -129,7 +131,10 @@ where
                             continue;
                         }
                         Turn::At(at) => at.min(limits.wake_by(Instant::now())),
-                        Turn::Wait => limits.wake_by(Instant::now()),
+                        Turn::Wait => {
+                            let now = Instant::now();
+                            limits.wake_by(now).min(later(now, RECHECK))
+                        }
                     };
                     if sleep.deadline() != target {
                         sleep.as_mut().reset(target);

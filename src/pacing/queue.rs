@@ -10,8 +10,24 @@ use tokio::time::Instant;
 /// slot came): past that, the next in line takes its place, so a response future that
 /// is not polled never holds its destination's queue.
 pub(crate) const GRACE: Duration = Duration::from_millis(20);
-/// How far [`Queue::wake_head`] looks past stalled waiters for live ones.
+/// How far [`Queue::wake_head`] and [`Queue::watch`] look along the queue.
 const WAKE_WALK: usize = 64;
+/// Waiters that watch the first in line (two: one may be stalled itself).
+const WATCHERS: usize = 2;
+/// A waiter that sleeps until woken looks at the queue at least this often anyway, in
+/// case every waiter that should have woken it stalled.
+pub(crate) const RECHECK: Duration = Duration::from_secs(1);
+
+/// What a waiter behind the first in line does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Watch {
+    /// The first in line stalled: pass it over.
+    SkipFront,
+    /// Look again then, to see whether the first in line took its turn.
+    At(Instant),
+    /// Others watch: sleep until woken.
+    Wait,
+}
 
 #[derive(Debug)]
 struct Waiter {
@@ -112,9 +128,46 @@ impl Queue {
         }
     }
 
-    /// When waiter `id` was due to poll, if it has not yet.
-    pub(crate) fn expected_at(&self, id: u64) -> Option<Instant> {
-        self.waiters.get(&id).and_then(|w| w.expected_at)
+    /// What waiter `id`, not first in line, does about those ahead of it. The first in
+    /// line is watched by the next [`WATCHERS`] waiters that are due to poll (each sleeps
+    /// until the first's turn, plus [`GRACE`]); the others sleep until woken: a turn
+    /// wakes a few waiters, not all of them.
+    pub(crate) fn watch(&mut self, id: u64, now: Instant) -> Watch {
+        let Some(front) = self.front() else {
+            return Watch::Wait;
+        };
+        let due = |w: &Waiter| w.expected_at.filter(|at| later(*at, GRACE) > now);
+        let first = self.waiters.get(&front).and_then(|w| w.expected_at);
+        if first.is_some_and(|at| later(at, GRACE) <= now) {
+            return Watch::SkipFront;
+        }
+        let mut earliest = first;
+        let mut watchers = 0;
+        let mut found = false;
+        let mut steps = 0;
+        for other in self.order.iter().skip(1).take(WAKE_WALK) {
+            steps += 1;
+            if *other == id {
+                found = true;
+                break;
+            }
+            if let Some(at) = self.waiters.get(other).and_then(due) {
+                earliest = Some(earliest.map_or(at, |e| e.min(at)));
+                watchers += 1;
+                if watchers >= WATCHERS {
+                    break;
+                }
+            }
+        }
+        #[cfg(test)]
+        {
+            self.steps += steps;
+        }
+        let _ = steps;
+        match earliest {
+            Some(at) if found => Watch::At(later(at, GRACE)),
+            _ => Watch::Wait,
+        }
     }
 
     /// The first in line stalled: it is passed over until it polls again.
@@ -164,14 +217,14 @@ impl Queue {
         was_front
     }
 
-    /// Wakes the first in line, to take its turn, and the one behind it, to watch that it
-    /// does; also any stalled waiters between them.
+    /// Wakes the first in line, to take its turn, and the [`WATCHERS`] behind it, to
+    /// watch that it does; also any stalled waiters between them.
     pub(crate) fn wake_head(&mut self, now: Instant) {
         self.wake(now, false);
     }
 
-    /// Wakes the one behind the first in line (to watch it), and any stalled waiters
-    /// between it and the next live one.
+    /// Wakes the [`WATCHERS`] behind the first in line (to watch it), and any stalled
+    /// waiters between them.
     pub(crate) fn wake_behind_front(&mut self, now: Instant) {
         self.wake(now, true);
     }
@@ -179,6 +232,7 @@ impl Queue {
     fn wake(&mut self, now: Instant, skip_front: bool) {
         let mut skip = skip_front;
         let mut live = usize::from(skip_front);
+        let wanted = 1 + WATCHERS;
         let mut steps = 0;
         for id in self.order.iter().take(WAKE_WALK) {
             steps += 1;
@@ -201,7 +255,7 @@ impl Queue {
             }
             if !stalled {
                 live += 1;
-                if live == 2 {
+                if live == wanted {
                     break;
                 }
             }
