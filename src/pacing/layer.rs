@@ -264,10 +264,15 @@ impl<S> Layer<S> for PacingLayer {
 ///     .max_wait(Duration::from_secs(3))
 ///     .max_cooldown(Duration::from_secs(60))
 ///     .slow_down_on([StatusCode::TOO_MANY_REQUESTS, StatusCode::BAD_GATEWAY])
+///     .max_queue(1_000)
+///     .max_destinations(100)
+///     .idle_timeout(Duration::from_secs(30))
 ///     .build()?;
 ///
 /// let err = PacingLayer::builder().slow_down_on([StatusCode::OK]).build().unwrap_err();
 /// assert_eq!((err.field(), err.value()), ("slow_down_on", "200"));
+/// let err = PacingLayer::builder().max_queue(0).build().unwrap_err();
+/// assert_eq!((err.field(), err.value()), ("max_queue", "0"));
 /// # drop(pacing);
 /// # Ok::<(), tower_backoff::ConfigError>(())
 /// ```
