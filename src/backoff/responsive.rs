@@ -184,6 +184,21 @@ impl ResponsiveBackOff {
         self.lock().metrics
     }
 
+    /// A backoff with the same settings and a state of its own, starting at zero; its
+    /// randomness is drawn from this one's seed sequence (reproducible when seeded).
+    pub(crate) fn fresh(&self) -> Self {
+        let jitter = self.lock().jitter.clone();
+        Self {
+            config: self.config,
+            state: Arc::new(Mutex::new(State {
+                current: Duration::ZERO,
+                streak: 0,
+                metrics: ResponsiveMetrics::default(),
+                jitter,
+            })),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // Nothing in the critical sections can panic, and even a torn update would leave
         // a usable state (any delay is valid): recover from poisoning rather than panic.

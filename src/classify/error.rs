@@ -182,7 +182,7 @@ fn next_in_chain<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a (dyn Error + 's
 
 /// What `e` itself (not its sources) says, when it is an error of a known library.
 fn verdict(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
-    // The pacing layer refused to wait that long: an immediate retry would be refused
+    // The pacing layer turned the request away (a wait too long, a full queue): an immediate retry would be refused
     // again, and a later one is the caller's call.
     if e.is::<crate::pacing::PacingError>() {
         return Some(ErrorClass::Fatal);

@@ -27,9 +27,9 @@ fn opaque(inner: impl Into<BoxError>) -> Opaque {
 }
 
 fn pacing() -> PacingError {
-    PacingError::WouldExceedBudget {
+    PacingError::WaitTooLong {
         wait: Duration::from_secs(2),
-        budget: Duration::from_secs(1),
+        max_wait: Duration::from_secs(1),
     }
 }
 
