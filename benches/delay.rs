@@ -19,7 +19,8 @@ use std::hint::black_box;
 use std::time::Duration;
 use tower::retry::backoff::{Backoff as _, ExponentialBackoffMaker, MakeBackoff};
 use tower::util::rng::HasherRng;
-use tower_backoff::{BackOff, DecorrelatedJitter, ExponentialBackOff, FullJitter, Schedule, aws};
+use tower_backoff::backoff::{DecorrelatedJitter, FullJitter, Schedule, aws};
+use tower_backoff::{BackOff, ExponentialBackOff};
 
 const INITIAL: Duration = Duration::from_millis(100);
 const CAP: Duration = Duration::from_secs(10);
@@ -39,23 +40,23 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(DRAWS));
 
     let ours = ExponentialBackOff::builder()
-        .initial_interval(INITIAL)
-        .multiplier(2.0)
-        .max_interval(CAP)
-        .randomization_factor(0.5)
-        .seed(1)
+        .with_initial_interval(INITIAL)
+        .with_multiplier(2.0)
+        .with_max_interval(CAP)
+        .with_randomization_factor(0.5)
+        .with_seed(1)
         .build()
         .unwrap();
     g.bench_function("tower-backoff ExponentialBackOff", |b| {
         ours_bench(b, ours.clone())
     });
     let ours_no_clock = ExponentialBackOff::builder()
-        .initial_interval(INITIAL)
-        .multiplier(2.0)
-        .max_interval(CAP)
-        .randomization_factor(0.5)
-        .max_elapsed_time(None)
-        .seed(1)
+        .with_initial_interval(INITIAL)
+        .with_multiplier(2.0)
+        .with_max_interval(CAP)
+        .with_randomization_factor(0.5)
+        .with_max_elapsed(None)
+        .with_seed(1)
         .build()
         .unwrap();
     g.bench_function("tower-backoff ExponentialBackOff, no max_elapsed", |b| {

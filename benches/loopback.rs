@@ -205,14 +205,19 @@ fn setup() -> (
         ),
         (
             "hyper-util client + RetryLayer",
-            Variant::new(RetryLayer::new(ExponentialBackOff::default()).layer(bare.clone())),
+            Variant::new(
+                RetryLayer::new(ExponentialBackOff::default())
+                    .layer(bare.clone())
+                    .map_err(BoxError::from),
+            ),
         ),
         (
             "hyper-util client + RetryLayer without retry budget",
             Variant::new(
                 RetryLayer::new(ExponentialBackOff::default())
                     .without_retry_budget()
-                    .layer(bare),
+                    .layer(bare)
+                    .map_err(BoxError::from),
             ),
         ),
     ];

@@ -66,7 +66,7 @@ fn variants() -> Vec<Variant> {
             // A backoff without a jitter stream to re-seed when tower clones the policy.
             "RetryLayer(ConstantBackOff) without stats, without retry budget",
             boxed(
-                RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)))
+                RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)).unwrap())
                     .without_stats()
                     .without_retry_budget()
                     .layer(Ok200),

@@ -15,6 +15,7 @@
 
 use axum::Router;
 use axum::body::Body;
+use axum::error_handling::HandleErrorLayer;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -28,18 +29,17 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tower::ServiceBuilder;
 use tower::ServiceExt;
-use tower::retry::Retry;
 use tower_backoff::body::DEFAULT_MAX_BYTES;
 use tower_backoff::classify::IDEMPOTENCY_KEY;
 use tower_backoff::{
-    ConstantBackOff, ExponentialBackOff, ReplayBody, RetryLayer, RetryPolicy, RetrySettings,
-    RetryStats,
+    ConstantBackOff, ExponentialBackOff, ReplayBody, RetryError, RetryLayer, RetryService,
+    RetrySettings, RetryStats,
 };
 
 /// The upstream client without retries.
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 /// The upstream client behind a retry layer.
-type RetryClient<B> = Retry<RetryPolicy<B>, HttpClient>;
+type RetryClient<B> = RetryService<B, HttpClient>;
 
 /// The header telling how many upstream attempts an answer took.
 pub const ATTEMPTS: &str = "x-upstream-attempts";
@@ -62,13 +62,13 @@ impl Gateway {
         // Searches: retried fast and often.
         let search = ServiceBuilder::new()
             .layer(
-                RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)))
+                RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap())
                     .settings(RetrySettings::new().with_max_attempts(5).expect("5 > 0")),
             )
             .service(http.clone());
         // Checkouts: fewer, slower retries, and POSTs only with an Idempotency-Key.
         let backoff = ExponentialBackOff::builder()
-            .initial_interval(Duration::from_millis(50))
+            .with_initial_interval(Duration::from_millis(50))
             .build()
             .expect("a valid backoff");
         let checkout = ServiceBuilder::new()
@@ -87,9 +87,12 @@ impl Gateway {
         // Server side: retry the whole inventory handler on 503. The body is made
         // replayable first, and handed back to axum as its own `Body` type.
         let retry_handler = ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(|err: RetryError| async move {
+                (StatusCode::INTERNAL_SERVER_ERROR, err.to_string())
+            }))
             .map_response(handler_attempts)
             .layer(
-                RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)))
+                RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap())
                     .replay_bodies(DEFAULT_MAX_BYTES),
             )
             .map_request(|req: Request<ReplayBody<Body>>| req.map(Body::new));

@@ -28,8 +28,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 
     let start = Instant::now();
     let backoff = ExponentialBackOff::builder()
-        .initial_interval(Duration::from_millis(200))
-        .multiplier(2.0)
+        .with_initial_interval(Duration::from_millis(200))
+        .with_multiplier(2.0)
         .build()?;
     let layer = RetryLayer::new(backoff)
         .settings(RetrySettings::new().with_max_attempts(6)?)
@@ -55,8 +55,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         });
     let client = ServiceBuilder::new()
         .layer(layer)
-        // With the crate's `hyper` feature the layer reads hyper-util's errors directly;
-        // without it, boxing them lets the default classifier walk their source chain.
+        // With the crate's `hyper` feature the layer reads hyper-util's errors directly and
+        // tells connect failures apart; without it, boxing them lets the policy see them,
+        // but only as "maybe sent" errors (retried for idempotent requests only).
         .map_err(tower::BoxError::from)
         .service(Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>());
 

@@ -26,7 +26,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 
     // The one line: any hyper-util client (or other tower HTTP service) gets the layer.
     let backoff = ExponentialBackOff::builder()
-        .initial_interval(Duration::from_millis(100))
+        .with_initial_interval(Duration::from_millis(100))
         .build()?;
     let client = ServiceBuilder::new()
         .layer(RetryLayer::new(backoff).on_retry(|e: &RetryEvent<'_>| {

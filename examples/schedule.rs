@@ -15,11 +15,11 @@ use std::env;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
-use tower_backoff::{
-    BackOff, BackOffExt, ConfigError, ConstantBackOff, DecorrelatedJitter, EqualJitter,
-    ExponentialBackOff, ExponentialJitter, Fibonacci, FullJitter, Linear, ResponsiveBackOff,
-    Schedule, StopBackOff, Table, ZeroBackOff, aws,
+use tower_backoff::backoff::{
+    DecorrelatedJitter, EqualJitter, ExponentialJitter, Fibonacci, FullJitter, Linear,
+    ResponsiveBackOff, Schedule, StopBackOff, Table, ZeroBackOff, aws,
 };
+use tower_backoff::{BackOff, BackOffExt, ConfigError, ConstantBackOff, ExponentialBackOff};
 
 const HELP: &str = "\
 Prints the retry schedule of a backoff strategy.
@@ -155,23 +155,22 @@ fn strategy(name: &str, opts: &mut Options) -> Result<Spec, Exit> {
     let spec = match name {
         "exponential" => {
             let builder = ExponentialBackOff::builder()
-                .initial_interval(
+                .with_initial_interval(
                     opts.duration("initial", ExponentialBackOff::DEFAULT_INITIAL_INTERVAL)?,
                 )
-                .multiplier(opts.number("multiplier", ExponentialBackOff::DEFAULT_MULTIPLIER)?)
-                .randomization_factor(opts.number(
+                .with_multiplier(opts.number("multiplier", ExponentialBackOff::DEFAULT_MULTIPLIER)?)
+                .with_randomization_factor(opts.number(
                     "randomization",
                     ExponentialBackOff::DEFAULT_RANDOMIZATION_FACTOR,
                 )?)
-                .max_interval(
+                .with_max_interval(
                     opts.duration("max-interval", ExponentialBackOff::DEFAULT_MAX_INTERVAL)?,
                 )
-                .max_elapsed_time(opts.optional_duration(
-                    "max-elapsed",
-                    ExponentialBackOff::DEFAULT_MAX_ELAPSED_TIME,
-                )?);
+                .with_max_elapsed(
+                    opts.optional_duration("max-elapsed", ExponentialBackOff::DEFAULT_MAX_ELAPSED)?,
+                );
             let policy = builder.clone().build()?;
-            let flat = builder.randomization_factor(0.0).build()?;
+            let flat = builder.with_randomization_factor(0.0).build()?;
             Spec {
                 describe: format!(
                     "exponential: initial {}, multiplier {:?}, randomization {:?}, max interval {}, max elapsed {}",
@@ -179,7 +178,7 @@ fn strategy(name: &str, opts: &mut Options) -> Result<Spec, Exit> {
                     policy.multiplier(),
                     policy.randomization_factor(),
                     human(policy.max_interval()),
-                    policy.max_elapsed_time().map_or("none".into(), human),
+                    policy.max_elapsed().map_or("none".into(), human),
                 ),
                 band: Some(policy.randomization_factor()),
                 make: Box::new(move |seed| Box::new(policy.clone().with_seed(seed))),
@@ -188,9 +187,8 @@ fn strategy(name: &str, opts: &mut Options) -> Result<Spec, Exit> {
         }
         "constant" => {
             let interval = opts.duration("interval", Duration::from_secs(1))?;
-            fixed(format!("constant: {}", human(interval)), move || {
-                ConstantBackOff::new(interval)
-            })
+            let constant = ConstantBackOff::new(interval)?;
+            fixed(format!("constant: {}", human(interval)), move || constant)
         }
         "zero" => fixed("zero".into(), || ZeroBackOff),
         "stop" => fixed("stop".into(), || StopBackOff),
@@ -221,14 +219,14 @@ fn strategy(name: &str, opts: &mut Options) -> Result<Spec, Exit> {
         }
         "aws-exponential" => {
             let (base, cap) = base_cap(opts)?;
-            let s =
-                aws::Exponential::with_step(base, cap, opts.number("step", aws::DEFAULT_STEP)?)?;
+            let s = aws::Exponential::new(base, cap)?
+                .with_step(opts.number("step", aws::DEFAULT_STEP)?)?;
             sampled(format!("{s:?}"), s)
         }
         "exponential-jitter" => {
             let (base, cap) = base_cap(opts)?;
-            let s =
-                ExponentialJitter::with_step(base, cap, opts.number("step", aws::DEFAULT_STEP)?)?;
+            let s = ExponentialJitter::new(base, cap)?
+                .with_step(opts.number("step", aws::DEFAULT_STEP)?)?;
             sampled(format!("{s:?}"), s)
         }
         "full-jitter" => {
@@ -257,15 +255,15 @@ fn strategy(name: &str, opts: &mut Options) -> Result<Spec, Exit> {
         }
         "responsive" => {
             let builder = ResponsiveBackOff::builder()
-                .initial_interval(
+                .with_initial_interval(
                     opts.duration("initial", ResponsiveBackOff::DEFAULT_INITIAL_INTERVAL)?,
                 )
-                .up_multiplier(opts.number("up", ResponsiveBackOff::DEFAULT_UP_MULTIPLIER)?)
-                .randomization_factor(opts.number(
+                .with_up_multiplier(opts.number("up", ResponsiveBackOff::DEFAULT_UP_MULTIPLIER)?)
+                .with_randomization_factor(opts.number(
                     "randomization",
                     ResponsiveBackOff::DEFAULT_RANDOMIZATION_FACTOR,
                 )?)
-                .max_interval(
+                .with_max_interval(
                     opts.duration("max-interval", ResponsiveBackOff::DEFAULT_MAX_INTERVAL)?,
                 );
             builder.build()?;
@@ -273,7 +271,7 @@ fn strategy(name: &str, opts: &mut Options) -> Result<Spec, Exit> {
                 describe: "responsive: delay after consecutive failures".into(),
                 // A shared responsive backoff learns across clones, so every run builds its own.
                 make: Box::new(move |seed| {
-                    Box::new(builder.seed(seed).build().expect("validated above"))
+                    Box::new(builder.with_seed(seed).build().expect("validated above"))
                 }),
                 nominal: None,
                 band: None,

@@ -28,11 +28,12 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt};
-use tower_backoff::budget::{RetryBudget, RetryThrottle};
-use tower_backoff::{
-    BackOff, DecorrelatedJitter, EqualJitter, ExponentialBackOff, FullJitter, PacingLayer,
-    ResponsiveBackOff, RetryLayer, RetrySettings, Schedule, Table, ZeroBackOff, aws,
+use tower_backoff::backoff::{
+    DecorrelatedJitter, EqualJitter, FullJitter, ResponsiveBackOff, Schedule, Table, ZeroBackOff,
+    aws,
 };
+use tower_backoff::budget::{RetryBudget, RetryThrottle};
+use tower_backoff::{BackOff, ExponentialBackOff, PacingLayer, RetryLayer, RetrySettings};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 type Req = Request<()>;
@@ -113,7 +114,7 @@ where
     S: tower::Service<Req, Response = Res, Error = BoxError> + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
-    BoxCloneService::new(layer.layer(server))
+    BoxCloneService::new(layer.layer(server).map_err(BoxError::from))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -188,10 +189,10 @@ fn contention(strategy: &str, clients: u32, seed: u64) -> ContentionRun {
         ),
         "ExponentialBackOff 5 ms / 2 s" => contention_with(
             ExponentialBackOff::builder()
-                .initial_interval(BLOG_BASE)
-                .max_interval(BLOG_CAP)
-                .max_elapsed_time(None)
-                .seed(seed)
+                .with_initial_interval(BLOG_BASE)
+                .with_max_interval(BLOG_CAP)
+                .with_max_elapsed(None)
+                .with_seed(seed)
                 .build()
                 .unwrap(),
             clients,
@@ -522,14 +523,14 @@ const VARIANTS: [Variant; 7] = [
 /// The default pacing layer but for its initial interval, its randomization seeded.
 fn pacing(seed: u64, initial_interval: Duration) -> PacingLayer {
     let backoff = ResponsiveBackOff::builder()
-        .initial_interval(initial_interval)
-        .max_interval(PacingLayer::DEFAULT_MAX_INTERVAL)
-        .up_multiplier(PacingLayer::DEFAULT_UP_MULTIPLIER)
-        .down_multiplier(PacingLayer::DEFAULT_DOWN_MULTIPLIER)
-        .down_threshold(PacingLayer::DEFAULT_DOWN_THRESHOLD)
-        .randomization_factor(PacingLayer::DEFAULT_RANDOMIZATION_FACTOR)
-        .max_randomization(PacingLayer::DEFAULT_MAX_RANDOMIZATION)
-        .seed(seed)
+        .with_initial_interval(initial_interval)
+        .with_max_interval(PacingLayer::DEFAULT_MAX_INTERVAL)
+        .with_up_multiplier(PacingLayer::DEFAULT_UP_MULTIPLIER)
+        .with_down_multiplier(PacingLayer::DEFAULT_DOWN_MULTIPLIER)
+        .with_down_threshold(PacingLayer::DEFAULT_DOWN_THRESHOLD)
+        .with_randomization_factor(PacingLayer::DEFAULT_RANDOMIZATION_FACTOR)
+        .with_max_randomization(PacingLayer::DEFAULT_MAX_RANDOMIZATION)
+        .with_seed(seed)
         .build()
         .unwrap();
     PacingLayer::builder().backoff(backoff).build().unwrap()
@@ -574,12 +575,14 @@ where
         // Pacing inside the retry layer (the recommended place): every attempt is paced.
         Variant::BudgetPacing => BoxCloneService::new(
             tower::ServiceBuilder::new()
+                .map_err(BoxError::from)
                 .layer(RetryLayer::new(backoff).settings(three))
                 .layer(paced.clone())
                 .service(server),
         ),
         Variant::BudgetPacingFine => BoxCloneService::new(
             tower::ServiceBuilder::new()
+                .map_err(BoxError::from)
                 .layer(RetryLayer::new(backoff).settings(three))
                 .layer(fine.clone())
                 .service(server),
@@ -592,6 +595,7 @@ where
         ),
         Variant::NaivePacing => BoxCloneService::new(
             tower::ServiceBuilder::new()
+                .map_err(BoxError::from)
                 .layer(
                     RetryLayer::new(backoff)
                         .settings(three)
@@ -602,6 +606,7 @@ where
         ),
         Variant::PatientPacing => BoxCloneService::new(
             tower::ServiceBuilder::new()
+                .map_err(BoxError::from)
                 .layer(
                     RetryLayer::new(backoff)
                         .settings(patient)
@@ -1042,10 +1047,10 @@ fn delay_samples() -> Vec<(&'static str, Vec<Vec<f64>>)> {
             "ExponentialBackOff (×1.5, ±50 %)",
             draw(|s| {
                 ExponentialBackOff::builder()
-                    .initial_interval(base)
-                    .max_interval(cap)
-                    .max_elapsed_time(None)
-                    .seed(s)
+                    .with_initial_interval(base)
+                    .with_max_interval(cap)
+                    .with_max_elapsed(None)
+                    .with_seed(s)
                     .build()
                     .unwrap()
             }),

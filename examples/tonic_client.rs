@@ -24,10 +24,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = server.clone().serve().await;
 
     let backoff = ExponentialBackOff::builder()
-        .initial_interval(Duration::from_millis(20))
+        .with_initial_interval(Duration::from_millis(20))
         .build()?;
     let retry = RetryLayer::grpc(backoff)
-        .settings(RetrySettings::grpc().with_max_attempts(5)?)
+        .settings(RetrySettings::new().with_max_attempts(5)?)
         .on_retry(|e: &RetryEvent<'_>| {
             println!(
                 "  attempt {} failed ({}), retrying in {:?}",

@@ -70,6 +70,7 @@
 //!
 //! [A6]: https://github.com/grpc/proposal/blob/master/A6-client-retries.md
 
+use crate::header::{digits, trim_ows};
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
 use std::fmt;
@@ -175,13 +176,10 @@ impl Code {
     /// assert_eq!(Code::from_header_value(&HeaderValue::from_static("-1")), Code::Unknown);
     /// ```
     pub fn from_header_value(value: &HeaderValue) -> Code {
-        match parse_u64(value.as_bytes()) {
-            Some(Ok(n)) => i32::try_from(n)
-                .ok()
-                .and_then(Code::from_i32)
-                .unwrap_or(Code::Unknown),
-            _ => Code::Unknown,
-        }
+        digits(trim_ows(value.as_bytes()))
+            .and_then(|n| i32::try_from(n).ok())
+            .and_then(Code::from_i32)
+            .unwrap_or(Code::Unknown)
     }
 
     /// The code's number.
@@ -361,9 +359,9 @@ pub fn pushback(headers: &HeaderMap) -> Option<Pushback> {
     if values.next().is_some() {
         return Some(Pushback::DoNotRetry);
     }
-    Some(match parse_u64(first.as_bytes()) {
-        Some(Ok(ms)) => Pushback::RetryAfter(Duration::from_millis(ms)),
-        Some(Err(Saturated)) => Pushback::RetryAfter(Duration::from_millis(u64::MAX)),
+    // Too many digits for a u64 saturates: an absurdly long pushback, not a refusal.
+    Some(match digits(trim_ows(first.as_bytes())) {
+        Some(ms) => Pushback::RetryAfter(Duration::from_millis(ms)),
         None => Pushback::DoNotRetry,
     })
 }
@@ -443,8 +441,16 @@ pub fn classify(headers: &HeaderMap, retryable: GrpcCodes) -> GrpcDecision {
 /// );
 /// ```
 pub fn classify_response<B>(response: &http::Response<B>, retryable: GrpcCodes) -> GrpcDecision {
-    let headers = response.headers();
-    match status_from_headers(headers).or_else(|| Code::from_http_status(response.status())) {
+    classify_head(response.status(), response.headers(), retryable)
+}
+
+/// [`classify_response`] from the parts of a response head.
+pub(crate) fn classify_head(
+    status: StatusCode,
+    headers: &HeaderMap,
+    retryable: GrpcCodes,
+) -> GrpcDecision {
+    match status_from_headers(headers).or_else(|| Code::from_http_status(status)) {
         None => GrpcDecision::Committed,
         Some(code) => decide(code, headers, retryable),
     }
@@ -502,26 +508,4 @@ pub fn set_previous_attempts(headers: &mut HeaderMap, n: u32) {
     } else {
         headers.insert(name, HeaderValue::from(n));
     }
-}
-
-/// A number too large for a `u64`.
-struct Saturated;
-
-/// ASCII digits with optional spaces/tabs around them; `None` when anything else is there.
-fn parse_u64(bytes: &[u8]) -> Option<Result<u64, Saturated>> {
-    let is_ows = |b: &u8| *b == b' ' || *b == b'\t';
-    let start = bytes.iter().position(|b| !is_ows(b))?;
-    let end = bytes.iter().rposition(|b| !is_ows(b))? + 1;
-    let digits = &bytes[start..end];
-    if !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(
-        digits
-            .iter()
-            .try_fold(0u64, |acc, d| {
-                acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-            })
-            .ok_or(Saturated),
-    )
 }

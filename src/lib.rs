@@ -3,16 +3,20 @@
 //! `tower-backoff` has two halves:
 //!
 //! - **Backoff strategies** ([`backoff`]): how long to wait before each retry and when to
-//!   stop — cenkalti-style [`ExponentialBackOff`], constant, zero and stop, the stateless
-//!   [`Table`] of jittered delays, [`Linear`] and [`Fibonacci`], the AWS jitter family
-//!   ([`FullJitter`], [`EqualJitter`], [`DecorrelatedJitter`], [`ExponentialJitter`],
-//!   [`aws::Fixed`], [`aws::Exponential`]) and the up/down [`ResponsiveBackOff`]. Any of them
-//!   drives the plain async [`retry()`] function or a [`Ticker`].
+//!   stop — [`ExponentialBackOff`] as in Go's cenkalti/backoff, constant, zero and stop, the
+//!   stateless [`Table`](backoff::Table) of jittered delays, [`Linear`](backoff::Linear) and
+//!   [`Fibonacci`](backoff::Fibonacci), the jitter strategies of the AWS Architecture Blog
+//!   ([`FullJitter`](backoff::FullJitter), [`EqualJitter`](backoff::EqualJitter),
+//!   [`DecorrelatedJitter`](backoff::DecorrelatedJitter),
+//!   [`ExponentialJitter`](backoff::ExponentialJitter), [`aws::Fixed`](backoff::aws::Fixed),
+//!   [`aws::Exponential`](backoff::aws::Exponential)) and the up/down
+//!   [`ResponsiveBackOff`](backoff::ResponsiveBackOff). Any of them drives the plain async
+//!   [`retry()`] function or a [`Ticker`](retry::Ticker).
 //! - **A tower layer** ([`RetryLayer`]) for HTTP clients: its [`RetryPolicy`] retries 429,
 //!   503 (after the server's `Retry-After`), 502/504/408 and transport failures, never sends
 //!   a non-idempotent request twice unless it could not have reached the server, and stops
-//!   within a per-request [`budget`] of attempts and elapsed time instead of sleeping only
-//!   to give up.
+//!   within per-request [`limits`] of attempts and elapsed time instead of sleeping only
+//!   to give up; a shared retry [`budget`] bounds the extra load retries put on a server.
 //!
 //! # Quick start
 //!
@@ -69,6 +73,8 @@
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 mod error;
+mod header;
+mod time;
 pub use error::ConfigError;
 
 /// The README's Rust snippets, compiled and run as doc-tests (they use every feature).
@@ -76,63 +82,37 @@ pub use error::ConfigError;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-// ---- backoff core ----
+// The root re-exports what a user names in the first five minutes: the retry layer and its
+// settings, the main backoffs and their traits, `retry()`. Everything else is reached
+// through its module (see CONTRIBUTING.md).
+
 pub mod backoff;
-pub use backoff::{BackOff, Schedule, Scheduled};
+pub use backoff::{BackOff, BackOffExt, ConstantBackOff, ExponentialBackOff};
 
-// ---- plain async retry (section A) ----
 pub mod retry;
-mod ticker;
+pub use retry::retry;
 
-pub use backoff::{
-    BackOffExt, ConstantBackOff, ExponentialBackOff, ExponentialBackOffBuilder, MaxDelay,
-    MaxElapsed, MaxRetries, StopBackOff, ZeroBackOff,
-};
-pub use retry::{retry, retry_notify};
-pub use ticker::Ticker;
-
-// ---- end section A ----
-
-// ---- retry-after (section C) ----
 pub mod grpc;
 pub mod retry_after;
 
-// ---- end section C ----
-
-// ---- tower layer (section D) ----
 pub mod budget;
 pub mod classify;
 mod layer;
+pub use classify::{RequestHead, RetryReason};
+pub mod limits;
 pub use layer::{
-    DEFAULT_MAX_RETRY_AFTER, GiveUp, OnRetry, RequestHead, RetryDelay, RetryEvent, RetryLayer,
-    RetryPolicy, RetryReason, RetrySettings, RetryStats, Routes,
+    AttemptTimedOut, DEFAULT_MAX_RETRY_AFTER, DEFAULT_RETRY_AFTER_JITTER, GiveUp, GiveUpEvent,
+    OnGiveUp, OnRetry, ResponseFuture, RetryDelay, RetryError, RetryEvent, RetryLayer, RetryPolicy,
+    RetryService, RetrySettings, RetryStats, Routes,
 };
 
-// ---- end section D ----
-
-// ---- bodies (section E) ----
 pub mod body;
 pub use body::{Capped, Interrupted, ReplayBody, ReplayBodyLayer, ReplayBodyService, ReplayGuard};
 
-// ---- end section E ----
-
-// ---- strategies (section B) ----
-pub use backoff::aws;
-pub use backoff::{
-    DecorrelatedJitter, EqualJitter, ExponentialJitter, Fibonacci, FullJitter, Linear,
-    ResponsiveBackOff, ResponsiveBackOffBuilder, ResponsiveMetrics, Table,
-};
-
-// ---- end section B ----
-
-// ---- pacing (section H) ----
 pub mod pacing;
-
 pub use pacing::{Pacing, PacingBuilder, PacingDeadline, PacingError, PacingLayer};
 
-// ---- end section H ----
-
-// ---- client integrations (section G) ----
 pub mod integrations;
+pub mod metrics;
 
 // ---- end section G ----

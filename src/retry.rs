@@ -5,6 +5,9 @@
 //! is retried after the backoff's delay, or after the delay the server asked for. Plain
 //! errors convert into transient ones, so `?` inside the operation just works.
 //!
+//! For a loop that pulls rather than calls (a reconnect loop, a poller), [`Ticker`] is a
+//! stream of instants spaced by the same backoffs.
+//!
 //! ```
 //! use std::time::Duration;
 //! use tower_backoff::{BackOffExt, ConstantBackOff, retry};
@@ -12,7 +15,7 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
 //! let mut calls = 0;
-//! let backoff = ConstantBackOff::new(Duration::from_millis(10)).with_max_retries(5);
+//! let backoff = ConstantBackOff::new(Duration::from_millis(10)).unwrap().with_max_retries(5);
 //! let value = retry(backoff, || {
 //!     calls += 1;
 //!     let n = calls;
@@ -29,10 +32,13 @@
 //! # }
 //! ```
 
-use crate::BackOff;
+use crate::backoff::BackOff;
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
+
+mod ticker;
+pub use ticker::Ticker;
 
 /// How an operation failed: whether, and when, to try it again.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +50,9 @@ pub enum Error<E> {
         /// The error, returned if no retry is left.
         err: E,
         /// A delay requested by the other side (e.g. `Retry-After`); it replaces the
-        /// backoff's delay for this retry, though the backoff still decides whether to stop.
+        /// backoff's delay for this retry, though the backoff still decides whether to
+        /// stop, and a delay that would end past the backoff's time limit
+        /// ([`BackOff::remaining`]) stops the retrying at once.
         retry_after: Option<Duration>,
     },
 }
@@ -63,7 +71,8 @@ impl<E> Error<E> {
         }
     }
 
-    /// An error to retry after `delay` rather than the backoff's delay.
+    /// An error to retry after `delay` rather than the backoff's delay (unless `delay`
+    /// would end past the backoff's time limit: then the retrying stops).
     pub const fn retry_after(err: E, delay: Duration) -> Self {
         Self::Transient {
             err,
@@ -111,7 +120,11 @@ impl<E: std::error::Error + 'static> std::error::Error for Error<E> {
 /// or its last error.
 ///
 /// The backoff is reset first, and `op` always runs at least once. Between attempts it
-/// sleeps with [`tokio::time::sleep`]. Plain errors raised with `?` are transient; mark
+/// sleeps with [`tokio::time::sleep`]. A delay the operation asks for with
+/// [`Error::retry_after`] replaces the backoff's delay, but never outlasts the backoff's
+/// time limit ([`BackOff::remaining`], e.g. [`with_max_elapsed`](crate::backoff::BackOffExt::with_max_elapsed)):
+/// when it would end past it, `retry` returns the error at once instead of sleeping only
+/// to give up. Plain errors raised with `?` are transient; mark
 /// the ones retrying cannot fix as [`Error::permanent`]:
 ///
 /// ```
@@ -158,7 +171,8 @@ where
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOffExt, ZeroBackOff, retry};
+/// use tower_backoff::{BackOffExt, retry};
+/// use tower_backoff::backoff::ZeroBackOff;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
@@ -194,7 +208,14 @@ where
         let Some(computed) = backoff.next_backoff() else {
             return Err(err);
         };
-        let delay = retry_after.unwrap_or(computed);
+        let delay = match retry_after {
+            // A requested delay ending past the backoff's time limit: give up now.
+            Some(asked) if backoff.remaining().is_some_and(|left| asked > left) => {
+                return Err(err);
+            }
+            Some(asked) => asked,
+            None => computed,
+        };
         notify(&err, delay);
         tokio::time::sleep(delay).await;
     }
@@ -203,7 +224,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BackOffExt, ConstantBackOff, StopBackOff};
+    use crate::backoff::{BackOffExt, ConstantBackOff, StopBackOff, ZeroBackOff};
     use tokio::time::Instant;
 
     /// Fails with a transient error `failures` times, then returns the call count.
@@ -219,7 +240,9 @@ mod tests {
     async fn succeeds_after_transient_errors_waiting_each_delay() {
         let calls = std::cell::Cell::new(0);
         let start = Instant::now();
-        let backoff = ConstantBackOff::new(Duration::from_secs(2)).with_max_retries(10);
+        let backoff = ConstantBackOff::new(Duration::from_secs(2))
+            .unwrap()
+            .with_max_retries(10);
         let result = retry(backoff, || flaky(&calls, 3)).await;
         assert_eq!(result, Ok(4));
         assert_eq!(calls.get(), 4);
@@ -229,7 +252,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn returns_last_error_when_backoff_stops() {
         let calls = std::cell::Cell::new(0);
-        let backoff = ConstantBackOff::new(Duration::from_secs(1)).with_max_retries(2);
+        let backoff = ConstantBackOff::new(Duration::from_secs(1))
+            .unwrap()
+            .with_max_retries(2);
         let result = retry(backoff, || flaky(&calls, 100)).await;
         assert_eq!(result, Err("failure 3".to_string()));
         assert_eq!(calls.get(), 3);
@@ -239,10 +264,13 @@ mod tests {
     async fn permanent_error_stops_at_once() {
         let calls = std::cell::Cell::new(0);
         let start = Instant::now();
-        let result: Result<(), _> = retry(ConstantBackOff::new(Duration::from_secs(1)), || {
-            calls.set(calls.get() + 1);
-            async { Err(Error::permanent("bad request")) }
-        })
+        let result: Result<(), _> = retry(
+            ConstantBackOff::new(Duration::from_secs(1)).unwrap(),
+            || {
+                calls.set(calls.get() + 1);
+                async { Err(Error::permanent("bad request")) }
+            },
+        )
         .await;
         assert_eq!(result, Err("bad request"));
         assert_eq!(calls.get(), 1);
@@ -261,7 +289,9 @@ mod tests {
     async fn notify_sees_each_retry_but_not_the_stop() {
         let calls = std::cell::Cell::new(0);
         let mut seen = Vec::new();
-        let backoff = ConstantBackOff::new(Duration::from_millis(300)).with_max_retries(2);
+        let backoff = ConstantBackOff::new(Duration::from_millis(300))
+            .unwrap()
+            .with_max_retries(2);
         let result = retry_notify(
             backoff,
             || flaky(&calls, 100),
@@ -281,7 +311,9 @@ mod tests {
         let calls = std::cell::Cell::new(0);
         let mut delays = Vec::new();
         let start = Instant::now();
-        let backoff = ConstantBackOff::new(Duration::from_secs(1)).with_max_retries(2);
+        let backoff = ConstantBackOff::new(Duration::from_secs(1))
+            .unwrap()
+            .with_max_retries(2);
         let result: Result<(), _> = retry_notify(
             backoff,
             || {
@@ -304,9 +336,72 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_secs(31));
     }
 
+    /// Fails once asking for `asked`, then succeeds; counts the calls.
+    async fn asks_once(
+        calls: &std::cell::Cell<u32>,
+        asked: Duration,
+    ) -> Result<u32, Error<&'static str>> {
+        calls.set(calls.get() + 1);
+        if calls.get() == 1 {
+            Err(Error::retry_after("busy", asked))
+        } else {
+            Ok(calls.get())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_requested_delay_past_the_time_limit_gives_up_at_once() {
+        let calls = std::cell::Cell::new(0);
+        let mut notified = 0;
+        let start = Instant::now();
+        let backoff = ConstantBackOff::new(Duration::from_secs(1))
+            .unwrap()
+            .with_max_elapsed(Duration::from_secs(60));
+        let result = retry_notify(
+            backoff,
+            || asks_once(&calls, Duration::from_secs(86_400)),
+            |_: &&str, _| notified += 1,
+        )
+        .await;
+        assert_eq!(result, Err("busy"));
+        assert_eq!((calls.get(), notified), (1, 0));
+        assert_eq!(start.elapsed(), Duration::ZERO, "did not sleep");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_requested_delay_within_the_time_limit_is_honoured() {
+        let calls = std::cell::Cell::new(0);
+        let start = Instant::now();
+        let backoff = ConstantBackOff::new(Duration::from_secs(1))
+            .unwrap()
+            .with_max_elapsed(Duration::from_secs(60));
+        let result = retry(backoff, || asks_once(&calls, Duration::from_secs(60))).await;
+        assert_eq!(result, Ok(2));
+        assert_eq!(start.elapsed(), Duration::from_secs(60));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_exponential_max_elapsed_time_bounds_requested_delays_too() {
+        let calls = std::cell::Cell::new(0);
+        let start = Instant::now();
+        let backoff = crate::backoff::ExponentialBackOff::builder()
+            .with_max_elapsed(Some(Duration::from_secs(60)))
+            .build()
+            .unwrap();
+        let result = retry(backoff, || asks_once(&calls, Duration::from_secs(61))).await;
+        assert_eq!(result, Err("busy"));
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        // Without a time limit, any requested delay is honoured.
+        calls.set(0);
+        let unbounded = ConstantBackOff::new(Duration::from_secs(1)).unwrap();
+        let result = retry(unbounded, || asks_once(&calls, Duration::from_secs(86_400))).await;
+        assert_eq!(result, Ok(2));
+        assert_eq!(start.elapsed(), Duration::from_secs(86_400));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn backoff_is_reset_before_starting() {
-        let mut backoff = ConstantBackOff::new(Duration::ZERO).with_max_retries(1);
+        let mut backoff = ZeroBackOff.with_max_retries(1);
         assert_eq!(backoff.next_backoff(), Some(Duration::ZERO));
         assert_eq!(backoff.next_backoff(), None);
         let calls = std::cell::Cell::new(0);
@@ -319,9 +414,10 @@ mod tests {
         fn assert_send<T: Send>(t: T) -> T {
             t
         }
-        let fut = assert_send(retry(crate::ExponentialBackOff::default(), || async {
-            Ok::<_, Error<std::io::Error>>(5)
-        }));
+        let fut = assert_send(retry(
+            crate::backoff::ExponentialBackOff::default(),
+            || async { Ok::<_, Error<std::io::Error>>(5) },
+        ));
         assert_eq!(tokio::spawn(fut).await.unwrap().unwrap(), 5);
     }
 

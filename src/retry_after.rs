@@ -82,6 +82,7 @@
 //! [RFC 9110 §5.6.7]: https://www.rfc-editor.org/rfc/rfc9110#section-5.6.7
 //! [draft-ietf-httpapi-ratelimit-headers]: https://datatracker.ietf.org/doc/draft-ietf-httpapi-ratelimit-headers/
 
+use crate::header::{self, trim_ows};
 use http::{HeaderMap, HeaderValue};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -173,22 +174,5 @@ fn legacy_reset(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 
 /// `1*DIGIT` as whole seconds, saturating at `u64::MAX` seconds; `None` if not all digits.
 fn delay_seconds(bytes: &[u8]) -> Option<Duration> {
-    if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let secs = bytes.iter().try_fold(0u64, |acc, digit| {
-        acc.checked_mul(10)?.checked_add(u64::from(digit - b'0'))
-    });
-    Some(Duration::from_secs(secs.unwrap_or(u64::MAX)))
-}
-
-/// Strips the optional whitespace (spaces and tabs) HTTP allows around a field value.
-fn trim_ows(bytes: &[u8]) -> &[u8] {
-    let is_ows = |b: &u8| *b == b' ' || *b == b'\t';
-    let start = bytes.iter().position(|b| !is_ows(b)).unwrap_or(bytes.len());
-    let end = bytes
-        .iter()
-        .rposition(|b| !is_ows(b))
-        .map_or(start, |i| i + 1);
-    &bytes[start..end]
+    header::digits(bytes).map(Duration::from_secs)
 }

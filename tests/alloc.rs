@@ -9,7 +9,6 @@
 use http::Response;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::convert::Infallible;
 use tower::retry::Retry;
 use tower::{Layer, Service};
 use tower_backoff::{ExponentialBackOff, RetryLayer, RetryStats};
@@ -72,7 +71,11 @@ fn allocations<T>(f: impl FnOnce() -> T) -> (u64, T) {
 /// Allocations of one request through `svc`, after a warm-up request (lazy statics,
 /// thread-locals and the like are not per-request costs). The request itself is built
 /// before counting starts.
-fn per_request<S: Service<Req, Response = Res, Error = Infallible>>(svc: &mut S) -> (u64, Res) {
+fn per_request<S>(svc: &mut S) -> (u64, Res)
+where
+    S: Service<Req, Response = Res>,
+    S::Error: std::fmt::Debug,
+{
     let template = request();
     drop(send(svc, clone_request(&template)));
     let req = clone_request(&template);
@@ -131,6 +134,8 @@ fn success_path_allocates_only_the_request_clone_and_the_stats() {
         "RetryLayer without stats: the request clone only"
     );
 
+    // With the defaults: a first-attempt success carries no stats (nothing to say), so it
+    // costs what `without_stats` costs.
     for (name, layer) in [
         ("default", RetryLayer::new(ExponentialBackOff::default())),
         (
@@ -139,19 +144,10 @@ fn success_path_allocates_only_the_request_clone_and_the_stats() {
         ),
     ] {
         let (ours, res) = per_request(&mut layer.layer(Ok200));
+        assert!(res.extensions().get::<RetryStats>().is_none(), "{name}");
         assert_eq!(
-            res.extensions().get::<RetryStats>(),
-            Some(&RetryStats {
-                attempts: 1,
-                ..RetryStats::default()
-            }),
-            "{name}"
-        );
-        assert_eq!(
-            ours,
-            clone_allocs + STATS_INSERT_ALLOCS,
-            "RetryLayer ({name}): request clone ({clone_allocs}) + RetryStats insert \
-             ({STATS_INSERT_ALLOCS}), nothing else"
+            ours, clone_allocs,
+            "RetryLayer ({name}): the request clone ({clone_allocs}), nothing else"
         );
     }
 }

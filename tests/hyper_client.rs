@@ -20,7 +20,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tower::{ServiceBuilder, ServiceExt};
-use tower_backoff::{BackOff, RetryEvent, RetryLayer, RetryReason, RetrySettings, RetryStats};
+use tower_backoff::{
+    BackOff, GiveUp, RetryError, RetryEvent, RetryLayer, RetryReason, RetrySettings, RetryStats,
+};
 
 const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
@@ -122,7 +124,13 @@ async fn waits_for_retry_after_seconds_then_http_date_then_backs_off_on_429() {
     let client = ServiceBuilder::new()
         .layer(
             RetryLayer::new(Fixed)
-                .settings(RetrySettings::new().with_max_attempts(4).unwrap())
+                .settings(
+                    RetrySettings::new()
+                        .with_max_attempts(4)
+                        .unwrap()
+                        .with_retry_after_jitter(0.0)
+                        .unwrap(),
+                )
                 .on_retry(hook),
         )
         .service(client());
@@ -239,7 +247,9 @@ async fn a_post_that_may_have_arrived_is_not_resent_but_a_get_is() {
         .oneshot(request(Method::POST, addr))
         .await
         .unwrap_err();
-    assert!(!err.is_connect());
+    assert_eq!(err.stats().attempts, 1);
+    assert_eq!(err.stats().gave_up, Some(GiveUp::NotIdempotent));
+    assert!(!hyper_error(err).is_connect());
     assert_eq!(*count.lock().unwrap(), 1, "the POST was sent once");
 
     let (addr, count) = hang_up_server().await;
@@ -253,6 +263,13 @@ async fn a_post_that_may_have_arrived_is_not_resent_but_a_get_is() {
     assert_eq!(res.status(), 200);
     assert_eq!(*count.lock().unwrap(), 2);
     assert_eq!(*seen.lock().unwrap(), [(100 * MS, RetryReason::Transport)]);
+}
+
+/// The hyper-util error a request finally failed with.
+fn hyper_error(err: RetryError) -> Box<hyper_util::client::legacy::Error> {
+    err.into_inner()
+        .downcast()
+        .expect("a hyper-util client error")
 }
 
 async fn free_port() -> SocketAddr {
@@ -270,7 +287,8 @@ async fn a_refused_post_is_retried_and_gives_up_with_the_connect_error() {
         .oneshot(request(Method::POST, addr))
         .await
         .unwrap_err();
-    assert!(err.is_connect(), "{err:?}");
+    assert_eq!(err.stats().attempts, 3);
+    assert!(hyper_error(err).is_connect());
     assert_eq!(
         *seen.lock().unwrap(),
         [

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tower::{Layer, Service, ServiceExt};
-use tower_backoff::budget::{Exhausted, RetryBudget, RetryThrottle};
+use tower_backoff::budget::{RetryBudget, RetryThrottle, ThrottleOutcome};
+use tower_backoff::limits::LimitReached;
 use tower_backoff::{ConstantBackOff, GiveUp, RetryLayer, RetrySettings, RetryStats};
 
 /// A server in total outage: every request is answered 503; counts the attempts.
@@ -26,7 +27,7 @@ fn outage(
 }
 
 fn layer(budget: Option<RetryBudget>) -> RetryLayer<ConstantBackOff> {
-    let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)))
+    let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap())
         .settings(RetrySettings::new().with_max_attempts(3).unwrap());
     match budget {
         Some(budget) => layer.retry_budget(budget),
@@ -48,7 +49,11 @@ async fn run(layer: RetryLayer<ConstantBackOff>, requests: u32) -> u32 {
         assert!(
             matches!(
                 gave_up,
-                Some(GiveUp::RetryBudget | GiveUp::Throttled | GiveUp::Budget(Exhausted::Attempts))
+                Some(
+                    GiveUp::RetryBudget
+                        | GiveUp::Throttled
+                        | GiveUp::Limit(LimitReached::MaxAttempts)
+                )
             ),
             "{gave_up:?}"
         );
@@ -84,7 +89,7 @@ async fn clones_of_a_layer_and_its_services_share_one_budget() {
 async fn the_default_layer_has_a_budget() {
     // RetryBudget::default(): 10 retries/s over 10 s = a floor of 100 retries, then 20 %.
     let attempts = run(
-        RetryLayer::new(ConstantBackOff::new(Duration::from_millis(1)))
+        RetryLayer::new(ConstantBackOff::new(Duration::from_millis(1)).unwrap())
             .settings(RetrySettings::new().with_max_attempts(3).unwrap()),
         1000,
     )
@@ -109,7 +114,7 @@ async fn the_throttle_stops_retries_after_a_few_failures_in_a_row() {
 async fn successes_refill_the_throttle_and_retries_resume() {
     let throttle = RetryThrottle::new(10, 0.1).unwrap();
     for _ in 0..10 {
-        throttle.on_failure();
+        throttle.record(ThrottleOutcome::RetryableFailure);
     }
     let ok = tower::service_fn(|_req: Request<String>| async {
         Ok::<_, std::io::Error>(Response::new(String::new()))

@@ -56,12 +56,12 @@ fn config() -> impl Strategy<Value = Config> {
 
 fn build(c: &Config) -> ExponentialBackOff {
     ExponentialBackOff::builder()
-        .initial_interval(c.initial)
-        .max_interval(c.max)
-        .randomization_factor(c.rf)
-        .multiplier(c.multiplier)
-        .max_elapsed_time(None)
-        .seed(c.seed)
+        .with_initial_interval(c.initial)
+        .with_max_interval(c.max)
+        .with_randomization_factor(c.rf)
+        .with_multiplier(c.multiplier)
+        .with_max_elapsed(None)
+        .with_seed(c.seed)
         .build()
         .expect("valid configuration")
 }
@@ -170,5 +170,52 @@ impl BackOff for Replay {
 
     fn reset(&mut self) {
         self.1 = 0;
+    }
+}
+
+/// One rule for zero: every strategy refuses a zero base, interval or step, naming it
+/// (`ZeroBackOff` is the strategy that never waits), and accepts the smallest positive one.
+#[test]
+fn every_strategy_refuses_a_zero_base_and_accepts_one_nanosecond() {
+    use tower_backoff::ConstantBackOff;
+    use tower_backoff::backoff::aws::{Exponential, Fixed};
+    use tower_backoff::backoff::{
+        DecorrelatedJitter, EqualJitter, ExponentialJitter, Fibonacci, FullJitter, Linear,
+        ResponsiveBackOff,
+    };
+    let cap = Duration::from_secs(1);
+    let field = |r: Result<(), tower_backoff::ConfigError>| r.unwrap_err().field();
+    let built = |base: Duration| -> Vec<(&'static str, Result<(), tower_backoff::ConfigError>)> {
+        vec![
+            ("interval", ConstantBackOff::new(base).map(drop)),
+            ("delay", Fixed::new(base).map(drop)),
+            ("base", Exponential::new(base, cap).map(drop)),
+            ("base", ExponentialJitter::new(base, cap).map(drop)),
+            ("base", FullJitter::new(base, cap).map(drop)),
+            ("base", EqualJitter::new(base, cap).map(drop)),
+            ("base", DecorrelatedJitter::new(base, cap).map(drop)),
+            ("interval", Linear::new(base, cap).map(drop)),
+            ("base", Fibonacci::new(base, cap).map(drop)),
+            (
+                "initial_interval",
+                ExponentialBackOff::builder()
+                    .with_initial_interval(base)
+                    .build()
+                    .map(drop),
+            ),
+            (
+                "initial_interval",
+                ResponsiveBackOff::builder()
+                    .with_initial_interval(base)
+                    .build()
+                    .map(drop),
+            ),
+        ]
+    };
+    for (i, (name, result)) in built(Duration::ZERO).into_iter().enumerate() {
+        assert_eq!(field(result), name, "strategy {i}");
+    }
+    for (i, (_, result)) in built(Duration::from_nanos(1)).into_iter().enumerate() {
+        assert!(result.is_ok(), "strategy {i}: {result:?}");
     }
 }

@@ -1,13 +1,15 @@
-//! Property tests: for any valid parameters and any retry number, every strategy of
-//! section B stays within its documented bounds, never exceeds its cap and never panics.
+//! Property tests: for any valid parameters and any retry number, every strategy (the
+//! AWS family, linear, Fibonacci, the table, the responsive backoff) stays within its
+//! documented bounds, never exceeds its cap and never panics.
 
 use proptest::prelude::*;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::time::Duration;
-use tower_backoff::aws::{Exponential, Fixed};
-use tower_backoff::{
-    BackOff, DecorrelatedJitter, EqualJitter, ExponentialJitter, Fibonacci, FullJitter, Linear,
+use tower_backoff::BackOff;
+use tower_backoff::backoff::aws::{Exponential, Fixed};
+use tower_backoff::backoff::{
+    DecorrelatedJitter, EqualJitter, ExponentialJitter, Fibonacci, FullJitter, Linear,
     ResponsiveBackOff, Schedule, Table,
 };
 
@@ -63,7 +65,7 @@ proptest! {
     fn exponential_is_the_capped_power(
         (base, cap) in base_cap(), step in step(), n in retry(), seed: u64,
     ) {
-        let s = Exponential::with_step(base, cap, step).unwrap();
+        let s = Exponential::new(base, cap).unwrap().with_step(step).unwrap();
         let d = s.delay(n, &mut SmallRng::seed_from_u64(seed));
         prop_assert!(d <= cap);
         prop_assert!(d >= base.min(cap));
@@ -74,7 +76,7 @@ proptest! {
     fn exponential_jitter_is_under_the_ceiling(
         (base, cap) in base_cap(), step in step(), n in retry(), seed: u64,
     ) {
-        let s = ExponentialJitter::with_step(base, cap, step).unwrap();
+        let s = ExponentialJitter::new(base, cap).unwrap().with_step(step).unwrap();
         let mut rng = SmallRng::seed_from_u64(seed);
         let limit = ceiling(base, cap, step, n);
         for _ in 0..8 {
@@ -192,14 +194,14 @@ proptest! {
         outcomes in prop::collection::vec(any::<bool>(), 0..200),
     ) {
         let b = ResponsiveBackOff::builder()
-            .initial_interval(initial)
-            .max_interval(max)
-            .up_multiplier(up)
-            .down_multiplier(down)
-            .randomization_factor(rf)
-            .max_randomization(max_randomization)
-            .down_threshold(threshold)
-            .seed(seed)
+            .with_initial_interval(initial)
+            .with_max_interval(max)
+            .with_up_multiplier(up)
+            .with_down_multiplier(down)
+            .with_randomization_factor(rf)
+            .with_max_randomization(max_randomization)
+            .with_down_threshold(threshold)
+            .with_seed(seed)
             .build()
             .unwrap();
         let mut total = Duration::ZERO;

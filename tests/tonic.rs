@@ -13,6 +13,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tower::ServiceBuilder;
+use tower_backoff::classify::GrpcClassifier;
 use tower_backoff::grpc::{Code as GrpcCode, GrpcCodes};
 use tower_backoff::integrations::tonic::TonicRetryLayer;
 use tower_backoff::{ConstantBackOff, RetryEvent, RetryLayer, RetryReason, RetrySettings};
@@ -23,10 +24,13 @@ async fn channel(url: String) -> Channel {
     Channel::from_shared(url).unwrap().connect().await.unwrap()
 }
 
+/// The gRPC preset with `max_attempts`, waiting pushbacks exactly (no spread).
 fn grpc_layer(max_attempts: u32) -> RetryLayer<ConstantBackOff> {
-    RetryLayer::grpc(ConstantBackOff::new(STEP)).settings(
-        RetrySettings::grpc()
+    RetryLayer::grpc(ConstantBackOff::new(STEP).unwrap()).settings(
+        RetrySettings::new()
             .with_max_attempts(max_attempts)
+            .unwrap()
+            .with_retry_after_jitter(0.0)
             .unwrap(),
     )
 }
@@ -133,9 +137,9 @@ async fn codes_outside_the_set_and_negative_pushback_are_not_retried() {
 async fn codes_can_be_added_to_the_set() {
     let server = Flaky::new([Status::aborted("conflict")]);
     let url = server.clone().serve().await;
-    let settings =
-        RetrySettings::grpc().with_grpc_codes(GrpcCodes::DEFAULT_RETRYABLE.with(GrpcCode::Aborted));
-    let layer = RetryLayer::grpc(ConstantBackOff::new(STEP)).settings(settings);
+    let codes = GrpcCodes::DEFAULT_RETRYABLE.with(GrpcCode::Aborted);
+    let layer = RetryLayer::new(ConstantBackOff::new(STEP).unwrap())
+        .classifier(GrpcClassifier::new().with_codes(codes));
     let channel = ServiceBuilder::new()
         .layer(TonicRetryLayer::new(layer))
         .service(channel(url).await);

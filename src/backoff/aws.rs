@@ -29,8 +29,9 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use tower_backoff::aws::Exponential;
-//! use tower_backoff::{BackOff, FullJitter, Schedule};
+//! use tower_backoff::backoff::aws::Exponential;
+//! use tower_backoff::BackOff;
+//! use tower_backoff::backoff::{FullJitter, Schedule};
 //!
 //! let secs = Duration::from_secs;
 //! let mut exp = Exponential::new(secs(1), secs(20)).unwrap().into_backoff();
@@ -42,10 +43,11 @@
 //! assert!(full.next_backoff().unwrap() <= secs(2));
 //! ```
 
-use super::sample::{between, mul_u64};
-use super::{BackOff, Jitter, Schedule, mul_pow};
-use crate::ConfigError;
-use crate::error::check;
+use super::jitter::Jitter;
+use super::sample::between;
+use super::{BackOff, Schedule};
+use crate::error::{ConfigError, check};
+use crate::time::{mul_pow, mul_u64};
 use rand::RngCore;
 use std::time::Duration;
 
@@ -59,7 +61,7 @@ pub const DEFAULT_CAP: Duration = Duration::from_secs(20);
 /// The default growth factor: 2.0, the classic doubling.
 pub const DEFAULT_STEP: f64 = 2.0;
 
-/// Rejects a zero base (the seed silently replaced it by 1 s; we refuse instead).
+/// Rejects a zero base: a strategy that never waits is [`ZeroBackOff`](super::ZeroBackOff).
 fn check_base(field: &'static str, base: Duration) -> Result<Duration, ConfigError> {
     if base.is_zero() {
         Err(ConfigError::new(
@@ -115,8 +117,9 @@ fn ceiling(base: Duration, cap: Duration, step: f64, retry: u32) -> Duration {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::aws::Fixed;
-/// use tower_backoff::{BackOff, Schedule};
+/// use tower_backoff::backoff::aws::Fixed;
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::Schedule;
 ///
 /// let mut b = Fixed::new(Duration::from_secs(2)).unwrap().into_backoff();
 /// for _ in 0..3 {
@@ -169,13 +172,15 @@ impl Schedule for Fixed {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::aws::Exponential;
-/// use tower_backoff::{BackOff, Schedule};
+/// use tower_backoff::backoff::aws::Exponential;
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::Schedule;
 ///
 /// let secs = Duration::from_secs;
-/// let mut b = Exponential::with_step(secs(1), secs(20), 3.0).unwrap().into_backoff();
+/// let mut b = Exponential::new(secs(1), secs(20))?.with_step(3.0)?.into_backoff();
 /// let delays: Vec<_> = (0..4).map(|_| b.next_backoff().unwrap()).collect();
 /// assert_eq!(delays, [secs(3), secs(9), secs(20), secs(20)]);
+/// # Ok::<(), tower_backoff::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Exponential {
@@ -195,24 +200,23 @@ macro_rules! stepped {
             ///
             /// A [`ConfigError`] naming `base` when it is zero, or `cap` when it is below `base`.
             pub fn new(base: Duration, cap: Duration) -> Result<Self, ConfigError> {
-                Self::with_step(base, cap, DEFAULT_STEP)
-            }
-
-            #[doc = concat!($growth, " multiplied by `step` per retry from `base`, up to `cap`.")]
-            ///
-            /// # Errors
-            ///
-            /// As [`new`](Self::new), and naming `step` when it is below 1, NaN or infinite.
-            pub fn with_step(
-                base: Duration,
-                cap: Duration,
-                step: f64,
-            ) -> Result<Self, ConfigError> {
                 check_base_cap(base, cap)?;
                 Ok(Self {
                     base,
                     cap,
+                    step: DEFAULT_STEP,
+                })
+            }
+
+            /// The same strategy growing by `step` per retry instead of doubling.
+            ///
+            /// # Errors
+            ///
+            /// A [`ConfigError`] naming `step` when it is below 1, NaN or infinite.
+            pub fn with_step(self, step: f64) -> Result<Self, ConfigError> {
+                Ok(Self {
                     step: check_step(step)?,
+                    ..self
                 })
             }
 
@@ -260,14 +264,15 @@ impl Schedule for Exponential {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{ExponentialJitter, Schedule};
+/// use tower_backoff::backoff::{ExponentialJitter, Schedule};
 /// use rand::SeedableRng;
 ///
 /// let secs = Duration::from_secs;
-/// let s = ExponentialJitter::with_step(secs(1), secs(20), 1.5).unwrap();
+/// let s = ExponentialJitter::new(secs(1), secs(20))?.with_step(1.5)?;
 /// let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
 /// assert!(s.delay(1, &mut rng) <= Duration::from_millis(1_500));
 /// assert!(s.delay(100, &mut rng) <= secs(20));
+/// # Ok::<(), tower_backoff::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ExponentialJitter {
@@ -331,7 +336,8 @@ macro_rules! doubling {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, FullJitter, Schedule};
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::{FullJitter, Schedule};
 ///
 /// let secs = Duration::from_secs;
 /// let mut b = FullJitter::new(secs(1), secs(20)).unwrap().into_backoff().with_seed(3);
@@ -365,7 +371,7 @@ impl Schedule for FullJitter {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{EqualJitter, Schedule};
+/// use tower_backoff::backoff::{EqualJitter, Schedule};
 /// use rand::SeedableRng;
 ///
 /// let secs = Duration::from_secs;
@@ -403,7 +409,8 @@ impl Schedule for EqualJitter {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, DecorrelatedJitter};
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::DecorrelatedJitter;
 ///
 /// let secs = Duration::from_secs;
 /// let mut b = DecorrelatedJitter::new(secs(1), secs(20)).unwrap().with_seed(9);
@@ -531,7 +538,7 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_the_seed_constants() {
+    fn defaults_are_the_documented_constants() {
         assert_eq!(DEFAULT_BASE, secs(1));
         assert_eq!(DEFAULT_CAP, secs(20));
         assert_eq!(DEFAULT_STEP, 2.0);
@@ -578,7 +585,10 @@ mod tests {
             [secs(2), secs(4), secs(8), secs(16), secs(20), secs(20)]
         );
         assert_eq!(e.delay(u32::MAX, &mut rng), secs(20));
-        let e3 = Exponential::with_step(secs(1), secs(100), 3.0).unwrap();
+        let e3 = Exponential::new(secs(1), secs(100))
+            .unwrap()
+            .with_step(3.0)
+            .unwrap();
         assert_eq!(e3.delay(2, &mut rng), secs(9));
     }
 
@@ -588,7 +598,10 @@ mod tests {
             assert_fills(&FullJitter::default(), n, Duration::ZERO, secs(hi));
             assert_fills(&ExponentialJitter::default(), n, Duration::ZERO, secs(hi));
         }
-        let slow = ExponentialJitter::with_step(secs(1), secs(20), 1.5).unwrap();
+        let slow = ExponentialJitter::new(secs(1), secs(20))
+            .unwrap()
+            .with_step(1.5)
+            .unwrap();
         assert_fills(&slow, 2, Duration::ZERO, Duration::from_millis(2250));
     }
 
@@ -610,15 +623,24 @@ mod tests {
         // Not representable exactly as f64 seconds: float math would lose the nanosecond.
         let base = Duration::new(4_503_599_627_370_496, 1);
         let mut rng = rng();
-        let e = Exponential::with_step(base, Duration::MAX, 1.0).unwrap();
+        let e = Exponential::new(base, Duration::MAX)
+            .unwrap()
+            .with_step(1.0)
+            .unwrap();
         assert_eq!(e.delay(0, &mut rng), base);
         assert_eq!(e.delay(u32::MAX, &mut rng), base);
         let e = Exponential::new(base, Duration::MAX).unwrap();
         assert_eq!(e.delay(1, &mut rng), base * 2);
-        let e = Exponential::with_step(base, Duration::MAX, 1.5).unwrap();
+        let e = Exponential::new(base, Duration::MAX)
+            .unwrap()
+            .with_step(1.5)
+            .unwrap();
         assert!(e.delay(0, &mut rng) >= base);
         let ns = Duration::from_nanos;
-        let e = Exponential::with_step(ns(3), Duration::MAX, 3.0).unwrap();
+        let e = Exponential::new(ns(3), Duration::MAX)
+            .unwrap()
+            .with_step(3.0)
+            .unwrap();
         assert_eq!(e.delay(30, &mut rng), ns(3u64.pow(31)));
     }
 
@@ -687,7 +709,7 @@ mod tests {
         let b = DecorrelatedJitter::new(secs(1), secs(20)).unwrap();
         let mut rng = rng();
         for _ in 0..500 {
-            // The seed's first call passes 0: treated as base.
+            // The Go package's first call passes 0: treated as base.
             let d = b.next_after(Duration::ZERO, &mut rng);
             assert!(secs(1) <= d && d <= secs(3));
             let d = b.next_after(secs(5), &mut rng);
@@ -720,17 +742,23 @@ mod tests {
             (Exponential::new(zero, secs(1)).map(drop), "base", "0ns"),
             (Exponential::new(secs(2), secs(1)).map(drop), "cap", "1s"),
             (
-                Exponential::with_step(secs(1), secs(2), 0.5).map(drop),
+                Exponential::new(secs(1), secs(2))
+                    .and_then(|s| s.with_step(0.5))
+                    .map(drop),
                 "step",
                 "0.5",
             ),
             (
-                Exponential::with_step(secs(1), secs(2), f64::NAN).map(drop),
+                Exponential::new(secs(1), secs(2))
+                    .and_then(|s| s.with_step(f64::NAN))
+                    .map(drop),
                 "step",
                 "NaN",
             ),
             (
-                Exponential::with_step(secs(1), secs(2), f64::INFINITY).map(drop),
+                Exponential::new(secs(1), secs(2))
+                    .and_then(|s| s.with_step(f64::INFINITY))
+                    .map(drop),
                 "step",
                 "inf",
             ),
@@ -745,17 +773,23 @@ mod tests {
                 "1s",
             ),
             (
-                ExponentialJitter::with_step(secs(1), secs(2), 0.99).map(drop),
+                ExponentialJitter::new(secs(1), secs(2))
+                    .and_then(|s| s.with_step(0.99))
+                    .map(drop),
                 "step",
                 "0.99",
             ),
             (
-                ExponentialJitter::with_step(secs(1), secs(2), f64::NAN).map(drop),
+                ExponentialJitter::new(secs(1), secs(2))
+                    .and_then(|s| s.with_step(f64::NAN))
+                    .map(drop),
                 "step",
                 "NaN",
             ),
             (
-                ExponentialJitter::with_step(secs(1), secs(2), f64::NEG_INFINITY).map(drop),
+                ExponentialJitter::new(secs(1), secs(2))
+                    .and_then(|s| s.with_step(f64::NEG_INFINITY))
+                    .map(drop),
                 "step",
                 "-inf",
             ),
@@ -779,7 +813,15 @@ mod tests {
             assert_eq!((err.field(), err.value()), (field, value), "case {i}");
         }
         // Boundaries are accepted: cap == base, step == 1.
-        assert!(Exponential::with_step(secs(1), secs(1), 1.0).is_ok());
-        assert!(ExponentialJitter::with_step(secs(1), secs(1), 1.0).is_ok());
+        assert!(
+            Exponential::new(secs(1), secs(1))
+                .and_then(|s| s.with_step(1.0))
+                .is_ok()
+        );
+        assert!(
+            ExponentialJitter::new(secs(1), secs(1))
+                .and_then(|s| s.with_step(1.0))
+                .is_ok()
+        );
     }
 }

@@ -1,20 +1,25 @@
 //! Fixed policies: the same delay every time, no delay, or no retry at all.
 
 use super::BackOff;
+use crate::error::ConfigError;
 use std::time::Duration;
 
 /// The same delay before every retry, forever.
 ///
 /// Useful when the wait is dictated from outside (a polling period, a lease); combine it
-/// with [`MaxRetries`](crate::MaxRetries) or [`MaxElapsed`](crate::MaxElapsed) to stop.
+/// with [`MaxRetries`](super::MaxRetries) or [`MaxElapsed`](super::MaxElapsed) to stop.
+/// The interval must be positive: retrying without waiting is [`ZeroBackOff`].
 ///
 /// ```
 /// use std::time::Duration;
 /// use tower_backoff::{BackOff, ConstantBackOff};
 ///
-/// let mut backoff = ConstantBackOff::new(Duration::from_secs(2));
+/// let mut backoff = ConstantBackOff::new(Duration::from_secs(2))?;
 /// assert_eq!(backoff.next_backoff(), Some(Duration::from_secs(2)));
 /// assert_eq!(backoff.next_backoff(), Some(Duration::from_secs(2)));
+///
+/// assert_eq!(ConstantBackOff::new(Duration::ZERO).unwrap_err().field(), "interval");
+/// # Ok::<(), tower_backoff::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConstantBackOff {
@@ -23,8 +28,19 @@ pub struct ConstantBackOff {
 
 impl ConstantBackOff {
     /// Always waits `interval`.
-    pub const fn new(interval: Duration) -> Self {
-        Self { interval }
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `interval` when it is zero.
+    pub fn new(interval: Duration) -> Result<Self, ConfigError> {
+        if interval.is_zero() {
+            return Err(ConfigError::new(
+                "interval",
+                interval,
+                "must be greater than zero (use ZeroBackOff to retry without waiting)",
+            ));
+        }
+        Ok(Self { interval })
     }
 
     /// The delay returned by every call.
@@ -45,7 +61,8 @@ impl BackOff for ConstantBackOff {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, BackOffExt, ZeroBackOff};
+/// use tower_backoff::{BackOff, BackOffExt};
+/// use tower_backoff::backoff::ZeroBackOff;
 ///
 /// let mut backoff = ZeroBackOff.with_max_retries(2);
 /// assert_eq!(backoff.next_backoff(), Some(Duration::ZERO));
@@ -66,7 +83,8 @@ impl BackOff for ZeroBackOff {
 /// Never retries: the operation runs exactly once.
 ///
 /// ```
-/// use tower_backoff::{BackOff, StopBackOff};
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::StopBackOff;
 ///
 /// let mut backoff = StopBackOff;
 /// assert_eq!(backoff.next_backoff(), None);
@@ -88,13 +106,20 @@ mod tests {
 
     #[test]
     fn constant_never_changes_or_stops() {
-        let mut b = ConstantBackOff::new(Duration::from_millis(250));
+        let mut b = ConstantBackOff::new(Duration::from_millis(250)).unwrap();
         for _ in 0..1_000 {
             assert_eq!(b.next_backoff(), Some(Duration::from_millis(250)));
         }
         b.reset();
         assert_eq!(b.next_backoff(), Some(Duration::from_millis(250)));
         assert_eq!(b.interval(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn zero_interval_is_a_config_error() {
+        let err = ConstantBackOff::new(Duration::ZERO).unwrap_err();
+        assert_eq!((err.field(), err.value()), ("interval", "0ns"));
+        assert!(ConstantBackOff::new(Duration::from_nanos(1)).is_ok());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The randomized exponential backoff of Google's HTTP client, as ported by cenkalti/backoff.
 
-use super::{BackOff, Jitter, mul_f64};
+use super::BackOff;
+use super::jitter::Jitter;
 use crate::error::{ConfigError, check};
+use crate::time::{ends_within, mul_f64};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -15,7 +17,11 @@ use tokio::time::Instant;
 /// failed together, so they do not retry together.
 ///
 /// It stops (returns `None`) once the time since creation or the last [`reset`] plus the
-/// next delay would exceed the *max elapsed time*; `None` for that limit never stops.
+/// next delay would exceed the *max elapsed time* (a delay ending exactly at it is still
+/// handed out; the sum saturates); `None` for that limit never stops. This is the same rule
+/// as [`MaxElapsed`](super::MaxElapsed), built in as in cenkalti/backoff; wrapping a
+/// built backoff with [`BackOffExt::with_max_elapsed`](super::BackOffExt::with_max_elapsed)
+/// adds a second limit, and the tighter one stops it.
 ///
 /// With the defaults (the same as cenkalti/backoff v4), the first ten intervals are:
 ///
@@ -40,10 +46,10 @@ use tokio::time::Instant;
 /// use tower_backoff::{BackOff, ExponentialBackOff};
 ///
 /// let mut backoff = ExponentialBackOff::builder()
-///     .initial_interval(Duration::from_millis(100))
-///     .multiplier(2.0)
-///     .max_interval(Duration::from_secs(1))
-///     .max_elapsed_time(None)
+///     .with_initial_interval(Duration::from_millis(100))
+///     .with_multiplier(2.0)
+///     .with_max_interval(Duration::from_secs(1))
+///     .with_max_elapsed(None)
 ///     .build()?;
 ///
 /// for nominal in [100, 200, 400, 800, 1000, 1000] {
@@ -63,7 +69,7 @@ pub struct ExponentialBackOff {
     randomization_factor: f64,
     multiplier: f64,
     max_interval: Duration,
-    max_elapsed_time: Option<Duration>,
+    max_elapsed: Option<Duration>,
     current_interval: Duration,
     start: Instant,
     jitter: Jitter,
@@ -80,7 +86,7 @@ impl ExponentialBackOff {
     /// Intervals stop growing at 60 s: a longer silence looks like a hang.
     pub const DEFAULT_MAX_INTERVAL: Duration = Duration::from_secs(60);
     /// Gives up after 15 minutes in total: past that, an operator should look.
-    pub const DEFAULT_MAX_ELAPSED_TIME: Option<Duration> = Some(Duration::from_secs(15 * 60));
+    pub const DEFAULT_MAX_ELAPSED: Option<Duration> = Some(Duration::from_secs(15 * 60));
 
     /// A builder starting from the defaults.
     pub const fn builder() -> ExponentialBackOffBuilder {
@@ -123,9 +129,10 @@ impl ExponentialBackOff {
         self.max_interval
     }
 
-    /// The total time after which it stops; `None` never stops on time.
-    pub fn max_elapsed_time(&self) -> Option<Duration> {
-        self.max_elapsed_time
+    /// The total time after which it stops, counted from creation or the last reset;
+    /// `None` never stops on time.
+    pub fn max_elapsed(&self) -> Option<Duration> {
+        self.max_elapsed
     }
 
     /// `current × U[1 − rf, 1 + rf]`.
@@ -159,13 +166,13 @@ impl Default for ExponentialBackOff {
 
 impl BackOff for ExponentialBackOff {
     fn next_backoff(&mut self) -> Option<Duration> {
-        // The clock is read only when a time limit needs it (before randomizing, as the
-        // reference does).
-        let elapsed = self.max_elapsed_time.map(|max| (max, self.elapsed()));
+        // The clock is read only when a time limit needs it (before randomizing, as
+        // cenkalti/backoff does).
+        let elapsed = self.max_elapsed.map(|max| (max, self.elapsed()));
         let next = self.randomized();
         self.increment();
         match elapsed {
-            Some((max, elapsed)) if elapsed.saturating_add(next) > max => None,
+            Some((max, elapsed)) if !ends_within(elapsed, next, max) => None,
             _ => Some(next),
         }
     }
@@ -173,6 +180,12 @@ impl BackOff for ExponentialBackOff {
     fn reset(&mut self) {
         self.current_interval = self.initial_interval;
         self.start = Instant::now();
+    }
+
+    /// The max elapsed time minus the time elapsed; `None` without a max elapsed time.
+    fn remaining(&self) -> Option<Duration> {
+        self.max_elapsed
+            .map(|max| max.saturating_sub(self.elapsed()))
     }
 }
 
@@ -185,7 +198,7 @@ impl BackOff for ExponentialBackOff {
 /// ```
 /// use tower_backoff::ExponentialBackOff;
 ///
-/// let err = ExponentialBackOff::builder().multiplier(0.5).build().unwrap_err();
+/// let err = ExponentialBackOff::builder().with_multiplier(0.5).build().unwrap_err();
 /// assert_eq!(err.field(), "multiplier");
 /// ```
 #[derive(Debug, Clone)]
@@ -194,7 +207,7 @@ pub struct ExponentialBackOffBuilder {
     randomization_factor: f64,
     multiplier: f64,
     max_interval: Duration,
-    max_elapsed_time: Option<Duration>,
+    max_elapsed: Option<Duration>,
     seed: Option<u64>,
 }
 
@@ -206,7 +219,7 @@ impl ExponentialBackOffBuilder {
             randomization_factor: ExponentialBackOff::DEFAULT_RANDOMIZATION_FACTOR,
             multiplier: ExponentialBackOff::DEFAULT_MULTIPLIER,
             max_interval: ExponentialBackOff::DEFAULT_MAX_INTERVAL,
-            max_elapsed_time: ExponentialBackOff::DEFAULT_MAX_ELAPSED_TIME,
+            max_elapsed: ExponentialBackOff::DEFAULT_MAX_ELAPSED,
             seed: None,
         }
     }
@@ -214,7 +227,7 @@ impl ExponentialBackOffBuilder {
     /// The first interval; must be positive and at most the max interval.
     ///
     /// Default: [`ExponentialBackOff::DEFAULT_INITIAL_INTERVAL`] (500 ms).
-    pub const fn initial_interval(mut self, interval: Duration) -> Self {
+    pub const fn with_initial_interval(mut self, interval: Duration) -> Self {
         self.initial_interval = interval;
         self
     }
@@ -222,7 +235,7 @@ impl ExponentialBackOffBuilder {
     /// The spread of each delay around its interval, in `[0, 1]`; `0` disables jitter.
     ///
     /// Default: [`ExponentialBackOff::DEFAULT_RANDOMIZATION_FACTOR`] (0.5).
-    pub const fn randomization_factor(mut self, factor: f64) -> Self {
+    pub const fn with_randomization_factor(mut self, factor: f64) -> Self {
         self.randomization_factor = factor;
         self
     }
@@ -230,7 +243,7 @@ impl ExponentialBackOffBuilder {
     /// The growth of the interval after each delay; at least `1` (`1` keeps it constant).
     ///
     /// Default: [`ExponentialBackOff::DEFAULT_MULTIPLIER`] (1.5).
-    pub const fn multiplier(mut self, multiplier: f64) -> Self {
+    pub const fn with_multiplier(mut self, multiplier: f64) -> Self {
         self.multiplier = multiplier;
         self
     }
@@ -238,27 +251,28 @@ impl ExponentialBackOffBuilder {
     /// The cap of the interval, applied before randomization.
     ///
     /// Default: [`ExponentialBackOff::DEFAULT_MAX_INTERVAL`] (60 s).
-    pub const fn max_interval(mut self, interval: Duration) -> Self {
+    pub const fn with_max_interval(mut self, interval: Duration) -> Self {
         self.max_interval = interval;
         self
     }
 
-    /// The total time after which it stops; `None` never stops on time.
+    /// The total time after which it stops, counted from creation or the last reset;
+    /// `None` never stops on time.
     ///
     /// `Some(Duration::ZERO)` is rejected: in cenkalti/backoff a zero limit means "never
     /// stop", here it would mean "never retry", so the intent is ambiguous. Use `None` or
-    /// [`StopBackOff`](crate::StopBackOff).
+    /// [`StopBackOff`](super::StopBackOff).
     ///
-    /// Default: [`ExponentialBackOff::DEFAULT_MAX_ELAPSED_TIME`] (15 min).
-    pub const fn max_elapsed_time(mut self, limit: Option<Duration>) -> Self {
-        self.max_elapsed_time = limit;
+    /// Default: [`ExponentialBackOff::DEFAULT_MAX_ELAPSED`] (15 min).
+    pub const fn with_max_elapsed(mut self, max_elapsed: Option<Duration>) -> Self {
+        self.max_elapsed = max_elapsed;
         self
     }
 
     /// Seeds the random generator, for reproducible sequences (tests, simulations).
     ///
     /// Default: seeded from the operating system.
-    pub const fn seed(mut self, seed: u64) -> Self {
+    pub const fn with_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
     }
@@ -292,10 +306,10 @@ impl ExponentialBackOffBuilder {
             self.max_interval,
             "must not exceed max_interval",
         )?;
-        if self.max_elapsed_time == Some(Duration::ZERO) {
+        if self.max_elapsed == Some(Duration::ZERO) {
             return Err(ConfigError::new(
-                "max_elapsed_time",
-                self.max_elapsed_time,
+                "max_elapsed",
+                self.max_elapsed,
                 "must be positive (use None to never stop on time, StopBackOff to never retry)",
             ));
         }
@@ -308,7 +322,7 @@ impl ExponentialBackOffBuilder {
             randomization_factor: self.randomization_factor,
             multiplier: self.multiplier,
             max_interval: self.max_interval,
-            max_elapsed_time: self.max_elapsed_time,
+            max_elapsed: self.max_elapsed,
             current_interval: self.initial_interval,
             start: Instant::now(),
             jitter: match self.seed {
@@ -340,13 +354,13 @@ mod tests {
         assert_eq!(b.randomization_factor(), 0.5);
         assert_eq!(b.multiplier(), 1.5);
         assert_eq!(b.max_interval(), Duration::from_secs(60));
-        assert_eq!(b.max_elapsed_time(), Some(Duration::from_secs(900)));
+        assert_eq!(b.max_elapsed(), Some(Duration::from_secs(900)));
         assert_eq!(b.current_interval(), Duration::from_millis(500));
     }
 
-    /// The 10-row table of the reference documentation.
+    /// The 10-row table of cenkalti/backoff's documentation.
     #[test]
-    fn reproduces_reference_table() {
+    fn reproduces_cenkalti_table() {
         let mut b = ExponentialBackOff::default().with_seed(0);
         let nominal = [
             0.5,
@@ -370,7 +384,7 @@ mod tests {
                 n * 1.5
             );
         }
-        // Row 10 of the reference: 19.21 s (nanosecond precision from here on).
+        // Row 10 of the table: 19.21 s (nanosecond precision from here on).
         let tenth = b.current_interval().as_secs_f64();
         assert!((tenth - 19.2216796875).abs() < 1e-9, "{tenth}");
     }
@@ -390,8 +404,8 @@ mod tests {
     #[test]
     fn delays_are_actually_randomized() {
         let mut b = ExponentialBackOff::builder()
-            .multiplier(1.0)
-            .seed(9)
+            .with_multiplier(1.0)
+            .with_seed(9)
             .build()
             .unwrap();
         let delays: Vec<_> = (0..20).map(|_| b.next_backoff().unwrap()).collect();
@@ -403,10 +417,10 @@ mod tests {
     #[test]
     fn zero_randomization_is_exact() {
         let mut b = ExponentialBackOff::builder()
-            .randomization_factor(0.0)
-            .multiplier(2.0)
-            .initial_interval(Duration::from_secs(1))
-            .max_interval(Duration::from_secs(5))
+            .with_randomization_factor(0.0)
+            .with_multiplier(2.0)
+            .with_initial_interval(Duration::from_secs(1))
+            .with_max_interval(Duration::from_secs(5))
             .build()
             .unwrap();
         let got: Vec<_> = (0..5).map(|_| b.next_backoff().unwrap()).collect();
@@ -418,10 +432,10 @@ mod tests {
     fn overflow_guard_lands_exactly_on_max() {
         let max = Duration::from_millis(1_000);
         let mut b = ExponentialBackOff::builder()
-            .initial_interval(Duration::from_millis(700))
-            .multiplier(1.5)
-            .max_interval(max)
-            .seed(1)
+            .with_initial_interval(Duration::from_millis(700))
+            .with_multiplier(1.5)
+            .with_max_interval(max)
+            .with_seed(1)
             .build()
             .unwrap();
         b.next_backoff();
@@ -434,10 +448,10 @@ mod tests {
     #[test]
     fn max_interval_caps_before_randomization() {
         let mut b = ExponentialBackOff::builder()
-            .initial_interval(Duration::from_secs(1))
-            .max_interval(Duration::from_secs(1))
-            .randomization_factor(1.0)
-            .seed(3)
+            .with_initial_interval(Duration::from_secs(1))
+            .with_max_interval(Duration::from_secs(1))
+            .with_randomization_factor(1.0)
+            .with_seed(3)
             .build()
             .unwrap();
         let delays: Vec<_> = (0..50).map(|_| b.next_backoff().unwrap()).collect();
@@ -451,11 +465,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn stops_when_elapsed_plus_next_exceeds_max() {
         let mut b = ExponentialBackOff::builder()
-            .initial_interval(Duration::from_secs(1))
-            .randomization_factor(0.0)
-            .multiplier(1.0)
-            .max_interval(Duration::from_secs(1))
-            .max_elapsed_time(Some(Duration::from_secs(10)))
+            .with_initial_interval(Duration::from_secs(1))
+            .with_randomization_factor(0.0)
+            .with_multiplier(1.0)
+            .with_max_interval(Duration::from_secs(1))
+            .with_max_elapsed(Some(Duration::from_secs(10)))
             .build()
             .unwrap();
         tokio::time::advance(Duration::from_secs(9)).await;
@@ -486,10 +500,29 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn remaining_is_the_max_elapsed_time_left() {
+        let mut b = ExponentialBackOff::builder()
+            .with_max_elapsed(Some(Duration::from_secs(60)))
+            .build()
+            .unwrap();
+        tokio::time::advance(Duration::from_secs(20)).await;
+        assert_eq!(b.remaining(), Some(Duration::from_secs(40)));
+        tokio::time::advance(Duration::from_secs(50)).await;
+        assert_eq!(b.remaining(), Some(Duration::ZERO));
+        b.reset();
+        assert_eq!(b.remaining(), Some(Duration::from_secs(60)));
+        let unbounded = ExponentialBackOff::builder()
+            .with_max_elapsed(None)
+            .build()
+            .unwrap();
+        assert_eq!(unbounded.remaining(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn no_max_elapsed_never_stops() {
         let mut b = ExponentialBackOff::builder()
-            .max_elapsed_time(None)
-            .seed(1)
+            .with_max_elapsed(None)
+            .with_seed(1)
             .build()
             .unwrap();
         tokio::time::advance(Duration::from_secs(365 * 86_400)).await;
@@ -502,12 +535,12 @@ mod tests {
     #[test]
     fn saturates_with_huge_values() {
         let mut b = ExponentialBackOff::builder()
-            .initial_interval(Duration::MAX)
-            .max_interval(Duration::MAX)
-            .multiplier(1e300)
-            .randomization_factor(1.0)
-            .max_elapsed_time(None)
-            .seed(2)
+            .with_initial_interval(Duration::MAX)
+            .with_max_interval(Duration::MAX)
+            .with_multiplier(1e300)
+            .with_randomization_factor(1.0)
+            .with_max_elapsed(None)
+            .with_seed(2)
             .build()
             .unwrap();
         for _ in 0..10_000 {
@@ -516,11 +549,11 @@ mod tests {
         assert_eq!(b.current_interval(), Duration::MAX);
 
         let mut b = ExponentialBackOff::builder()
-            .initial_interval(Duration::from_nanos(1))
-            .max_interval(Duration::MAX)
-            .multiplier(1e300)
-            .max_elapsed_time(Some(Duration::MAX))
-            .seed(2)
+            .with_initial_interval(Duration::from_nanos(1))
+            .with_max_interval(Duration::MAX)
+            .with_multiplier(1e300)
+            .with_max_elapsed(Some(Duration::MAX))
+            .with_seed(2)
             .build()
             .unwrap();
         for _ in 0..10_000 {
@@ -532,8 +565,8 @@ mod tests {
     #[test]
     fn clones_jitter_differently() {
         let base = ExponentialBackOff::builder()
-            .multiplier(1.0)
-            .seed(11)
+            .with_multiplier(1.0)
+            .with_seed(11)
             .build()
             .unwrap();
         let (mut a, mut b) = (base.clone(), base.clone());
@@ -547,43 +580,47 @@ mod tests {
         let b = ExponentialBackOff::builder;
         let cases: Vec<(ExponentialBackOffBuilder, &str, &str)> = vec![
             (
-                b().randomization_factor(f64::NAN),
+                b().with_randomization_factor(f64::NAN),
                 "randomization_factor",
                 "NaN",
             ),
             (
-                b().randomization_factor(-0.1),
+                b().with_randomization_factor(-0.1),
                 "randomization_factor",
                 "-0.1",
             ),
-            (b().randomization_factor(1.5), "randomization_factor", "1.5"),
             (
-                b().randomization_factor(f64::INFINITY),
+                b().with_randomization_factor(1.5),
+                "randomization_factor",
+                "1.5",
+            ),
+            (
+                b().with_randomization_factor(f64::INFINITY),
                 "randomization_factor",
                 "inf",
             ),
-            (b().multiplier(0.99), "multiplier", "0.99"),
-            (b().multiplier(f64::NAN), "multiplier", "NaN"),
-            (b().multiplier(f64::INFINITY), "multiplier", "inf"),
-            (b().multiplier(-2.0), "multiplier", "-2.0"),
+            (b().with_multiplier(0.99), "multiplier", "0.99"),
+            (b().with_multiplier(f64::NAN), "multiplier", "NaN"),
+            (b().with_multiplier(f64::INFINITY), "multiplier", "inf"),
+            (b().with_multiplier(-2.0), "multiplier", "-2.0"),
             (
-                b().initial_interval(Duration::ZERO),
+                b().with_initial_interval(Duration::ZERO),
                 "initial_interval",
                 "0ns",
             ),
             (
-                b().initial_interval(Duration::from_secs(61)),
+                b().with_initial_interval(Duration::from_secs(61)),
                 "initial_interval",
                 "61s",
             ),
             (
-                b().max_interval(Duration::from_millis(100)),
+                b().with_max_interval(Duration::from_millis(100)),
                 "initial_interval",
                 "500ms",
             ),
             (
-                b().max_elapsed_time(Some(Duration::ZERO)),
-                "max_elapsed_time",
+                b().with_max_elapsed(Some(Duration::ZERO)),
+                "max_elapsed",
                 "Some(0ns)",
             ),
         ];
@@ -596,14 +633,14 @@ mod tests {
     #[test]
     fn edge_values_are_valid() {
         let b = ExponentialBackOff::builder()
-            .randomization_factor(1.0)
-            .multiplier(1.0)
-            .initial_interval(Duration::from_secs(60))
+            .with_randomization_factor(1.0)
+            .with_multiplier(1.0)
+            .with_initial_interval(Duration::from_secs(60))
             .build();
         assert!(b.is_ok());
         assert!(
             ExponentialBackOff::builder()
-                .randomization_factor(0.0)
+                .with_randomization_factor(0.0)
                 .build()
                 .is_ok()
         );

@@ -1,6 +1,12 @@
 //! Wrappers that bound any [`BackOff`]: by retries, by total time, by the size of a delay.
+//!
+//! These bound a backoff driven by [`retry`](crate::retry()) or a
+//! [`Ticker`](crate::retry::Ticker). The tower layer counts attempts and elapsed time per
+//! request itself, with [`limits::Limits`](crate::limits::Limits); see the
+//! [`limits`](crate::limits) module for which to use when.
 
 use super::BackOff;
+use crate::time::ends_within;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -11,9 +17,10 @@ use tokio::time::Instant;
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, ConstantBackOff, MaxRetries};
+/// use tower_backoff::{BackOff, ConstantBackOff};
+/// use tower_backoff::backoff::MaxRetries;
 ///
-/// let mut backoff = MaxRetries::new(ConstantBackOff::new(Duration::from_secs(1)), 2);
+/// let mut backoff = MaxRetries::new(ConstantBackOff::new(Duration::from_secs(1)).unwrap(), 2);
 /// assert_eq!(backoff.next_backoff(), Some(Duration::from_secs(1)));
 /// assert_eq!(backoff.next_backoff(), Some(Duration::from_secs(1)));
 /// assert_eq!(backoff.next_backoff(), None);
@@ -76,44 +83,56 @@ impl<B: BackOff> BackOff for MaxRetries<B> {
         self.retries = 0;
         self.inner.reset();
     }
+
+    fn remaining(&self) -> Option<Duration> {
+        self.inner.remaining()
+    }
 }
 
 /// Stops once the time since creation or the last reset, plus the next delay, would
-/// exceed `limit`: the operation never waits past its deadline only to be abandoned.
+/// exceed `max_elapsed`: the operation never waits past its deadline only to be abandoned.
+///
+/// The time counts from [`new`](Self::new) and again from each [`reset`](BackOff::reset)
+/// (which [`retry`](crate::retry()) and the [`Ticker`](crate::retry::Ticker) call before
+/// the first attempt), so it includes the time spent in attempts, not only in waits. A wait
+/// ending exactly at `max_elapsed` is allowed; the sum saturates, so `Duration::MAX` never
+/// stops. A zero `max_elapsed` allows only zero delays made at once.
 ///
 /// Time comes from [`tokio::time::Instant`], so paused test clocks apply.
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, ConstantBackOff, MaxElapsed};
+/// use tower_backoff::{BackOff, ConstantBackOff};
+/// use tower_backoff::backoff::MaxElapsed;
 ///
 /// let mut backoff = MaxElapsed::new(
-///     ConstantBackOff::new(Duration::from_secs(5)),
+///     ConstantBackOff::new(Duration::from_secs(5)).unwrap(),
 ///     Duration::from_secs(3),
 /// );
-/// // Waiting 5 s would already overrun the 3 s budget.
+/// // Waiting 5 s would already overrun the 3 s limit.
 /// assert_eq!(backoff.next_backoff(), None);
+/// assert!(backoff.remaining().unwrap() <= Duration::from_secs(3));
 /// ```
 #[derive(Debug, Clone)]
 pub struct MaxElapsed<B> {
     inner: B,
-    limit: Duration,
+    max_elapsed: Duration,
     start: Instant,
 }
 
 impl<B> MaxElapsed<B> {
-    /// Bounds the total time spent retrying with `inner` to `limit`, starting now.
-    pub fn new(inner: B, limit: Duration) -> Self {
+    /// Bounds the total time spent retrying with `inner` to `max_elapsed`, counted from now.
+    pub fn new(inner: B, max_elapsed: Duration) -> Self {
         Self {
             inner,
-            limit,
+            max_elapsed,
             start: Instant::now(),
         }
     }
 
-    /// The time budget.
-    pub const fn limit(&self) -> Duration {
-        self.limit
+    /// The time limit.
+    pub const fn max_elapsed(&self) -> Duration {
+        self.max_elapsed
     }
 
     /// The time since creation or the last reset.
@@ -141,12 +160,19 @@ impl<B: BackOff> BackOff for MaxElapsed<B> {
     fn next_backoff(&mut self) -> Option<Duration> {
         let elapsed = self.elapsed();
         let next = self.inner.next_backoff()?;
-        (elapsed.saturating_add(next) <= self.limit).then_some(next)
+        ends_within(elapsed, next, self.max_elapsed).then_some(next)
     }
 
     fn reset(&mut self) {
         self.start = Instant::now();
         self.inner.reset();
+    }
+
+    /// `max_elapsed` minus the time elapsed, or the inner policy's own remaining time if
+    /// shorter.
+    fn remaining(&self) -> Option<Duration> {
+        let own = self.max_elapsed.saturating_sub(self.elapsed());
+        Some(self.inner.remaining().map_or(own, |inner| inner.min(own)))
     }
 }
 
@@ -154,10 +180,11 @@ impl<B: BackOff> BackOff for MaxElapsed<B> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, ConstantBackOff, MaxDelay};
+/// use tower_backoff::{BackOff, ConstantBackOff};
+/// use tower_backoff::backoff::MaxDelay;
 ///
 /// let mut backoff = MaxDelay::new(
-///     ConstantBackOff::new(Duration::from_secs(90)),
+///     ConstantBackOff::new(Duration::from_secs(90)).unwrap(),
 ///     Duration::from_secs(30),
 /// );
 /// assert_eq!(backoff.next_backoff(), Some(Duration::from_secs(30)));
@@ -203,6 +230,10 @@ impl<B: BackOff> BackOff for MaxDelay<B> {
     fn reset(&mut self) {
         self.inner.reset();
     }
+
+    fn remaining(&self) -> Option<Duration> {
+        self.inner.remaining()
+    }
 }
 
 /// Chainable limits for every [`BackOff`].
@@ -228,12 +259,13 @@ pub trait BackOffExt: BackOff {
         MaxRetries::new(self, max)
     }
 
-    /// Stops once elapsed time plus the next delay would exceed `limit` (see [`MaxElapsed`]).
-    fn with_max_elapsed(self, limit: Duration) -> MaxElapsed<Self>
+    /// Stops once the time elapsed since the last reset plus the next delay would exceed
+    /// `max_elapsed` (see [`MaxElapsed`]).
+    fn with_max_elapsed(self, max_elapsed: Duration) -> MaxElapsed<Self>
     where
         Self: Sized,
     {
-        MaxElapsed::new(self, limit)
+        MaxElapsed::new(self, max_elapsed)
     }
 
     /// Caps each delay at `max` (see [`MaxDelay`]).
@@ -250,7 +282,7 @@ impl<B: BackOff + ?Sized> BackOffExt for B {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ConstantBackOff, StopBackOff, ZeroBackOff};
+    use crate::backoff::{ConstantBackOff, StopBackOff, ZeroBackOff};
 
     /// Hands out 1 s, 2 s, 3 s, ... and counts its resets.
     #[derive(Debug, Default)]
@@ -307,8 +339,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn max_elapsed_stops_when_next_delay_would_overrun() {
-        let mut b =
-            ConstantBackOff::new(Duration::from_secs(2)).with_max_elapsed(Duration::from_secs(5));
+        let mut b = ConstantBackOff::new(Duration::from_secs(2))
+            .unwrap()
+            .with_max_elapsed(Duration::from_secs(5));
         assert_eq!(b.next_backoff(), Some(Duration::from_secs(2)));
         tokio::time::advance(Duration::from_secs(3)).await;
         // 3 s + 2 s == 5 s: still allowed.
@@ -327,10 +360,43 @@ mod tests {
         assert_eq!(b.next_backoff(), Some(Duration::from_secs(1)));
         b.reset();
         assert_eq!(b.get_ref().resets, 1);
-        let mut huge = ConstantBackOff::new(Duration::MAX).with_max_elapsed(Duration::MAX);
+        let mut huge = ConstantBackOff::new(Duration::MAX)
+            .unwrap()
+            .with_max_elapsed(Duration::MAX);
         tokio::time::advance(Duration::from_secs(1)).await;
         // 1 s + Duration::MAX saturates to MAX, which is not above MAX.
         assert_eq!(huge.next_backoff(), Some(Duration::MAX));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn remaining_counts_down_and_is_forwarded_by_every_wrapper() {
+        let secs = Duration::from_secs;
+        assert_eq!(Counting::default().remaining(), None);
+        assert_eq!(Counting::default().with_max_retries(3).remaining(), None);
+        let mut b: Box<dyn BackOff + Send> = Box::new(
+            Counting::default()
+                .with_max_elapsed(secs(60))
+                .with_max_retries(3)
+                .with_max_delay(secs(1)),
+        );
+        assert_eq!(b.remaining(), Some(secs(60)));
+        tokio::time::advance(secs(45)).await;
+        assert_eq!(b.remaining(), Some(secs(15)));
+        let by_ref: &mut dyn BackOff = &mut b;
+        assert_eq!(BackOff::remaining(&by_ref), Some(secs(15)));
+        tokio::time::advance(secs(100)).await;
+        assert_eq!(b.remaining(), Some(Duration::ZERO), "saturates at zero");
+        b.reset();
+        assert_eq!(b.remaining(), Some(secs(60)));
+        // Nested limits: the tighter one wins, whichever is outside.
+        let inner_tighter = Counting::default()
+            .with_max_elapsed(secs(10))
+            .with_max_elapsed(secs(60));
+        assert_eq!(inner_tighter.remaining(), Some(secs(10)));
+        let outer_tighter = Counting::default()
+            .with_max_elapsed(secs(60))
+            .with_max_elapsed(secs(10));
+        assert_eq!(outer_tighter.remaining(), Some(secs(10)));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Delays that grow by addition: linear (`interval × n`) and Fibonacci (`base × fib(n)`).
 
 use super::Schedule;
-use super::sample::mul_u64;
-use crate::ConfigError;
+use crate::error::ConfigError;
+use crate::time::mul_u64;
 use rand::RngCore;
 use std::time::Duration;
 
@@ -33,7 +33,8 @@ fn validate(step_field: &'static str, step: Duration, max: Duration) -> Result<(
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, Linear, Schedule};
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::{Linear, Schedule};
 ///
 /// let secs = Duration::from_secs;
 /// let mut b = Linear::new(secs(1), secs(3)).unwrap().into_backoff();
@@ -86,7 +87,8 @@ impl Schedule for Linear {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, Fibonacci, Schedule};
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::{Fibonacci, Schedule};
 ///
 /// let ms = Duration::from_millis;
 /// let mut b = Fibonacci::new(ms(100), ms(1_000)).unwrap().into_backoff();

@@ -4,16 +4,14 @@
 //!
 //! - [`BackOff`] is a stateful iterator of delays (`None` = stop), reset for each new
 //!   operation. Every strategy of this crate implements it, so any of them plugs into
-//!   [`retry`](crate::retry()), the [`Ticker`](crate::Ticker) and the tower layer.
+//!   [`retry`](crate::retry()), the [`Ticker`](crate::retry::Ticker) and the tower layer.
 //! - [`Schedule`] is a pure function from a retry number to a delay: data only, shareable
 //!   across threads, with the attempt count held by the caller (the "simple backoff"
 //!   design). [`Scheduled`] turns any schedule into a `BackOff` by counting retries.
 
-mod duration;
-mod jitter;
+pub(crate) mod jitter;
 
-pub(crate) use duration::{mul_f64, mul_pow};
-pub(crate) use jitter::Jitter;
+use jitter::Jitter;
 
 use rand::RngCore;
 use std::time::Duration;
@@ -53,7 +51,21 @@ pub trait BackOff {
     fn next_backoff(&mut self) -> Option<Duration>;
 
     /// Returns to the initial state, as before the first call to `next_backoff`.
+    ///
+    /// Every strategy of this crate honours it; a strategy whose state is shared with
+    /// other users documents what a reset does to that shared part.
     fn reset(&mut self);
+
+    /// The time left before this backoff stops on time, or `None` if it has no time limit.
+    ///
+    /// A delay asked for by the server (`Retry-After`) replaces the backoff's own delay
+    /// but must not outlast the backoff's time limit: [`retry`](crate::retry()) gives up at
+    /// once rather than sleep past it. [`MaxElapsed`] and an [`ExponentialBackOff`] with a
+    /// max elapsed time report their limit minus the time elapsed; the other wrappers
+    /// forward their inner policy's; the default is `None`.
+    fn remaining(&self) -> Option<Duration> {
+        None
+    }
 }
 
 impl<B: BackOff + ?Sized> BackOff for &mut B {
@@ -63,6 +75,10 @@ impl<B: BackOff + ?Sized> BackOff for &mut B {
 
     fn reset(&mut self) {
         (**self).reset();
+    }
+
+    fn remaining(&self) -> Option<Duration> {
+        (**self).remaining()
     }
 }
 
@@ -74,6 +90,10 @@ impl<B: BackOff + ?Sized> BackOff for Box<B> {
     fn reset(&mut self) {
         (**self).reset();
     }
+
+    fn remaining(&self) -> Option<Duration> {
+        (**self).remaining()
+    }
 }
 
 /// A stateless backoff: the delay of the `retry`-th retry, as a pure function.
@@ -84,7 +104,8 @@ impl<B: BackOff + ?Sized> BackOff for Box<B> {
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::{BackOff, Schedule, Scheduled};
+/// use tower_backoff::BackOff;
+/// use tower_backoff::backoff::{Schedule, Scheduled};
 ///
 /// /// 100 ms per retry so far.
 /// struct PerRetry;
@@ -180,7 +201,6 @@ impl<S: Schedule> From<S> for Scheduled<S> {
     }
 }
 
-// ---- strategies (section A) ----
 mod constant;
 mod exponential;
 mod limit;
@@ -189,9 +209,6 @@ pub use constant::{ConstantBackOff, StopBackOff, ZeroBackOff};
 pub use exponential::{ExponentialBackOff, ExponentialBackOffBuilder};
 pub use limit::{BackOffExt, MaxDelay, MaxElapsed, MaxRetries};
 
-// ---- end section A ----
-
-// ---- strategies (section B) ----
 pub mod aws;
 mod linear;
 mod responsive;
@@ -202,5 +219,3 @@ pub use aws::{DecorrelatedJitter, EqualJitter, ExponentialJitter, FullJitter};
 pub use linear::{Fibonacci, Linear};
 pub use responsive::{ResponsiveBackOff, ResponsiveBackOffBuilder, ResponsiveMetrics};
 pub use table::Table;
-
-// ---- end section B ----

@@ -1,10 +1,11 @@
 //! A delay learned from a whole client's recent outcomes: up on failure, down after a
-//! streak of successes.
+//! streak of successes (the responsive backoff of the AutoSleeper design).
 
+use super::BackOff;
+use super::jitter::Jitter;
 use super::sample::between;
-use super::{BackOff, Jitter, mul_f64};
-use crate::ConfigError;
-use crate::error::check;
+use crate::error::{ConfigError, check};
+use crate::time::mul_f64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -16,9 +17,9 @@ use std::time::Duration;
 /// all pace themselves on one learned delay, which tracks the server as its capacity
 /// grows or shrinks.
 ///
-/// - On failure: the delay goes up — to `initial_interval` from zero, otherwise
-///   `× up_multiplier`, randomized, capped at `max_interval` — the success streak is
-///   reset, and the caller waits the new delay.
+/// - On failure: the delay goes up — to exactly `initial_interval` from zero (not
+///   randomized), otherwise `× up_multiplier`, randomized, capped at `max_interval` — the
+///   success streak is reset, and the caller waits the new delay.
 /// - On success: nothing when the delay is zero (no wait). Otherwise the streak grows;
 ///   at `down_threshold` successes in a row it restarts and the delay goes down
 ///   (`× down_multiplier`, randomized; to zero once below `initial_interval`); the caller
@@ -29,27 +30,29 @@ use std::time::Duration;
 /// 0 keeps `x` exactly.
 ///
 /// `Clone` shares the state (an `Arc` around a mutex held only for a few arithmetic
-/// operations), so clone it into every task. As a [`BackOff`] each
-/// [`next_backoff`](BackOff::next_backoff) is a failure and [`reset`](BackOff::reset) does
-/// nothing: the learned delay describes the server as the whole client sees it, not one
-/// operation, so a new operation must not forget it.
+/// operations), so clone it into every task and report outcomes with
+/// [`on_failure`](Self::on_failure) and [`on_success`](Self::on_success).
 ///
-/// Going up from zero: the reference snippet is cut short right after setting the delay
-/// to the initial interval. We read it like the same author's exponential `sleepTime`,
-/// which returns the initial delay when the current one is zero: the first failure waits
-/// exactly `initial_interval` (not randomized), the multiplier applies from the second.
+/// As a [`BackOff`], each [`next_backoff`](BackOff::next_backoff) is a failure, and
+/// [`reset`](BackOff::reset) forgets the lesson: the delay goes back to zero and the
+/// success streak restarts, *for every clone*, since they share one state (the
+/// [`metrics`](Self::metrics) are lifetime counters and are kept). [`retry`](crate::retry()),
+/// the [`Ticker`](crate::retry::Ticker) and the retry layer reset their backoff before each
+/// operation, so driven by them a `ResponsiveBackOff` learns within one operation only; to
+/// keep the delay learned across operations and tasks, call `on_failure`/`on_success`
+/// yourself (or use the pacing layer, which does).
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::ResponsiveBackOff;
+/// use tower_backoff::backoff::ResponsiveBackOff;
 ///
 /// let ms = Duration::from_millis;
 /// let pace = ResponsiveBackOff::builder()
-///     .initial_interval(ms(100))
-///     .up_multiplier(2.0)
-///     .down_multiplier(0.5)
-///     .down_threshold(2)
-///     .randomization_factor(0.0)
+///     .with_initial_interval(ms(100))
+///     .with_up_multiplier(2.0)
+///     .with_down_multiplier(0.5)
+///     .with_down_threshold(2)
+///     .with_randomization_factor(0.0)
 ///     .build()
 ///     .unwrap();
 ///
@@ -181,6 +184,21 @@ impl ResponsiveBackOff {
         self.lock().metrics
     }
 
+    /// A backoff with the same settings and a state of its own, starting at zero; its
+    /// randomness is drawn from this one's seed sequence (reproducible when seeded).
+    pub(crate) fn fresh(&self) -> Self {
+        let jitter = self.lock().jitter.clone();
+        Self {
+            config: self.config,
+            state: Arc::new(Mutex::new(State {
+                current: Duration::ZERO,
+                streak: 0,
+                metrics: ResponsiveMetrics::default(),
+                jitter,
+            })),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // Nothing in the critical sections can panic, and even a torn update would leave
         // a usable state (any delay is valid): recover from poisoning rather than panic.
@@ -243,17 +261,22 @@ impl BackOff for ResponsiveBackOff {
         Some(self.on_failure())
     }
 
-    /// Nothing: the learned delay belongs to the client, not to one operation.
-    fn reset(&mut self) {}
+    /// Forgets the learned delay (back to zero) and the success streak, for every clone;
+    /// keeps the metrics.
+    fn reset(&mut self) {
+        let mut state = self.lock();
+        state.current = Duration::ZERO;
+        state.streak = 0;
+    }
 }
 
 /// Settings of a [`ResponsiveBackOff`]; every one defaults to its `DEFAULT_*` constant.
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_backoff::ResponsiveBackOff;
+/// use tower_backoff::backoff::ResponsiveBackOff;
 ///
-/// let err = ResponsiveBackOff::builder().down_multiplier(1.5).build().unwrap_err();
+/// let err = ResponsiveBackOff::builder().with_down_multiplier(1.5).build().unwrap_err();
 /// assert_eq!(err.field(), "down_multiplier");
 /// assert_eq!(err.value(), "1.5");
 /// ```
@@ -283,49 +306,49 @@ impl Default for ResponsiveBackOffBuilder {
 impl ResponsiveBackOffBuilder {
     /// The first delay, and the floor under which the delay drops to zero. Must be
     /// non-zero and at most `max_interval`.
-    pub const fn initial_interval(mut self, interval: Duration) -> Self {
+    pub const fn with_initial_interval(mut self, interval: Duration) -> Self {
         self.config.initial_interval = interval;
         self
     }
 
     /// The longest delay.
-    pub const fn max_interval(mut self, interval: Duration) -> Self {
+    pub const fn with_max_interval(mut self, interval: Duration) -> Self {
         self.config.max_interval = interval;
         self
     }
 
     /// The largest random deviation of a new delay.
-    pub const fn max_randomization(mut self, max: Duration) -> Self {
+    pub const fn with_max_randomization(mut self, max: Duration) -> Self {
         self.config.max_randomization = max;
         self
     }
 
     /// Growth per failure; at least 1.
-    pub const fn up_multiplier(mut self, multiplier: f64) -> Self {
+    pub const fn with_up_multiplier(mut self, multiplier: f64) -> Self {
         self.config.up_multiplier = multiplier;
         self
     }
 
     /// Shrink per completed success streak; in `(0, 1]`.
-    pub const fn down_multiplier(mut self, multiplier: f64) -> Self {
+    pub const fn with_down_multiplier(mut self, multiplier: f64) -> Self {
         self.config.down_multiplier = multiplier;
         self
     }
 
     /// Random spread of each new delay, as a fraction of it; in `[0, 1]`.
-    pub const fn randomization_factor(mut self, factor: f64) -> Self {
+    pub const fn with_randomization_factor(mut self, factor: f64) -> Self {
         self.config.randomization_factor = factor;
         self
     }
 
     /// Successes in a row before the delay goes down; at least 1.
-    pub const fn down_threshold(mut self, successes: u32) -> Self {
+    pub const fn with_down_threshold(mut self, successes: u32) -> Self {
         self.config.down_threshold = successes;
         self
     }
 
     /// Seeds the random generator, for reproducible sequences (tests, simulations).
-    pub const fn seed(mut self, seed: u64) -> Self {
+    pub const fn with_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
     }
@@ -406,16 +429,16 @@ mod tests {
         Duration::from_millis(n)
     }
 
-    /// The configuration of the seed's graph: 1 ms, ×1.5 up, ×0.6 down after 5 successes.
+    /// The configuration of the AutoSleeper graph: 1 ms, ×1.5 up, ×0.6 down after 5 successes.
     fn graph() -> ResponsiveBackOff {
         ResponsiveBackOff::builder()
-            .initial_interval(ms(1))
-            .max_interval(Duration::from_secs(15 * 60))
-            .max_randomization(Duration::from_secs(120))
-            .up_multiplier(1.5)
-            .down_multiplier(0.6)
-            .randomization_factor(0.0)
-            .down_threshold(5)
+            .with_initial_interval(ms(1))
+            .with_max_interval(Duration::from_secs(15 * 60))
+            .with_max_randomization(Duration::from_secs(120))
+            .with_up_multiplier(1.5)
+            .with_down_multiplier(0.6)
+            .with_randomization_factor(0.0)
+            .with_down_threshold(5)
             .build()
             .unwrap()
     }
@@ -427,7 +450,7 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_the_seed_constants() {
+    fn defaults_are_the_documented_constants() {
         assert_eq!(ResponsiveBackOff::DEFAULT_INITIAL_INTERVAL, ms(500));
         assert_eq!(
             ResponsiveBackOff::DEFAULT_MAX_INTERVAL,
@@ -457,7 +480,7 @@ mod tests {
             assert_close(d, 1e-3 * 1.5f64.powi(k));
             assert_eq!(b.current(), d);
         }
-        // The seed's graph: failures until the delay reached 291.9 ms.
+        // As in the AutoSleeper graph: failures until the delay reached 291.9 ms.
         assert_eq!(b.current().as_micros(), 291_929);
         let m = b.metrics();
         assert_eq!(
@@ -515,7 +538,7 @@ mod tests {
         for _ in 0..4 {
             assert_eq!(b.on_success(), ms(1));
         }
-        // 0.6 ms < initial 1 ms: back to zero. The seed still counts this as a sleep (of 0).
+        // 0.6 ms < initial 1 ms: back to zero, still counted as a sleep (of 0).
         assert_eq!(b.on_success(), Duration::ZERO);
         assert_eq!(b.current(), Duration::ZERO);
         let after_drop = b.metrics();
@@ -535,10 +558,10 @@ mod tests {
     #[test]
     fn capped_at_max_interval() {
         let b = ResponsiveBackOff::builder()
-            .initial_interval(ms(100))
-            .max_interval(ms(300))
-            .up_multiplier(2.0)
-            .randomization_factor(0.0)
+            .with_initial_interval(ms(100))
+            .with_max_interval(ms(300))
+            .with_up_multiplier(2.0)
+            .with_randomization_factor(0.0)
             .build()
             .unwrap();
         let got: Vec<_> = (0..5).map(|_| b.on_failure()).collect();
@@ -549,10 +572,10 @@ mod tests {
     fn randomization_stays_within_factor_and_max_randomization() {
         // ±20 % of 200 ms = ±40 ms.
         let b = ResponsiveBackOff::builder()
-            .initial_interval(ms(100))
-            .up_multiplier(2.0)
-            .randomization_factor(0.2)
-            .seed(1)
+            .with_initial_interval(ms(100))
+            .with_up_multiplier(2.0)
+            .with_randomization_factor(0.2)
+            .with_seed(1)
             .build()
             .unwrap();
         let (mut lo, mut hi) = (Duration::MAX, Duration::ZERO);
@@ -570,11 +593,11 @@ mod tests {
 
         // ±30 % of 100 s would be ±30 s, but max_randomization limits it to ±1 s.
         let b = ResponsiveBackOff::builder()
-            .initial_interval(ms(100))
-            .up_multiplier(2.0)
-            .randomization_factor(0.3)
-            .max_randomization(Duration::from_secs(1))
-            .seed(2)
+            .with_initial_interval(ms(100))
+            .with_up_multiplier(2.0)
+            .with_randomization_factor(0.3)
+            .with_max_randomization(Duration::from_secs(1))
+            .with_seed(2)
             .build()
             .unwrap();
         for _ in 0..500 {
@@ -590,11 +613,11 @@ mod tests {
     #[test]
     fn randomized_down_stays_within_bounds() {
         let b = ResponsiveBackOff::builder()
-            .initial_interval(ms(10))
-            .down_multiplier(0.5)
-            .down_threshold(1)
-            .randomization_factor(0.1)
-            .seed(3)
+            .with_initial_interval(ms(10))
+            .with_down_multiplier(0.5)
+            .with_down_threshold(1)
+            .with_randomization_factor(0.1)
+            .with_seed(3)
             .build()
             .unwrap();
         for _ in 0..500 {
@@ -606,7 +629,7 @@ mod tests {
 
     #[test]
     fn seeded_instances_are_reproducible() {
-        let make = || ResponsiveBackOff::builder().seed(9).build().unwrap();
+        let make = || ResponsiveBackOff::builder().with_seed(9).build().unwrap();
         let run = |b: ResponsiveBackOff| -> Vec<_> { (0..10).map(|_| b.on_failure()).collect() };
         assert_eq!(run(make()), run(make()));
     }
@@ -623,14 +646,27 @@ mod tests {
     }
 
     #[test]
-    fn as_a_backoff_every_delay_is_a_failure_and_reset_keeps_the_lesson() {
+    fn as_a_backoff_every_delay_is_a_failure_and_reset_starts_over() {
         let mut b = graph();
+        let other_task = b.clone();
         assert_eq!(b.next_backoff(), Some(ms(1)));
         assert_eq!(b.next_backoff(), Some(Duration::from_micros(1500)));
+        for _ in 0..4 {
+            b.on_success(); // a streak of 4, one short of going down
+        }
         b.reset();
-        assert_eq!(b.current(), Duration::from_micros(1500));
-        assert_eq!(b.next_backoff(), Some(Duration::from_micros(2250)));
-        assert_eq!(b.metrics().went_up, 3);
+        // Back to the initial state, for every clone: zero delay, then initial_interval.
+        assert_eq!(b.current(), Duration::ZERO);
+        assert_eq!(other_task.current(), Duration::ZERO);
+        assert_eq!(b.on_success(), Duration::ZERO);
+        assert_eq!(b.next_backoff(), Some(ms(1)));
+        // The streak restarted too: four successes do not bring the delay down.
+        for _ in 0..4 {
+            assert_eq!(b.on_success(), ms(1));
+        }
+        // The metrics are lifetime counters: kept across the reset.
+        let m = other_task.metrics();
+        assert_eq!((m.invocations, m.went_up), (12, 3));
     }
 
     #[test]
@@ -657,11 +693,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn sleeps_actually_wait_the_delay() {
         let b = ResponsiveBackOff::builder()
-            .initial_interval(ms(100))
-            .up_multiplier(2.0)
-            .down_multiplier(0.5)
-            .down_threshold(3)
-            .randomization_factor(0.0)
+            .with_initial_interval(ms(100))
+            .with_up_multiplier(2.0)
+            .with_down_multiplier(0.5)
+            .with_down_threshold(3)
+            .with_randomization_factor(0.0)
             .build()
             .unwrap();
         let start = tokio::time::Instant::now();
@@ -688,9 +724,9 @@ mod tests {
         const TASKS: u64 = 16;
         const ROUNDS: u64 = 200;
         let b = ResponsiveBackOff::builder()
-            .initial_interval(ms(1))
-            .max_interval(ms(50))
-            .seed(4)
+            .with_initial_interval(ms(1))
+            .with_max_interval(ms(50))
+            .with_seed(4)
             .build()
             .unwrap();
         let handles: Vec<_> = (0..TASKS)
@@ -771,34 +807,42 @@ mod tests {
         let b = ResponsiveBackOff::builder;
         let cases = [
             (
-                b().initial_interval(Duration::ZERO),
+                b().with_initial_interval(Duration::ZERO),
                 "initial_interval",
                 "0ns",
             ),
             (
-                b().initial_interval(ms(2)).max_interval(ms(1)),
+                b().with_initial_interval(ms(2)).with_max_interval(ms(1)),
                 "initial_interval",
                 "2ms",
             ),
-            (b().up_multiplier(0.99), "up_multiplier", "0.99"),
-            (b().up_multiplier(f64::NAN), "up_multiplier", "NaN"),
-            (b().up_multiplier(f64::INFINITY), "up_multiplier", "inf"),
-            (b().down_multiplier(0.0), "down_multiplier", "0.0"),
-            (b().down_multiplier(-0.5), "down_multiplier", "-0.5"),
-            (b().down_multiplier(1.01), "down_multiplier", "1.01"),
-            (b().down_multiplier(f64::NAN), "down_multiplier", "NaN"),
+            (b().with_up_multiplier(0.99), "up_multiplier", "0.99"),
+            (b().with_up_multiplier(f64::NAN), "up_multiplier", "NaN"),
             (
-                b().randomization_factor(-0.1),
+                b().with_up_multiplier(f64::INFINITY),
+                "up_multiplier",
+                "inf",
+            ),
+            (b().with_down_multiplier(0.0), "down_multiplier", "0.0"),
+            (b().with_down_multiplier(-0.5), "down_multiplier", "-0.5"),
+            (b().with_down_multiplier(1.01), "down_multiplier", "1.01"),
+            (b().with_down_multiplier(f64::NAN), "down_multiplier", "NaN"),
+            (
+                b().with_randomization_factor(-0.1),
                 "randomization_factor",
                 "-0.1",
             ),
-            (b().randomization_factor(1.5), "randomization_factor", "1.5"),
             (
-                b().randomization_factor(f64::NAN),
+                b().with_randomization_factor(1.5),
+                "randomization_factor",
+                "1.5",
+            ),
+            (
+                b().with_randomization_factor(f64::NAN),
                 "randomization_factor",
                 "NaN",
             ),
-            (b().down_threshold(0), "down_threshold", "0"),
+            (b().with_down_threshold(0), "down_threshold", "0"),
         ];
         for (builder, field, value) in cases {
             let err = builder.build().unwrap_err();
@@ -806,15 +850,15 @@ mod tests {
         }
         // Boundaries are accepted.
         assert!(
-            b().up_multiplier(1.0)
-                .down_multiplier(1.0)
-                .randomization_factor(1.0)
-                .down_threshold(1)
-                .initial_interval(ms(5))
-                .max_interval(ms(5))
+            b().with_up_multiplier(1.0)
+                .with_down_multiplier(1.0)
+                .with_randomization_factor(1.0)
+                .with_down_threshold(1)
+                .with_initial_interval(ms(5))
+                .with_max_interval(ms(5))
                 .build()
                 .is_ok()
         );
-        assert!(b().randomization_factor(0.0).build().is_ok());
+        assert!(b().with_randomization_factor(0.0).build().is_ok());
     }
 }

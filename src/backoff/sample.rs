@@ -1,4 +1,4 @@
-//! Uniform sampling of durations, shared by the randomized strategies of section B.
+//! Uniform sampling of durations, shared by the randomized strategies.
 
 use rand::{Rng, RngCore};
 use std::time::Duration;
@@ -12,17 +12,6 @@ pub(crate) fn between(rng: &mut dyn RngCore, low: Duration, high: Duration) -> D
         rng.random_range(low..=high)
     } else {
         low
-    }
-}
-
-/// `d × k`, saturating at `Duration::MAX` (exact: computed in nanoseconds).
-pub(crate) fn mul_u64(d: Duration, k: u64) -> Duration {
-    const NANOS_PER_SEC: u128 = 1_000_000_000;
-    let nanos = d.as_nanos().saturating_mul(u128::from(k));
-    match u64::try_from(nanos / NANOS_PER_SEC) {
-        // The remainder is below 10^9, so it fits in a u32.
-        Ok(secs) => Duration::new(secs, (nanos % NANOS_PER_SEC) as u32),
-        Err(_) => Duration::MAX,
     }
 }
 
@@ -44,16 +33,5 @@ mod tests {
         assert_eq!(between(&mut rng, lo, lo), lo);
         let d = between(&mut rng, Duration::ZERO, Duration::MAX);
         assert!(d <= Duration::MAX);
-    }
-
-    #[test]
-    fn mul_u64_is_exact_and_saturates() {
-        assert_eq!(
-            mul_u64(Duration::new(1, 500_000_000), 3),
-            Duration::new(4, 500_000_000)
-        );
-        assert_eq!(mul_u64(Duration::from_secs(2), u64::MAX), Duration::MAX);
-        assert_eq!(mul_u64(Duration::MAX, 1), Duration::MAX);
-        assert_eq!(mul_u64(Duration::MAX, 0), Duration::ZERO);
     }
 }

@@ -3,7 +3,7 @@
 
 use super::Schedule;
 use super::sample::between;
-use crate::ConfigError;
+use crate::error::ConfigError;
 use rand::RngCore;
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use std::time::Duration;
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use rand::SeedableRng;
-/// use tower_backoff::{Schedule, Table};
+/// use tower_backoff::backoff::{Schedule, Table};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -65,7 +65,7 @@ impl Table {
     /// The default table, in milliseconds: a first immediate retry, then up to 5 s.
     ///
     /// Short waits first (most failures are blips), a few seconds once the peer is really
-    /// down — the table of the "simple backoff" design this type reproduces.
+    /// down — the usual table of a "simple backoff" reconnect loop.
     pub const DEFAULT_MILLIS: [u64; 10] = [0, 10, 10, 100, 100, 500, 500, 3000, 3000, 5000];
 
     /// A table of `delays`, in retry order.
@@ -143,7 +143,7 @@ impl Schedule for Table {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BackOff, Scheduled};
+    use crate::backoff::{BackOff, Scheduled};
     use rand::SeedableRng;
     use rand::rngs::SmallRng;
 
@@ -152,7 +152,7 @@ mod tests {
     }
 
     #[test]
-    fn default_is_the_seed_table() {
+    fn default_is_the_documented_table() {
         let t = Table::default();
         let expected: Vec<_> = [0, 10, 10, 100, 100, 500, 500, 3000, 3000, 5000]
             .into_iter()

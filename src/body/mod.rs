@@ -49,30 +49,79 @@ mod replay;
 pub use layer::{ReplayBodyLayer, ReplayBodyService};
 pub use replay::{Capped, DEFAULT_MAX_BYTES, Interrupted, ReplayBody};
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 
-/// Tells a retry policy whether a request's body can still be replayed.
+/// Tells a retry policy whether a request's body can still be replayed, and when the
+/// attempt that holds it lets it go.
 ///
-/// A replayable body that outgrew its buffer cap puts this in the request's extensions
-/// (clones of a request share it): once it reports capped, no retry is started, because
-/// the next attempt could not send the whole body again.
-#[derive(Debug, Clone, Default)]
-pub struct ReplayGuard(Arc<AtomicBool>);
+/// A [`ReplayBody`] puts this in its request's extensions (clones of a request share it):
+/// once it reports capped, no retry is started, because the next attempt could not send
+/// the whole body again. Only the body itself changes it.
+#[derive(Debug, Clone)]
+pub struct ReplayGuard(Arc<GuardState>);
+
+#[derive(Debug)]
+struct GuardState {
+    capped: AtomicBool,
+    /// An attempt (a clone of the body) holds the body's stream.
+    held: AtomicBool,
+    /// Tasks waiting for the holder to let go.
+    waiters: Mutex<Vec<Waker>>,
+}
 
 impl ReplayGuard {
-    /// A guard for a body that is not capped (yet).
-    pub fn new() -> Self {
-        Self::default()
+    /// A guard for a body not capped yet, held by its original.
+    pub(crate) fn new() -> Self {
+        Self(Arc::new(GuardState {
+            capped: AtomicBool::new(false),
+            held: AtomicBool::new(true),
+            waiters: Mutex::new(Vec::new()),
+        }))
     }
 
-    /// Whether the body went past its cap, so that it cannot be replayed.
+    /// Whether the body went past its cap (or failed), so that it cannot be replayed.
     pub fn is_capped(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.0.capped.load(Ordering::Acquire)
     }
 
     /// Records that the body went past its cap.
-    pub fn set_capped(&self) {
-        self.0.store(true, Ordering::Release);
+    pub(crate) fn set_capped(&self) {
+        self.0.capped.store(true, Ordering::Release);
+    }
+
+    /// Records whether an attempt holds the body; letting go wakes the waiting retries.
+    pub(crate) fn set_held(&self, held: bool) {
+        self.0.held.store(held, Ordering::Release);
+        if !held {
+            let waiters = std::mem::take(&mut *self.waiters());
+            waiters.into_iter().for_each(Waker::wake);
+        }
+    }
+
+    /// Ready once no attempt holds the body, so a retry can send it.
+    pub(crate) fn poll_released(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.0.held.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
+        let mut waiters = self.waiters();
+        if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
+            waiters.push(cx.waker().clone());
+        }
+        drop(waiters);
+        // Let go between the first look and the registration: do not sleep on it.
+        if self.0.held.load(Ordering::Acquire) {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    }
+
+    fn waiters(&self) -> std::sync::MutexGuard<'_, Vec<Waker>> {
+        self.0
+            .waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -382,7 +382,10 @@ impl<B> ReplayBody<B> {
                 }
                 Some(s) if s.failed => return Poll::Ready(Err(Interrupted(()).into())),
                 Some(s) if s.capped => return Poll::Ready(Err(Capped(()).into())),
-                Some(_) => *state = slot.state.take(),
+                Some(_) => {
+                    *state = slot.state.take();
+                    shared.guard.set_held(true);
+                }
             }
         }
         match state.as_mut() {
@@ -420,6 +423,7 @@ impl<B> Drop for ReplayBody<B> {
                 slot.state = Some(state);
                 std::mem::take(&mut slot.waiters)
             };
+            self.shared.guard.set_held(false);
             waiters.into_iter().for_each(Waker::wake);
         }
     }

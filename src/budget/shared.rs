@@ -46,7 +46,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::ConfigError;
+use crate::error::ConfigError;
 use crate::error::check;
 
 /// Number of slots the window is divided into: the window slides in steps of `ttl / 10`.

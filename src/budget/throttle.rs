@@ -1,17 +1,25 @@
-//! gRPC-style retry throttling: retries stop while most recent requests fail.
+//! gRPC-style retry throttling: retries stop while too many recent attempts fail.
 
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::ConfigError;
+use crate::error::ConfigError;
 
 /// Tokens are counted in thousandths, so a token ratio with three decimals is exact.
 const MILLI: u64 = 1_000;
 
-/// Retry throttling as in gRPC's retry design (A6): a token bucket that every failed
-/// attempt drains by one token and every success refills by `token_ratio`; retries are
-/// allowed only while more than half of `max_tokens` remain.
+/// Retry throttling as in gRPC's retry design (proposal A6, "Throttling Retry Attempts
+/// and Hedged RPCs"): a token bucket of `max_tokens`, full at first, that every failed
+/// attempt drains by one token and every successful attempt refills by `token_ratio`;
+/// retries are allowed only while more than half of `max_tokens` remain.
+///
+/// Every attempt is reported once with [`record`](Self::record), and A6 says precisely
+/// which attempts count as what (see [`ThrottleOutcome`]): only failures a retry could fix
+/// (a retryable status, or a server pushback saying not to retry) drain the bucket, only
+/// successes refill it, and everything else — a failure that is the request's fault, such
+/// as `INVALID_ARGUMENT` or a 400, or one that never reached the server — leaves it as it
+/// is. So a client sending malformed requests is not throttled for the server's sake.
 ///
 /// Where [`RetryBudget`](super::RetryBudget) bounds retries by a fraction of recent
 /// *traffic*, the throttle reacts to recent *outcomes*: when a server goes down entirely,
@@ -27,14 +35,18 @@ const MILLI: u64 = 1_000;
 /// ```
 /// use tower_backoff::budget::RetryThrottle;
 ///
+/// use tower_backoff::budget::ThrottleOutcome;
+///
 /// let throttle = RetryThrottle::new(10, 0.1)?;
 /// assert!(throttle.allows_retry());
 /// for _ in 0..5 {
-///     throttle.on_failure(); // 10 → 5 tokens
+///     throttle.record(ThrottleOutcome::RetryableFailure); // 10 → 5 tokens
 /// }
 /// assert!(!throttle.allows_retry()); // only more than half (5) allows a retry
+/// throttle.record(ThrottleOutcome::Other); // a 400: no change
+/// assert_eq!(throttle.tokens(), 5.0);
 /// for _ in 0..10 {
-///     throttle.on_success(); // +0.1 each
+///     throttle.record(ThrottleOutcome::Success); // +0.1 each
 /// }
 /// assert!(throttle.allows_retry());
 /// # Ok::<(), tower_backoff::ConfigError>(())
@@ -97,25 +109,24 @@ impl RetryThrottle {
         })
     }
 
-    /// Records a failed attempt (a retryable status or transport error): one token less.
-    pub fn on_failure(&self) {
-        let _ = self
-            .inner
-            .tokens
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
-                Some(t.saturating_sub(MILLI))
-            });
-    }
-
-    /// Records a successful attempt: `token_ratio` tokens more, up to `max_tokens`.
-    pub fn on_success(&self) {
+    /// Records how one attempt ended: a [`Success`](ThrottleOutcome::Success) adds
+    /// `token_ratio` tokens (up to `max_tokens`), a
+    /// [`RetryableFailure`](ThrottleOutcome::RetryableFailure) takes one (down to zero),
+    /// [`Other`](ThrottleOutcome::Other) changes nothing.
+    ///
+    /// Call it once per attempt (every retry is an RPC of its own for A6), the last one
+    /// included, whether or not a retry follows.
+    pub fn record(&self, outcome: ThrottleOutcome) {
         let (max, ratio) = (self.inner.max, self.inner.ratio);
+        let update = |t: u64| match outcome {
+            ThrottleOutcome::Success => (t < max).then(|| t.saturating_add(ratio).min(max)),
+            ThrottleOutcome::RetryableFailure => (t > 0).then(|| t.saturating_sub(MILLI)),
+            ThrottleOutcome::Other => None,
+        };
         let _ = self
             .inner
             .tokens
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
-                (t < max).then(|| t.saturating_add(ratio).min(max))
-            });
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, update);
     }
 
     /// Whether a retry may be made now: more than half of the bucket is left.
@@ -127,6 +138,30 @@ impl RetryThrottle {
     pub fn tokens(&self) -> f64 {
         self.inner.tokens.load(Ordering::Relaxed) as f64 / MILLI as f64
     }
+}
+
+/// How an attempt ended, as gRPC's retry throttling (A6) counts it.
+///
+/// | outcome | gRPC | HTTP equivalent |
+/// | --- | --- | --- |
+/// | [`Success`](Self::Success) | status `OK` | a response that is not a failure (1xx–3xx) |
+/// | [`RetryableFailure`](Self::RetryableFailure) | a status in the retryable codes (for hedging, the non-fatal codes), or a pushback saying not to retry (negative or malformed `grpc-retry-pushback-ms`) | a retryable status (by default 408, 429, 502, 503, 504), or a transport error after the request may have reached the server |
+/// | [`Other`](Self::Other) | any other status (`INVALID_ARGUMENT`, `NOT_FOUND`, …); a failure before the request reached the server's application (A6's transparent retries) | any other 4xx/5xx; a fatal error; a connect error (the request never left the client) |
+///
+/// A6: "The only RPCs that are counted as failures for the throttling policy are RPCs
+/// that fail with a status code that qualifies as a retryable or non-fatal status code, or
+/// that receive a pushback response indicating not to retry", so that server failures are
+/// not conflated with malformed requests; transparent retries "do not count as failures".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ThrottleOutcome {
+    /// The attempt succeeded: `token_ratio` tokens more.
+    Success,
+    /// The attempt failed in a way a retry could fix, or the server pushed back saying
+    /// not to retry: one token less.
+    RetryableFailure,
+    /// Any other outcome: the request's own fault, or a failure that never reached the
+    /// server's application. The bucket is unchanged.
+    Other,
 }
 
 impl Default for RetryThrottle {
@@ -151,50 +186,89 @@ impl fmt::Debug for RetryThrottle {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ThrottleOutcome::{Other, RetryableFailure, Success};
 
     #[test]
     fn a_fresh_bucket_allows_retries_until_half_is_spent() {
         let t = RetryThrottle::new(4, 0.5).unwrap();
         assert!(t.allows_retry());
-        t.on_failure();
+        t.record(RetryableFailure);
         assert!(t.allows_retry()); // 3 > 2
-        t.on_failure();
+        t.record(RetryableFailure);
         assert!(!t.allows_retry()); // 2 is not more than half
-        t.on_success();
+        t.record(Success);
         assert!(t.allows_retry()); // 2.5
     }
 
     #[test]
-    fn tokens_stay_within_zero_and_max() {
-        let t = RetryThrottle::new(2, 1.0).unwrap();
+    fn retryable_failures_drain_one_token_each_down_to_zero() {
+        // The A6 example: 10 tokens, ratio 0.1. Five failures in a row reach the
+        // threshold (5 is not more than 10 / 2).
+        let t = RetryThrottle::new(10, 0.1).unwrap();
+        for left in (5..10).rev() {
+            assert!(t.allows_retry());
+            t.record(RetryableFailure);
+            assert_eq!(t.tokens(), f64::from(left));
+        }
+        assert!(!t.allows_retry());
+        for _ in 0..20 {
+            t.record(RetryableFailure);
+        }
+        assert_eq!(t.tokens(), 0.0, "never below zero");
+    }
+
+    #[test]
+    fn successes_refill_by_the_ratio_up_to_max() {
+        let t = RetryThrottle::new(10, 0.1).unwrap();
         for _ in 0..10 {
-            t.on_failure();
+            t.record(RetryableFailure);
         }
         assert_eq!(t.tokens(), 0.0);
-        for _ in 0..10 {
-            t.on_success();
+        // 51 successes: 5.1 tokens, just over the threshold.
+        for _ in 0..50 {
+            t.record(Success);
         }
-        assert_eq!(t.tokens(), 2.0);
+        assert!((t.tokens() - 5.0).abs() < 1e-9);
+        assert!(!t.allows_retry(), "exactly half does not allow a retry");
+        t.record(Success);
+        assert!((t.tokens() - 5.1).abs() < 1e-9);
+        assert!(t.allows_retry());
+        for _ in 0..1_000 {
+            t.record(Success);
+        }
+        assert_eq!(t.tokens(), 10.0, "never above max_tokens");
+    }
+
+    #[test]
+    fn other_outcomes_leave_the_bucket_alone() {
+        let t = RetryThrottle::new(10, 0.1).unwrap();
+        for _ in 0..100 {
+            t.record(Other);
+        }
+        assert_eq!(t.tokens(), 10.0, "malformed requests do not drain it");
+        for _ in 0..6 {
+            t.record(RetryableFailure);
+        }
+        for _ in 0..100 {
+            t.record(Other);
+        }
+        assert_eq!(t.tokens(), 4.0, "nor refill it");
+        assert!(!t.allows_retry());
     }
 
     #[test]
     fn ratio_counts_in_thousandths() {
-        let t = RetryThrottle::new(10, 0.1).unwrap();
-        for _ in 0..10 {
-            t.on_failure();
-        }
-        for _ in 0..51 {
-            t.on_success();
-        }
-        assert!((t.tokens() - 5.1).abs() < 1e-9);
-        assert!(t.allows_retry());
+        let t = RetryThrottle::new(10, 0.001).unwrap();
+        t.record(RetryableFailure);
+        t.record(Success);
+        assert!((t.tokens() - 9.001).abs() < 1e-9);
     }
 
     #[test]
     fn clones_share_the_bucket() {
         let t = RetryThrottle::new(2, 1.0).unwrap();
         let c = t.clone();
-        c.on_failure();
+        c.record(RetryableFailure);
         assert_eq!(t.tokens(), 1.0);
     }
 
@@ -221,11 +295,11 @@ mod tests {
                 let t = t.clone();
                 s.spawn(move || {
                     for _ in 0..10_000 {
-                        if i % 2 == 0 {
-                            t.on_failure()
+                        t.record(if i % 2 == 0 {
+                            RetryableFailure
                         } else {
-                            t.on_success()
-                        }
+                            Success
+                        });
                     }
                 });
             }

@@ -1,173 +1,190 @@
-//! Deciding what an outcome means, separately from acting on it.
+//! Deciding what an attempt's result means, separately from acting on it.
 //!
-//! The [retry policy](crate::RetryPolicy) asks three questions about each attempt, each
-//! answered here by a small, independently testable piece:
+//! A [`Classify`] turns the response or error of one attempt into an [`Outcome`]: success,
+//! final failure, or a retryable failure with its [`RetryReason`], the delay the server
+//! asked for ([`ServerDelay`]) and whether the request may be sent again whatever its
+//! method ([`Resend`]). The retry policy then *admits* the retry or not (idempotency,
+//! replayable body, per-request limits, throttle, shared budget) and *acts* (waits, tells
+//! the hooks, resends). Two classifiers come with the crate:
 //!
-//! - Is this status worth retrying? [`StatusSet`], by default 408, 429, 502, 503 and 504.
-//! - May this request be sent twice? [`is_idempotent`]: the idempotent methods of RFC 9110
-//!   §9.2.2, or any request carrying an [`IDEMPOTENCY_KEY`] header.
-//! - Did this error happen before the request reached the server? [`ErrorClass`], given by
-//!   [`default_error_class`] (or a closure of yours) over the error seen through [`AsError`].
+//! - [`HttpClassifier`] (the default): retryable statuses from a [`StatusSet`] (408, 429,
+//!   502, 503, 504 by default), `Retry-After`, and errors by [`ErrorClass`].
+//! - [`GrpcClassifier`] ([`RetryLayer::grpc`](crate::RetryLayer::grpc)): the `grpc-status`
+//!   of Trailers-Only responses and the server's pushback, as gRPC's retry design (A6) says.
+//!
+//! A classifier of your own plugs in with
+//! [`RetryLayer::classifier`](crate::RetryLayer::classifier); it may delegate to the
+//! built-in ones:
+//!
+//! ```
+//! use std::error::Error;
+//! use http::StatusCode;
+//! use tower_backoff::classify::{Attempt, Classify, HttpClassifier, Outcome, ResponseHead};
+//! use tower_backoff::{ConstantBackOff, RetryLayer, RetryReason};
+//!
+//! /// Also retries a 500 whose body the server marks as transient.
+//! struct Transient500(HttpClassifier);
+//!
+//! impl Classify for Transient500 {
+//!     fn classify_response(&self, attempt: &Attempt<'_>, res: &ResponseHead<'_>) -> Outcome {
+//!         if res.status() == StatusCode::INTERNAL_SERVER_ERROR
+//!             && res.headers().contains_key("x-transient")
+//!         {
+//!             return Outcome::retry(RetryReason::Status(res.status()));
+//!         }
+//!         self.0.classify_response(attempt, res)
+//!     }
+//!
+//!     fn classify_error(&self, attempt: &Attempt<'_>, err: &(dyn Error + 'static)) -> Outcome {
+//!         self.0.classify_error(attempt, err)
+//!     }
+//! }
+//!
+//! let layer = RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10)).unwrap())
+//!     .classifier(Transient500(HttpClassifier::new()));
+//! # drop(layer);
+//! ```
+//!
+//! The pieces they are built from are public too: [`is_idempotent`], [`StatusSet`],
+//! [`default_error_class`] and [`AsError`].
 
 mod error;
+mod grpc;
+mod http;
+mod idempotent;
+mod outcome;
+mod reason;
+mod request;
+mod status;
 
 pub use error::{AsError, ErrorClass, default_error_class};
+pub use grpc::GrpcClassifier;
+pub use http::HttpClassifier;
+pub use idempotent::{IDEMPOTENCY_KEY, is_idempotent};
+pub use outcome::{Outcome, Resend, ServerDelay};
+pub use reason::RetryReason;
+pub use request::RequestHead;
+pub use status::StatusSet;
 
-use crate::ConfigError;
-use http::{HeaderMap, HeaderName, Method, StatusCode};
+use ::http::{Extensions, HeaderMap, Response, StatusCode, Version};
+use std::error::Error;
+use std::fmt;
+use std::time::SystemTime;
 
-/// The `Idempotency-Key` request header: a request carrying it may be retried like an
-/// idempotent one, because the server promises to apply it at most once.
-pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+/// Turns the result of one attempt into an [`Outcome`].
+///
+/// Implementations only describe; they never sleep, count or resend. They are shared by
+/// every request of a layer (hence `Send + Sync`).
+pub trait Classify: Send + Sync + 'static {
+    /// What a response means.
+    fn classify_response(&self, attempt: &Attempt<'_>, res: &ResponseHead<'_>) -> Outcome;
 
-/// Whether a request may be sent again after it possibly reached the server.
-///
-/// True for the idempotent methods of RFC 9110 §9.2.2 (GET, HEAD, OPTIONS, TRACE, PUT,
-/// DELETE) and for any request carrying an [`IDEMPOTENCY_KEY`] header.
-///
-/// ```
-/// use http::{HeaderMap, Method};
-/// use tower_backoff::classify::{IDEMPOTENCY_KEY, is_idempotent};
-///
-/// let mut headers = HeaderMap::new();
-/// assert!(is_idempotent(&Method::PUT, &headers));
-/// assert!(!is_idempotent(&Method::POST, &headers));
-/// headers.insert(IDEMPOTENCY_KEY, "8e03978e".parse().unwrap());
-/// assert!(is_idempotent(&Method::POST, &headers));
-/// ```
-pub fn is_idempotent(method: &Method, headers: &HeaderMap) -> bool {
-    matches!(
-        *method,
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
-    ) || headers.contains_key(IDEMPOTENCY_KEY)
+    /// What an error of the inner service means.
+    fn classify_error(&self, attempt: &Attempt<'_>, err: &(dyn Error + 'static)) -> Outcome;
+
+    /// Marks a request about to be sent again, after `previous` attempts: gRPC's
+    /// `grpc-previous-rpc-attempts`, say. Does nothing by default.
+    fn prepare_resend(&self, headers: &mut HeaderMap, previous: u32) {
+        let _ = (headers, previous);
+    }
 }
 
-/// A set of response statuses, stored as a bit set over 100..=999 (no allocation, `Copy`).
-///
-/// Only client and server errors (4xx, 5xx) can be members: retrying a success or a
-/// redirect is a configuration mistake, reported as a [`ConfigError`].
-///
-/// ```
-/// use http::StatusCode;
-/// use tower_backoff::classify::StatusSet;
-///
-/// let set = StatusSet::DEFAULT.with(StatusCode::INTERNAL_SERVER_ERROR)?;
-/// assert!(set.contains(StatusCode::INTERNAL_SERVER_ERROR));
-/// assert!(set.contains(StatusCode::TOO_MANY_REQUESTS));
-/// assert!(StatusSet::DEFAULT.with(StatusCode::OK).is_err());
-/// # Ok::<(), tower_backoff::ConfigError>(())
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct StatusSet([u64; 16]);
+type ClockFn = dyn Fn() -> SystemTime + Send + Sync;
 
-impl StatusSet {
-    /// No status at all: only transport errors are retried.
-    pub const EMPTY: Self = Self([0; 16]);
+/// What a classifier knows about the attempt it judges: the request, its number, the
+/// statuses its settings retry, and the wall clock (for `Retry-After` dates).
+#[derive(Clone, Copy)]
+pub struct Attempt<'a> {
+    request: RequestHead<'a>,
+    number: u32,
+    statuses: StatusSet,
+    clock: Option<&'a ClockFn>,
+}
 
-    /// The statuses retried by default: 408 Request Timeout, 429 Too Many Requests,
-    /// 502 Bad Gateway, 503 Service Unavailable and 504 Gateway Timeout — the statuses that
-    /// say "the server (or a proxy before it) could not handle this now", not "this request
-    /// is wrong".
-    pub const DEFAULT: Self = Self::EMPTY
-        .with_code(408)
-        .with_code(429)
-        .with_code(502)
-        .with_code(503)
-        .with_code(504);
+impl<'a> Attempt<'a> {
+    /// The view of attempt `number` (from 1) of `request`, whose settings retry `statuses`.
+    pub fn new(request: RequestHead<'a>, number: u32, statuses: StatusSet) -> Self {
+        Self {
+            request,
+            number,
+            statuses,
+            clock: None,
+        }
+    }
 
-    const fn with_code(mut self, code: u16) -> Self {
-        self.0[(code / 64) as usize] |= 1 << (code % 64);
+    pub(crate) fn with_clock(mut self, clock: Option<&'a ClockFn>) -> Self {
+        self.clock = clock;
         self
     }
 
-    /// This set plus `status`; an error unless `status` is a 4xx or 5xx.
-    pub fn with(self, status: StatusCode) -> Result<Self, ConfigError> {
-        if status.is_client_error() || status.is_server_error() {
-            Ok(self.with_code(status.as_u16()))
-        } else {
-            Err(ConfigError::new(
-                "retry_status",
-                status.as_u16(),
-                "only 4xx and 5xx statuses can be retried",
-            ))
-        }
+    /// The request.
+    pub fn request(&self) -> &RequestHead<'a> {
+        &self.request
     }
 
-    /// This set without `status`.
-    pub fn without(mut self, status: StatusCode) -> Self {
-        let code = status.as_u16();
-        self.0[(code / 64) as usize] &= !(1 << (code % 64));
-        self
+    /// The attempt's number, from 1.
+    pub fn number(&self) -> u32 {
+        self.number
     }
 
-    /// Whether `status` is in the set.
-    pub fn contains(&self, status: StatusCode) -> bool {
-        let code = status.as_u16();
-        self.0[(code / 64) as usize] & (1 << (code % 64)) != 0
+    /// The statuses the request's settings retry.
+    pub fn statuses(&self) -> StatusSet {
+        self.statuses
     }
 
-    /// The statuses in the set, in increasing order.
-    pub fn iter(&self) -> impl Iterator<Item = StatusCode> + '_ {
-        (100u16..1000)
-            .filter_map(|c| StatusCode::from_u16(c).ok())
-            .filter(|s| self.contains(*s))
+    /// The wall-clock time now (the layer's clock in tests and simulations).
+    pub fn wall_clock(&self) -> SystemTime {
+        self.clock.map_or_else(SystemTime::now, |clock| clock())
     }
 }
 
-impl Default for StatusSet {
-    fn default() -> Self {
-        Self::DEFAULT
+impl fmt::Debug for Attempt<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Attempt")
+            .field("method", self.request.method())
+            .field("number", &self.number)
+            .field("statuses", &self.statuses)
+            .finish_non_exhaustive()
     }
 }
 
-impl std::fmt::Debug for StatusSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_set()
-            .entries(self.iter().map(|s| s.as_u16()))
-            .finish()
-    }
+/// A borrowed view of a response's head, given to classifiers.
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseHead<'a> {
+    status: StatusCode,
+    version: Version,
+    headers: &'a HeaderMap,
+    extensions: &'a Extensions,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_set_is_exactly_the_documented_statuses() {
-        let codes: Vec<u16> = StatusSet::DEFAULT.iter().map(|s| s.as_u16()).collect();
-        assert_eq!(codes, [408, 429, 502, 503, 504]);
-    }
-
-    #[test]
-    fn with_and_without_edit_one_bit() {
-        let set = StatusSet::EMPTY
-            .with(StatusCode::from_u16(599).unwrap())
-            .unwrap();
-        assert!(set.contains(StatusCode::from_u16(599).unwrap()));
-        assert!(!set.contains(StatusCode::from_u16(598).unwrap()));
-        let set = set.without(StatusCode::from_u16(599).unwrap());
-        assert_eq!(set, StatusSet::EMPTY);
-    }
-
-    #[test]
-    fn success_and_redirect_statuses_are_rejected() {
-        for code in [100, 200, 204, 301, 399, 600, 999] {
-            let err = StatusSet::DEFAULT
-                .with(StatusCode::from_u16(code).unwrap())
-                .unwrap_err();
-            assert_eq!(err.field(), "retry_status");
-            assert_eq!(err.value(), code.to_string());
+impl<'a> ResponseHead<'a> {
+    /// The view of `res`'s head.
+    pub fn of<B>(res: &'a Response<B>) -> Self {
+        Self {
+            status: res.status(),
+            version: res.version(),
+            headers: res.headers(),
+            extensions: res.extensions(),
         }
     }
 
-    #[test]
-    fn idempotent_methods_follow_rfc_9110() {
-        let h = HeaderMap::new();
-        for m in ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"] {
-            assert!(is_idempotent(&m.parse().unwrap(), &h), "{m}");
-        }
-        for m in ["POST", "PATCH", "CONNECT", "PURGE"] {
-            assert!(!is_idempotent(&m.parse().unwrap(), &h), "{m}");
-        }
+    /// The status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The HTTP version.
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// The headers.
+    pub fn headers(&self) -> &'a HeaderMap {
+        self.headers
+    }
+
+    /// The extensions.
+    pub fn extensions(&self) -> &'a Extensions {
+        self.extensions
     }
 }

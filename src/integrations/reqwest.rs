@@ -37,7 +37,7 @@
 //! # use tower_backoff::{ConstantBackOff, RetryLayer};
 //! # async fn run() {
 //! let service = ServiceBuilder::new()
-//!     .layer(RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10))))
+//!     .layer(RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10)).unwrap()))
 //!     .service(ReqwestService::new(reqwest::Client::new()));
 //! // error[E0277]: the trait bound `reqwest::Body: Clone` is not satisfied
 //! let request = http::Request::new(reqwest::Body::from("streamed"));
@@ -54,7 +54,7 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! let service = ServiceBuilder::new()
 //!     .layer(ReplayBodyLayer::new().with_max_bytes(1 << 20))
-//!     .layer(RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10))))
+//!     .layer(RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10)).unwrap()))
 //!     .service(ReqwestService::new(reqwest::Client::new()));
 //! let request = http::Request::put("http://127.0.0.1:8080/upload")
 //!     .body(reqwest::Body::from("streamed"))?;

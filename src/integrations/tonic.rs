@@ -32,9 +32,10 @@
 //! # }
 //! ```
 
+use crate::backoff::BackOff;
 use crate::body::{ReplayBodyLayer, ReplayBodyService};
 use crate::classify::AsError;
-use crate::{BackOff, RetryLayer, RetryPolicy};
+use crate::layer::{RetryLayer, RetryService};
 use bytes::Bytes;
 use http::Request;
 use std::error::Error as StdError;
@@ -75,7 +76,7 @@ impl<B> TonicRetryLayer<B> {
 }
 
 impl<S, B: BackOff + Clone> Layer<S> for TonicRetryLayer<B> {
-    type Service = ReplayBodyService<tower::retry::Retry<RetryPolicy<B>, TonicBody<S>>>;
+    type Service = ReplayBodyService<RetryService<B, TonicBody<S>>>;
 
     fn layer(&self, inner: S) -> Self::Service {
         self.replay.layer(self.retry.layer(TonicBody::new(inner)))

@@ -1,33 +1,12 @@
-//! Being told about each retry.
+//! Being told about each retry, and about each request given up on.
 
-use http::{Method, StatusCode, Uri};
+use super::stats::GiveUp;
+use crate::classify::RetryReason;
+use http::uri::{Authority, Uri};
+use http::{Method, StatusCode};
+use std::borrow::Cow;
 use std::error::Error;
-use std::fmt;
 use std::time::Duration;
-
-/// Why an attempt is retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RetryReason {
-    /// The server answered a retryable status.
-    Status(StatusCode),
-    /// The connection failed: the request never reached the server.
-    Connect,
-    /// Another transport error: the request may have reached the server.
-    Transport,
-    /// A gRPC call failed with a retryable status (see [`RetrySettings::grpc`](crate::RetrySettings::grpc)).
-    Grpc(crate::grpc::Code),
-}
-
-impl fmt::Display for RetryReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Status(s) => write!(f, "status {}", s.as_u16()),
-            Self::Connect => f.write_str("connect error"),
-            Self::Transport => f.write_str("transport error"),
-            Self::Grpc(code) => write!(f, "grpc-status {code}"),
-        }
-    }
-}
 
 /// One retry about to be made, as seen by an [`OnRetry`] hook.
 #[derive(Debug, Clone, Copy)]
@@ -75,9 +54,9 @@ impl<'a> RetryEvent<'a> {
         self.method
     }
 
-    /// The request's URI.
-    pub fn uri(&self) -> &'a Uri {
-        self.uri
+    /// The request's URI, without any credentials (`user:password@`) it carried.
+    pub fn uri(&self) -> Cow<'a, Uri> {
+        without_userinfo(self.uri)
     }
 
     /// The error of the failed attempt, if it failed with one the policy could inspect.
@@ -118,5 +97,117 @@ where
 {
     fn on_retry(&self, event: &RetryEvent<'_>) {
         self(event)
+    }
+}
+
+/// A request given up on: its last response or error is returned to the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct GiveUpEvent<'a> {
+    pub(crate) attempts: u32,
+    pub(crate) reason: RetryReason,
+    pub(crate) why: GiveUp,
+    pub(crate) method: &'a Method,
+    pub(crate) uri: &'a Uri,
+}
+
+impl<'a> GiveUpEvent<'a> {
+    /// The attempts made, the first one included.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Why the last attempt failed.
+    pub fn reason(&self) -> RetryReason {
+        self.reason
+    }
+
+    /// Why it is not retried.
+    pub fn why(&self) -> GiveUp {
+        self.why
+    }
+
+    /// The request's method.
+    pub fn method(&self) -> &'a Method {
+        self.method
+    }
+
+    /// The request's URI, without any credentials (`user:password@`) it carried.
+    pub fn uri(&self) -> Cow<'a, Uri> {
+        without_userinfo(self.uri)
+    }
+}
+
+/// A hook called when a request whose last attempt failed in a retryable way is not
+/// retried (see [`GiveUp`]). Implemented for `()` and for closures `Fn(&GiveUpEvent<'_>)`.
+///
+/// ```
+/// use tower_backoff::{ConstantBackOff, GiveUpEvent, RetryLayer};
+///
+/// let layer = RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10)).unwrap())
+///     .on_give_up(|e: &GiveUpEvent<'_>| {
+///         eprintln!("{} {} given up after {} attempts: {}", e.method(), e.uri(), e.attempts(), e.why())
+///     });
+/// # drop(layer);
+/// ```
+pub trait OnGiveUp {
+    /// Called once, when the request is given up on.
+    fn on_give_up(&self, event: &GiveUpEvent<'_>);
+}
+
+impl OnGiveUp for () {
+    fn on_give_up(&self, _: &GiveUpEvent<'_>) {}
+}
+
+impl<F> OnGiveUp for F
+where
+    F: Fn(&GiveUpEvent<'_>),
+{
+    fn on_give_up(&self, event: &GiveUpEvent<'_>) {
+        self(event)
+    }
+}
+
+/// `uri` as it may be shown: credentials in its authority are dropped (a copy is made only
+/// when there are some).
+pub(crate) fn without_userinfo(uri: &Uri) -> Cow<'_, Uri> {
+    let Some(authority) = uri.authority() else {
+        return Cow::Borrowed(uri);
+    };
+    let Some((_, host)) = authority.as_str().rsplit_once('@') else {
+        return Cow::Borrowed(uri);
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.authority = Authority::try_from(host).ok();
+    Cow::Owned(Uri::from_parts(parts).unwrap_or_default())
+}
+
+/// The host (and port) of `uri`, without credentials: what logs and metrics may name.
+pub(crate) fn server_address(uri: &Uri) -> &str {
+    uri.authority()
+        .map(|a| {
+            a.as_str()
+                .rsplit_once('@')
+                .map_or(a.as_str(), |(_, host)| host)
+        })
+        .unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_never_leave_a_uri() {
+        let uri: Uri = "http://user:secret@api.example:8080/path?q=1"
+            .parse()
+            .unwrap();
+        let shown = without_userinfo(&uri);
+        assert_eq!(shown.to_string(), "http://api.example:8080/path?q=1");
+        assert!(matches!(shown, Cow::Owned(_)));
+        assert_eq!(server_address(&uri), "api.example:8080");
+        let plain: Uri = "http://api.example/x".parse().unwrap();
+        assert!(matches!(without_userinfo(&plain), Cow::Borrowed(_)));
+        let relative: Uri = "/x".parse().unwrap();
+        assert_eq!(server_address(&relative), "");
     }
 }

@@ -1,27 +1,28 @@
-//! The [`tower::Layer`] that wraps a service in tower's `Retry` with a [`RetryPolicy`].
+//! The [`tower::Layer`] that wraps a client in a [`RetryService`].
 
-use super::hook::OnRetry;
-use super::policy::{RetryPolicy, Shared};
+use super::hook::{OnGiveUp, OnRetry};
+use super::policy::RetryPolicy;
 use super::routes::Routes;
-#[allow(unused_imports)] // doc links
-use super::settings::DEFAULT_MAX_RETRY_AFTER as _;
+use super::service::RetryService;
 use super::settings::RetrySettings;
-use crate::BackOff;
+use super::shared::Shared;
+use crate::backoff::BackOff;
+use crate::backoff::jitter::Jitter;
 use crate::body::ReplayBodyLayer;
 use crate::budget::{RetryBudget, RetryThrottle};
-use crate::classify::ErrorClass;
-use std::error::Error;
+use crate::classify::{Classify, GrpcClassifier};
 use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
 use tower_layer::{Layer, Stack};
 
 /// Retries HTTP requests on 429, 503 (honouring `Retry-After`), 502, 504, 408 and
-/// transport errors, within a per-request budget.
+/// transport errors, within per-request limits.
 ///
-/// The layer wraps services in tower's own [`tower::retry::Retry`] with a
-/// [`RetryPolicy`]; `backoff` gives the delays when the server does not, and is reset for
-/// every logical request.
+/// The layer wraps services in a [`RetryService`] driven by a [`RetryPolicy`]; `backoff`
+/// gives the delays when the server does not, and is reset for every logical request.
+/// Failed requests come back as a [`RetryError`](crate::RetryError) carrying their
+/// [`RetryStats`](crate::RetryStats); so do retried responses.
 ///
 /// # Decisions
 ///
@@ -35,13 +36,19 @@ use tower_layer::{Layer, Stack};
 /// | 503 Service Unavailable | retry | returned as is | `Retry-After`, else the backoff's |
 /// | 502, 504, 408 | retry | returned as is | the backoff's, but never less than a `Retry-After` |
 /// | any other status | returned as is | returned as is | — |
-/// | connect failure ([`ErrorClass::Connect`]) | retry | retry | the backoff's |
-/// | other transport error ([`ErrorClass::Transport`]) | retry | error returned | the backoff's |
-/// | [`ErrorClass::Fatal`] error | error returned | error returned | — |
+/// | connect failure ([`ErrorClass::Connect`](crate::classify::ErrorClass::Connect)) | retry | retry | the backoff's |
+/// | refused unprocessed: HTTP/2 `REFUSED_STREAM`, `GOAWAY` ([`ErrorClass::Unprocessed`](crate::classify::ErrorClass::Unprocessed)) | retry | retry | the backoff's |
+/// | other transport error ([`ErrorClass::Transport`](crate::classify::ErrorClass::Transport)), attempt timeout | retry | error returned | the backoff's |
+/// | [`ErrorClass::Fatal`](crate::classify::ErrorClass::Fatal) error | error returned | error returned | — |
 ///
-/// gRPC calls are read differently: with the gRPC preset ([`RetryLayer::grpc`],
-/// [`RetrySettings::grpc`]) the `grpc-status` of a Trailers-Only response decides, whatever
-/// the method, and a server's pushback sets the delay.
+/// A delay the server asked for is spread by
+/// [`RetrySettings::with_retry_after_jitter`] (20 % by default): never sooner than asked,
+/// but not every client at the same instant either.
+///
+/// This table is the default [`HttpClassifier`](crate::classify::HttpClassifier)'s. gRPC
+/// calls are read by the [`GrpcClassifier`] of [`RetryLayer::grpc`]: the `grpc-status` of
+/// a Trailers-Only response decides, whatever the method, and a server's pushback sets the
+/// delay. A classifier of your own plugs in with [`RetryLayer::classifier`].
 ///
 /// The retried statuses are configurable ([`RetrySettings::with_status`],
 /// [`RetrySettings::with_statuses`]); [`RetrySettings::with_retry_non_idempotent`] gives
@@ -49,16 +56,21 @@ use tower_layer::{Layer, Stack};
 /// error is returned at once — when:
 ///
 /// - the server asks for more than [`RetrySettings::max_retry_after`] (default
-///   [`DEFAULT_MAX_RETRY_AFTER`](crate::DEFAULT_MAX_RETRY_AFTER)); with
+///   [`DEFAULT_MAX_RETRY_AFTER`](super::settings::DEFAULT_MAX_RETRY_AFTER)); with
 ///   [`RetrySettings::with_clamp_retry_after`] the policy waits for the cap instead;
-/// - the attempts reach [`Limits::max_attempts`](crate::budget::Limits::max_attempts), or
-///   the wait would end after [`Limits::max_elapsed`](crate::budget::Limits::max_elapsed)
+/// - the attempts reach [`Limits::max_attempts`](crate::limits::Limits::max_attempts), or
+///   the wait would end after [`Limits::max_elapsed`](crate::limits::Limits::max_elapsed)
 ///   from the start of the first attempt;
 /// - the backoff returns `None`;
 /// - the layer's shared [`RetryBudget`](crate::budget::RetryBudget) is spent, or its
 ///   [`RetryThrottle`](crate::budget::RetryThrottle) (if any) has stopped retries;
 /// - the request's body could not be replayed ([`ReplayGuard`](crate::body::ReplayGuard)
-///   capped).
+///   capped), checked again when the wait ends, or is still held by the previous attempt
+///   at the request's deadline;
+/// - no tokio runtime runs on the calling thread.
+///
+/// The retry's wait uses tokio's timer: in a runtime built without it (no
+/// `enable_time`/`enable_all`), tokio panics at the first retry, saying what to enable.
 ///
 /// ```
 /// use std::time::Duration;
@@ -66,7 +78,7 @@ use tower_layer::{Layer, Stack};
 /// use tower::ServiceBuilder;
 /// use tower_backoff::{ConstantBackOff, RetryEvent, RetryLayer, RetrySettings, Routes};
 ///
-/// let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)))
+/// let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)).unwrap())
 ///     .settings(RetrySettings::new().with_max_attempts(4)?)
 ///     .routes(Routes::new().route(Method::POST, "/orders", RetrySettings::disabled())?)
 ///     .on_retry(|e: &RetryEvent<'_>| eprintln!("retry #{} in {:?}", e.attempt(), e.delay()));
@@ -94,13 +106,12 @@ impl<B: BackOff> RetryLayer<B> {
         }
     }
 
-    /// The gRPC preset: a layer with [`RetrySettings::grpc`], for tonic channels and other
-    /// gRPC clients (with the `tonic` feature, `integrations::tonic::TonicRetryLayer` fits it
-    /// to tonic's body type).
+    /// The gRPC preset: a layer whose classifier is a [`GrpcClassifier`], for tonic channels
+    /// and other gRPC clients (with the `tonic` feature, `integrations::tonic::TonicRetryLayer`
+    /// fits it to tonic's body type).
     ///
-    /// Outcomes are read as gRPC statuses (see [`RetrySettings::with_grpc_codes`]). Settings
-    /// given afterwards, to [`settings`](Self::settings) or per route, replace the preset:
-    /// derive them from [`RetrySettings::grpc`] to stay in gRPC mode.
+    /// Reading outcomes as gRPC calls is a property of the layer: settings given afterwards,
+    /// to [`settings`](Self::settings) or per route, change limits and delays, never that.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -120,8 +131,8 @@ impl<B: BackOff> RetryLayer<B> {
     ///     let res = http::Response::builder().header("grpc-status", status).body(String::new());
     ///     async move { Ok::<_, std::io::Error>(res.unwrap()) }
     /// });
-    /// let layer = RetryLayer::grpc(ConstantBackOff::new(Duration::from_millis(50)))
-    ///     .settings(RetrySettings::grpc().with_max_attempts(4)?);
+    /// let layer = RetryLayer::grpc(ConstantBackOff::new(Duration::from_millis(50)).unwrap())
+    ///     .settings(RetrySettings::new().with_max_attempts(4)?);
     /// let client = ServiceBuilder::new().layer(layer).service(server);
     ///
     /// let call = http::Request::post("/pkg.Service/Method").body(String::new()).unwrap();
@@ -132,7 +143,14 @@ impl<B: BackOff> RetryLayer<B> {
     /// # }
     /// ```
     pub fn grpc(backoff: B) -> Self {
-        Self::new(backoff).settings(RetrySettings::grpc())
+        Self::new(backoff).classifier(GrpcClassifier::new())
+    }
+
+    /// Reads the outcome of each attempt with `classifier` instead of the default
+    /// [`HttpClassifier`](crate::classify::HttpClassifier) (see [`crate::classify`]).
+    pub fn classifier<C: Classify>(mut self, classifier: C) -> Self {
+        self.shared_mut().classifier = Arc::new(classifier);
+        self
     }
 
     fn shared_mut(&mut self) -> &mut Shared {
@@ -160,14 +178,20 @@ impl<B: BackOff> RetryLayer<B> {
         self
     }
 
-    /// Classifies errors of the inner service with `classify` instead of
-    /// [`default_error_class`](crate::classify::default_error_class) (which a closure can
-    /// still fall back to).
-    pub fn classify_errors<F>(mut self, classify: F) -> Self
+    /// Calls `hook` when a request whose last attempt failed in a retryable way is not
+    /// retried.
+    pub fn on_give_up<H>(mut self, hook: H) -> Self
     where
-        F: Fn(&(dyn Error + 'static)) -> ErrorClass + Send + Sync + 'static,
+        H: OnGiveUp + Send + Sync + 'static,
     {
-        self.shared_mut().classify = Some(Arc::new(classify));
+        self.shared_mut().on_give_up = Arc::new(hook);
+        self
+    }
+
+    /// Draws the spread of server-requested delays from a generator seeded with `seed`,
+    /// for reproducible tests and simulations (each request still draws its own stream).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.shared_mut().jitter = Jitter::seeded(seed);
         self
     }
 
@@ -192,11 +216,11 @@ impl<B: BackOff> RetryLayer<B> {
         self
     }
 
-    /// Stops inserting [`RetryStats`](crate::RetryStats) into final responses.
+    /// Stops inserting [`RetryStats`](crate::RetryStats) into retried responses (errors
+    /// still carry them).
     ///
-    /// The insert costs a few small allocations per request (the response's extension
-    /// map and the boxed value); without it the success path allocates nothing beyond the
-    /// request clone that any retry needs.
+    /// Responses that succeeded at once never carry them; for the others the insert costs
+    /// a few small allocations (the response's extension map and the boxed value).
     pub fn without_stats(mut self) -> Self {
         self.shared_mut().stats = false;
         self
@@ -212,7 +236,7 @@ impl<B: BackOff> RetryLayer<B> {
         self
     }
 
-    /// Removes the shared retry budget: only the per-request [`Limits`](crate::budget::Limits)
+    /// Removes the shared retry budget: only the per-request [`Limits`](crate::limits::Limits)
     /// bound retries.
     pub fn without_retry_budget(mut self) -> Self {
         self.shared_mut().retry_budget = None;
@@ -248,7 +272,7 @@ impl<B: BackOff> RetryLayer<B> {
     ///         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(res)
     ///     }
     /// });
-    /// let backoff = ConstantBackOff::new(Duration::from_millis(10));
+    /// let backoff = ConstantBackOff::new(Duration::from_millis(10)).unwrap();
     /// let client = ServiceBuilder::new()
     ///     .layer(RetryLayer::new(backoff).replay_bodies(DEFAULT_MAX_BYTES))
     ///     .service(upstream);
@@ -267,7 +291,8 @@ impl<B: BackOff> RetryLayer<B> {
         Stack::new(self, ReplayBodyLayer::new().with_max_bytes(max_bytes))
     }
 
-    /// The policy this layer installs, for `tower::retry::RetryLayer::new` or direct use.
+    /// The policy this layer installs, for `tower::retry::RetryLayer::new` or direct use
+    /// (see [`RetryPolicy`] for what tower's service does differently).
     pub fn policy(&self) -> RetryPolicy<B>
     where
         B: Clone,
@@ -282,10 +307,10 @@ impl<B: BackOff> RetryLayer<B> {
 }
 
 impl<S, B: BackOff + Clone> Layer<S> for RetryLayer<B> {
-    type Service = tower::retry::Retry<RetryPolicy<B>, S>;
+    type Service = RetryService<B, S>;
 
     fn layer(&self, service: S) -> Self::Service {
-        tower::retry::Retry::new(self.policy(), service)
+        RetryService::new(service, self.policy())
     }
 }
 

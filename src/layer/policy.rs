@@ -1,15 +1,18 @@
-//! The [`tower::retry::Policy`] that turns HTTP outcomes into retry decisions.
+//! The retry policy: one request's state, and the path of every failed attempt —
+//! decide, then admit, then act.
 
-use super::hook::{OnRetry, RetryEvent, RetryReason};
-use super::routes::{RequestHead, Routes};
+use super::admit;
+use super::delay;
+use super::hook::{GiveUpEvent, RetryEvent, server_address};
 use super::settings::RetrySettings;
+use super::shared::Shared;
 use super::stats::{GiveUp, RetryStats};
-use crate::BackOff;
-use crate::body::ReplayGuard;
-use crate::budget::{RetryBudget, RetryThrottle};
-use crate::classify::{AsError, ErrorClass, default_error_class, is_idempotent};
-use crate::grpc::{DoNotRetryReason, GrpcDecision};
-use http::{Request, Response, StatusCode};
+use crate::backoff::BackOff;
+use crate::backoff::jitter::Jitter;
+use crate::budget::ThrottleOutcome;
+use crate::classify::{AsError, Attempt, Outcome, RequestHead, ResponseHead, RetryReason};
+use crate::pacing::PacingDeadline;
+use http::{Request, Response};
 use pin_project_lite::pin_project;
 use std::error::Error;
 use std::fmt;
@@ -17,50 +20,31 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
-pub(crate) type ClassifyFn = dyn Fn(&(dyn Error + 'static)) -> ErrorClass + Send + Sync;
-pub(crate) type ClockFn = dyn Fn() -> SystemTime + Send + Sync;
-
-/// State shared by every request of a layer: one `Arc`, so cloning the policy per request
-/// copies a pointer.
-#[derive(Clone)]
-pub(crate) struct Shared {
-    pub(crate) settings: RetrySettings,
-    pub(crate) routes: Routes,
-    pub(crate) on_retry: Arc<dyn OnRetry + Send + Sync>,
-    pub(crate) classify: Option<Arc<ClassifyFn>>,
-    pub(crate) wall_clock: Option<Arc<ClockFn>>,
-    pub(crate) retry_budget: Option<RetryBudget>,
-    pub(crate) retry_throttle: Option<RetryThrottle>,
-    pub(crate) stats: bool,
-}
-
-impl Default for Shared {
-    fn default() -> Self {
-        Self {
-            settings: RetrySettings::default(),
-            routes: Routes::default(),
-            on_retry: Arc::new(()),
-            classify: None,
-            wall_clock: None,
-            retry_budget: Some(RetryBudget::default()),
-            retry_throttle: None,
-            stats: true,
-        }
-    }
-}
-
-/// The retry policy of [`RetryLayer`](crate::RetryLayer); also usable directly with
-/// `tower::retry::RetryLayer::new(policy)`.
+/// The retry policy of [`RetryLayer`](crate::RetryLayer).
 ///
-/// Tower clones the policy for each request: the clone holds that request's state (its
-/// settings, attempt count, backoff, start time, time waited); everything else is shared.
-/// A request that can never be retried (its settings allow one attempt, or its
-/// [`ReplayGuard`] is already capped) is not cloned at all; for the others every attempt,
-/// the last one included, is cloned so that its response can carry [`RetryStats`].
-/// See the [decision table](crate::RetryLayer#decisions) for what is retried.
+/// The layer's own service drives it; it also implements [`tower::retry::Policy`], so
+/// `tower::retry::RetryLayer::new(layer.policy())` works too — with tower's service the
+/// last response is dropped while the retry waits, so a retry that turns out impossible
+/// after its wait (a body that outgrew its buffer meanwhile) fails with the body's error
+/// instead of returning that response, and failed requests do not carry [`RetryStats`].
+///
+/// The policy is cloned for each request: the clone holds that request's state (settings,
+/// attempt count, backoff, start, time waited); everything else is shared. What happens to
+/// a failed attempt, in order:
+///
+/// 1. **Decide**: the layer's [`Classify`](crate::classify::Classify) turns the response or
+///    error into an [`Outcome`].
+/// 2. **Admit**: a retryable outcome must pass, in order: the server did not forbid it, the
+///    request may be sent again ([`Resend`](crate::classify::Resend)), its body can be
+///    replayed, a runtime is there to wait in, attempts are left, the delay
+///    (see [`RetryLayer`](crate::RetryLayer#decisions)) ends before the request's
+///    deadline, the [`RetryThrottle`](crate::budget::RetryThrottle) is open and the shared
+///    [`RetryBudget`](crate::budget::RetryBudget) pays.
+/// 3. **Act**: the hook and `tracing` are told, the request is marked for its resend, and
+///    the policy waits.
 ///
 /// ```
 /// use std::time::Duration;
@@ -71,7 +55,7 @@ impl Default for Shared {
 /// type Req = http::Request<String>;
 /// type Res = http::Response<String>;
 ///
-/// let mut policy = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100))).policy();
+/// let mut policy = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)).unwrap()).policy();
 /// let req: Req = http::Request::get("/").body(String::new()).unwrap();
 /// let mut copy = Policy::<Req, Res, std::io::Error>::clone_request(&mut policy, &req)
 ///     .expect("GETs can be retried");
@@ -80,23 +64,59 @@ impl Default for Shared {
 /// assert!(policy.retry(&mut copy, &mut result).is_some());
 /// # }
 /// ```
-#[derive(Clone)]
 pub struct RetryPolicy<B> {
-    backoff: B,
-    shared: Arc<Shared>,
-    settings: RetrySettings,
+    template: Arc<Template<B>>,
+    /// This request's backoff: a copy of the template's, made at its first retry.
+    backoff: Option<B>,
+    /// The request's own settings or its route's; `None`: the layer's.
+    settings: Option<RetrySettings>,
     start: Instant,
     attempts: u32,
     waited: Duration,
     retrying: bool,
+    /// Drawn from the layer's generator at the first spread delay of the request.
+    jitter: Option<Jitter>,
+}
+
+/// What every request of a layer starts from: one `Arc`, so cloning the policy per request
+/// copies a pointer and a few counters.
+struct Template<B> {
+    backoff: B,
+    shared: Shared,
+}
+
+impl<B> Clone for RetryPolicy<B> {
+    fn clone(&self) -> Self {
+        Self {
+            template: Arc::clone(&self.template),
+            backoff: None,
+            settings: None,
+            start: self.start,
+            attempts: 0,
+            waited: Duration::ZERO,
+            retrying: false,
+            jitter: None,
+        }
+    }
+}
+
+/// What to do after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Wait this long, then send the request again.
+    Retry(Duration),
+    /// Return this attempt's result; why it was not retried, if it was retryable.
+    Done(Option<GiveUp>),
 }
 
 impl<B> RetryPolicy<B> {
     pub(crate) fn new(backoff: B, shared: Arc<Shared>) -> Self {
+        let shared = Arc::unwrap_or_clone(shared);
         Self {
-            backoff,
-            settings: shared.settings.clone(),
-            shared,
+            template: Arc::new(Template { backoff, shared }),
+            backoff: None,
+            settings: None,
+            jitter: None,
             start: Instant::now(),
             attempts: 0,
             waited: Duration::ZERO,
@@ -115,29 +135,251 @@ impl<B> RetryPolicy<B> {
 
     /// The settings chosen for the current request.
     pub fn current_settings(&self) -> &RetrySettings {
-        &self.settings
+        self.settings
+            .as_ref()
+            .unwrap_or(&self.template.shared.settings)
+    }
+
+    /// Starts a new logical request: chooses its settings (its own, its route's, or the
+    /// layer's) and funds the shared retry budget. Returns whether it may ever be retried.
+    pub(crate) fn begin(&mut self, head: &RequestHead<'_>) -> bool {
+        let now = Instant::now();
+        if let Some(budget) = &self.template.shared.retry_budget {
+            // New requests fund retries; retries do not, or retries would fund retries.
+            budget.deposit_at(now);
+        }
+        self.settings = match head.extensions().get::<RetrySettings>() {
+            Some(settings) => Some(settings.clone()),
+            None if self.template.shared.routes.is_empty() => None,
+            None => self.template.shared.routes.find(head),
+        };
+        self.start = now;
+        self.attempts = 1;
+        crate::metrics::attempt();
+        self.waited = Duration::ZERO;
+        self.current_settings().limits().max_attempts() > 1 && admit::body_replayable_head(head)
+    }
+
+    /// Counts the attempt about to be sent.
+    pub(crate) fn next_attempt(&mut self) {
+        self.attempts = self.attempts.saturating_add(1);
+        crate::metrics::attempt();
+    }
+
+    /// The instant past which no attempt of this request starts.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.start + self.current_settings().limits().max_elapsed()
+    }
+
+    /// Puts the request's deadline into `req`, so that a pacing layer inside never starts
+    /// the attempt past it.
+    pub(crate) fn mark_deadline<ReqB>(&self, req: &mut Request<ReqB>) {
+        req.extensions_mut().insert(PacingDeadline(self.deadline()));
+    }
+
+    /// A copy of `req` for a retry, carrying the request's deadline. (The first attempt
+    /// starts at the request's start, so it needs none: pacing's own max wait bounds it.)
+    pub(crate) fn retry_request<ReqB: Clone>(&self, req: &Request<ReqB>) -> Request<ReqB> {
+        let mut copy = clone_request(req);
+        self.mark_deadline(&mut copy);
+        copy
+    }
+
+    /// The stats of the finished request, for its response or error.
+    pub(crate) fn final_stats(&self, gave_up: Option<GiveUp>) -> RetryStats {
+        RetryStats {
+            gave_up,
+            ..self.stats()
+        }
+    }
+
+    /// Inserts the final stats into `res` when there is something to say: the request was
+    /// retried or given up on (a first-attempt success carries none, for free).
+    pub(crate) fn attach_stats<T>(&self, res: &mut Response<T>, gave_up: Option<GiveUp>) {
+        if self.template.shared.stats && (self.attempts > 1 || gave_up.is_some()) {
+            res.extensions_mut().insert(self.final_stats(gave_up));
+        }
+    }
+
+    /// **Decide**, for a response.
+    pub(crate) fn classify_response<ReqB, ResB>(
+        &self,
+        req: &Request<ReqB>,
+        res: &Response<ResB>,
+    ) -> Outcome {
+        self.template
+            .shared
+            .classifier
+            .classify_response(&self.attempt_view(req), &ResponseHead::of(res))
+    }
+
+    /// **Decide**, for an error (`None`: an error with nothing to inspect).
+    pub(crate) fn classify_error<ReqB>(
+        &self,
+        req: &Request<ReqB>,
+        err: Option<&(dyn Error + 'static)>,
+    ) -> Outcome {
+        match err {
+            Some(err) => self
+                .template
+                .shared
+                .classifier
+                .classify_error(&self.attempt_view(req), err),
+            None => Outcome::retry(RetryReason::Transport),
+        }
+    }
+
+    fn attempt_view<'a, ReqB>(&'a self, req: &'a Request<ReqB>) -> Attempt<'a> {
+        Attempt::new(
+            RequestHead::of(req),
+            self.attempts,
+            self.current_settings().statuses(),
+        )
+        .with_clock(self.template.shared.wall_clock.as_deref())
     }
 }
 
-impl<B: fmt::Debug> fmt::Debug for RetryPolicy<B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RetryPolicy")
-            .field("backoff", &self.backoff)
-            .field("settings", &self.settings)
-            .field("routes", &self.shared.routes)
-            .field("attempts", &self.attempts)
-            .field("waited", &self.waited)
-            .finish_non_exhaustive()
+impl<B: BackOff + Clone> RetryPolicy<B> {
+    /// The path of a finished attempt: admit its outcome, then act on it.
+    pub(crate) fn next_step<ReqB>(
+        &mut self,
+        req: &mut Request<ReqB>,
+        outcome: &Outcome,
+        error: Option<&(dyn Error + 'static)>,
+    ) -> Step {
+        self.report_health(outcome);
+        let Some(reason) = outcome.reason() else {
+            return Step::Done(None);
+        };
+        match self.admit(req, outcome) {
+            Ok(delay) => {
+                self.act(req, reason, delay, outcome, error);
+                Step::Retry(delay)
+            }
+            Err(why) => {
+                self.give_up(req, reason, why);
+                Step::Done(Some(why))
+            }
+        }
+    }
+
+    /// **Admit**: the gates of [`admit`], in order; the delay when all let it through.
+    fn admit<ReqB>(&mut self, req: &Request<ReqB>, outcome: &Outcome) -> Result<Duration, GiveUp> {
+        if outcome.is_stopped() {
+            return Err(GiveUp::Pushback);
+        }
+        let settings = self
+            .settings
+            .as_ref()
+            .unwrap_or(&self.template.shared.settings);
+        admit::resend_allowed(outcome.resend(), settings, req)?;
+        admit::body_replayable(req)?;
+        admit::runtime_present()?;
+        let limits = settings.limits();
+        admit::within_limits(limits, self.attempts, Duration::ZERO, Duration::ZERO)?;
+        // The first retry of this request gets its backoff, fresh. (Not the first attempt,
+        // so a request that succeeds at once does not pay for it.)
+        let template = &self.template;
+        let backoff = self.backoff.get_or_insert_with(|| {
+            let mut backoff = template.backoff.clone();
+            backoff.reset();
+            backoff
+        });
+        let elapsed = Instant::now().saturating_duration_since(self.start);
+        let time_left = limits.max_elapsed().saturating_sub(elapsed);
+        let server = outcome.server_delay();
+        let delay = delay::plan(
+            backoff,
+            server,
+            settings,
+            &mut delay::Draw {
+                own: &mut self.jitter,
+                layer: &self.template.shared.jitter,
+            },
+            time_left,
+        )?;
+        admit::within_limits(limits, self.attempts, elapsed, delay)?;
+        admit::throttle_open(self.template.shared.retry_throttle.as_ref())?;
+        // Last: passing it spends a token.
+        admit::budget_withdraw(self.template.shared.retry_budget.as_ref())?;
+        Ok(delay)
+    }
+
+    /// **Act**: tell the hook and `tracing`, mark the request for its resend, count the wait.
+    fn act<ReqB>(
+        &mut self,
+        req: &mut Request<ReqB>,
+        reason: RetryReason,
+        delay: Duration,
+        outcome: &Outcome,
+        error: Option<&(dyn Error + 'static)>,
+    ) {
+        let event = RetryEvent {
+            attempt: self.attempts,
+            delay,
+            reason,
+            retry_after: outcome.server_delay().map(|d| d.duration()),
+            method: req.method(),
+            uri: req.uri(),
+            error,
+        };
+        tracing::debug!(
+            http.request.resend_count = self.attempts,
+            http.request.method = %req.method(),
+            server.address = server_address(req.uri()),
+            http.response.status_code = event.status().map(|s| s.as_u16()),
+            delay = ?delay,
+            reason = %reason,
+            "retrying request"
+        );
+        self.template.shared.on_retry.on_retry(&event);
+        crate::metrics::retry(reason, delay);
+        self.template
+            .shared
+            .classifier
+            .prepare_resend(req.headers_mut(), self.attempts);
+        self.waited = self.waited.saturating_add(delay);
+    }
+
+    /// Reports a request given up on, to `tracing` and the hook.
+    pub(crate) fn give_up<ReqB>(&self, req: &Request<ReqB>, reason: RetryReason, why: GiveUp) {
+        tracing::debug!(
+            http.request.resend_count = self.attempts.saturating_sub(1),
+            http.request.method = %req.method(),
+            server.address = server_address(req.uri()),
+            reason = %reason,
+            why = %why,
+            "not retrying"
+        );
+        crate::metrics::give_up(why);
+        self.template.shared.on_give_up.on_give_up(&GiveUpEvent {
+            attempts: self.attempts,
+            reason,
+            why,
+            method: req.method(),
+            uri: req.uri(),
+        });
+    }
+
+    /// Tells the retry throttle, if any, how the attempt went, as gRPC's A6 counts: a
+    /// success refills, a retryable failure drains, anything else leaves it alone (a
+    /// request that never reached the server, or was refused unprocessed, included: it
+    /// says nothing of the server's health).
+    fn report_health(&self, outcome: &Outcome) {
+        let Some(throttle) = &self.template.shared.retry_throttle else {
+            return;
+        };
+        throttle.record(match (outcome.health(), outcome.reason()) {
+            (Some(true), _) => ThrottleOutcome::Success,
+            (_, Some(RetryReason::Connect | RetryReason::Unprocessed)) => ThrottleOutcome::Other,
+            (Some(false), _) => ThrottleOutcome::RetryableFailure,
+            (None, _) => ThrottleOutcome::Other,
+        });
     }
 }
 
-fn capped<B>(req: &Request<B>) -> bool {
-    req.extensions()
-        .get::<ReplayGuard>()
-        .is_some_and(ReplayGuard::is_capped)
-}
-
-fn clone_parts<B: Clone>(req: &Request<B>) -> Request<B> {
+/// A copy of `req`: head, extensions and body.
+pub(crate) fn clone_request<ReqB: Clone>(req: &Request<ReqB>) -> Request<ReqB> {
     let mut copy = Request::new(req.body().clone());
     *copy.method_mut() = req.method().clone();
     *copy.uri_mut() = req.uri().clone();
@@ -147,51 +389,21 @@ fn clone_parts<B: Clone>(req: &Request<B>) -> Request<B> {
     copy
 }
 
-impl<B> RetryPolicy<B>
-where
-    B: BackOff,
-{
-    fn finish<Res, E>(&self, result: &mut Result<Response<Res>, E>, gave_up: Option<GiveUp>) {
-        if let Ok(res) = result
-            && self.shared.stats
-        {
-            res.extensions_mut().insert(RetryStats {
-                gave_up,
-                ..self.stats()
-            });
-        }
-    }
-
-    /// Tells the retry throttle, if any, how an attempt went.
-    fn outcome(&self, success: bool) {
-        if let Some(throttle) = &self.shared.retry_throttle {
-            if success {
-                throttle.on_success();
-            } else {
-                throttle.on_failure();
-            }
-        }
-    }
-
-    fn give_up<Res, E>(
-        &self,
-        why: GiveUp,
-        reason: RetryReason,
-        result: &mut Result<Response<Res>, E>,
-    ) {
-        tracing::debug!(
-            attempt = self.attempts,
-            reason = %reason,
-            why = %why,
-            "not retrying"
-        );
-        self.finish(result, Some(why));
+impl<B: fmt::Debug> fmt::Debug for RetryPolicy<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryPolicy")
+            .field("backoff", &self.template.backoff)
+            .field("settings", self.current_settings())
+            .field("routes", &self.template.shared.routes)
+            .field("attempts", &self.attempts)
+            .field("waited", &self.waited)
+            .finish_non_exhaustive()
     }
 }
 
 impl<B, ReqB, ResB, E> tower::retry::Policy<Request<ReqB>, Response<ResB>, E> for RetryPolicy<B>
 where
-    B: BackOff,
+    B: BackOff + Clone,
     ReqB: Clone,
     E: AsError,
 {
@@ -202,205 +414,44 @@ where
         req: &mut Request<ReqB>,
         result: &mut Result<Response<ResB>, E>,
     ) -> Option<Self::Future> {
-        let settings = &self.settings;
-        let idempotent =
-            settings.retry_non_idempotent() || is_idempotent(req.method(), req.headers());
-        let (reason, asked) = match result {
-            Ok(res) if settings.grpc_codes().is_some() => {
-                let codes = settings.grpc_codes().unwrap_or_default();
-                match crate::grpc::classify_response(res, codes) {
-                    GrpcDecision::Retry { code, after, .. } => {
-                        self.outcome(false);
-                        (RetryReason::Grpc(code), after)
-                    }
-                    GrpcDecision::DoNotRetry(DoNotRetryReason::Pushback(code)) => {
-                        self.outcome(false);
-                        self.give_up(GiveUp::Pushback, RetryReason::Grpc(code), result);
-                        return None;
-                    }
-                    _ => {
-                        self.outcome(true);
-                        self.finish(result, None);
-                        return None;
-                    }
-                }
-            }
-            Ok(res) => {
-                let status = res.status();
-                if !settings.statuses().contains(status) {
-                    self.outcome(true);
-                    self.finish(result, None);
-                    return None;
-                }
-                // A 429 was refused before any processing: safe to resend for every method.
-                if !idempotent && status != StatusCode::TOO_MANY_REQUESTS {
-                    self.outcome(false);
-                    self.give_up(GiveUp::NotIdempotent, RetryReason::Status(status), result);
-                    return None;
-                }
-                let now = match &self.shared.wall_clock {
-                    Some(clock) => clock(),
-                    None => SystemTime::now(),
-                };
-                let asked = crate::retry_after::from_headers(res.headers(), now);
-                self.outcome(false);
-                (RetryReason::Status(status), asked)
-            }
-            Err(e) => {
-                let class = match (e.as_error(), &self.shared.classify) {
-                    (Some(err), Some(classify)) => classify(err),
-                    (Some(err), None) => default_error_class(err),
-                    (None, _) => ErrorClass::Transport,
-                };
-                if class != ErrorClass::Fatal {
-                    self.outcome(false);
-                }
-                let reason = match class {
-                    ErrorClass::Connect => RetryReason::Connect,
-                    ErrorClass::Transport if idempotent => RetryReason::Transport,
-                    ErrorClass::Transport | ErrorClass::Fatal => {
-                        tracing::debug!(
-                            attempt = self.attempts,
-                            class = ?class,
-                            "not retrying this error"
-                        );
-                        return None;
-                    }
-                };
-                (reason, None)
-            }
+        let outcome = match result {
+            Ok(res) => self.classify_response(req, res),
+            Err(err) => self.classify_error(req, err.as_error()),
         };
-        if capped(req) {
-            self.give_up(GiveUp::BodyNotReplayable, reason, result);
-            return None;
-        }
-        let limits = settings.limits();
-        if let Err(why) = limits.check(self.attempts, Duration::ZERO, Duration::ZERO) {
-            self.give_up(GiveUp::Budget(why), reason, result);
-            return None;
-        }
-        if self.attempts == 1 {
-            // The first retry of this logical request: its backoff starts fresh.
-            self.backoff.reset();
-        }
-        // A gRPC pushback replaces the backoff's delay and starts the backoff over (A6).
-        let pushback = matches!(reason, RetryReason::Grpc(_)) && asked.is_some();
-        let backoff = if pushback {
-            self.backoff.reset();
-            Duration::ZERO
-        } else {
-            let Some(backoff) = self.backoff.next_backoff() else {
-                self.give_up(GiveUp::BackOff, reason, result);
-                return None;
-            };
-            backoff
-        };
-        let delay = match asked {
-            None => backoff,
-            Some(asked) => {
-                let cap = settings.max_retry_after();
-                let asked = if asked <= cap {
-                    asked
-                } else if settings.clamp_retry_after() {
-                    cap
-                } else {
-                    self.give_up(GiveUp::RetryAfterTooLong(asked), reason, result);
-                    return None;
-                };
-                match reason {
-                    // The server said when: trust it.
-                    RetryReason::Status(
-                        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE,
-                    ) => asked,
-                    RetryReason::Grpc(_) => asked,
-                    // Elsewhere a Retry-After is a floor: never sooner than asked.
-                    _ => backoff.max(asked),
-                }
+        let error = result.as_ref().err().and_then(AsError::as_error);
+        match self.next_step(req, &outcome, error) {
+            Step::Retry(delay) => {
+                self.retrying = true;
+                Some(RetryDelay {
+                    sleep: tokio::time::sleep(delay),
+                })
             }
-        };
-        let elapsed = Instant::now().saturating_duration_since(self.start);
-        if let Err(why) = limits.check(self.attempts, elapsed, delay) {
-            self.give_up(GiveUp::Budget(why), reason, result);
-            return None;
+            Step::Done(gave_up) => {
+                if let Ok(res) = result {
+                    self.attach_stats(res, gave_up);
+                }
+                None
+            }
         }
-
-        if let Some(throttle) = &self.shared.retry_throttle
-            && !throttle.allows_retry()
-        {
-            self.give_up(GiveUp::Throttled, reason, result);
-            return None;
-        }
-        // Last check, so that a retry refused for another reason costs no token.
-        if let Some(budget) = &self.shared.retry_budget
-            && !budget.withdraw()
-        {
-            self.give_up(GiveUp::RetryBudget, reason, result);
-            return None;
-        }
-
-        let event = RetryEvent {
-            attempt: self.attempts,
-            delay,
-            reason,
-            retry_after: asked,
-            method: req.method(),
-            uri: req.uri(),
-            error: result.as_ref().err().and_then(AsError::as_error),
-        };
-        tracing::debug!(
-            attempt = event.attempt,
-            delay = ?delay,
-            reason = %reason,
-            status = event.status().map(|s| s.as_u16()),
-            "retrying request"
-        );
-        self.shared.on_retry.on_retry(&event);
-        if self.settings.grpc_codes().is_some() {
-            crate::grpc::set_previous_attempts(req.headers_mut(), self.attempts);
-        }
-        self.waited = self.waited.saturating_add(delay);
-        self.retrying = true;
-        Some(RetryDelay {
-            sleep: tokio::time::sleep(delay),
-        })
     }
 
     fn clone_request(&mut self, req: &Request<ReqB>) -> Option<Request<ReqB>> {
         if self.retrying {
-            // Tower re-clones the request right before sending each retry.
+            // Tower clones the request again right before sending each retry.
             self.retrying = false;
-            self.attempts = self.attempts.saturating_add(1);
-            return Some(clone_parts(req));
+            self.next_attempt();
+            Some(self.retry_request(req))
+        } else if self.begin(&RequestHead::of(req)) {
+            Some(clone_request(req))
+        } else {
+            None
         }
-        // A new logical request: it funds the shared retry budget (retries do not, or
-        // retries would fund more retries), then chooses its settings and starts afresh.
-        let now = Instant::now();
-        if let Some(budget) = &self.shared.retry_budget {
-            budget.deposit_at(now);
-        }
-        let settings = match req.extensions().get::<RetrySettings>() {
-            Some(settings) => settings.clone(),
-            None => self
-                .shared
-                .routes
-                .find(&RequestHead::of(req))
-                .unwrap_or_else(|| self.shared.settings.clone()),
-        };
-        if settings.limits().max_attempts() <= 1 || capped(req) {
-            return None;
-        }
-        self.settings = settings;
-        self.start = now;
-        self.attempts = 1;
-        self.waited = Duration::ZERO;
-        // The backoff is reset at this request's first retry (in `retry`), so that a
-        // request that succeeds at once does not pay for it.
-        Some(clone_parts(req))
     }
 }
 
 pin_project! {
-    /// The wait before a retry: a named future around [`tokio::time::Sleep`].
+    /// The wait before a retry, for tower's `Retry` service: a named future around
+    /// [`tokio::time::Sleep`].
     #[derive(Debug)]
     pub struct RetryDelay {
         #[pin]

@@ -1,51 +1,12 @@
 //! Choosing retry settings per request.
 
 use super::settings::RetrySettings;
-use crate::ConfigError;
-use http::{Extensions, HeaderMap, Method, Uri};
+use crate::classify::RequestHead;
+use crate::error::ConfigError;
+use http::Method;
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
-
-/// A borrowed view of a request's head, given to [`Routes::route_fn`] closures.
-#[derive(Debug, Clone, Copy)]
-pub struct RequestHead<'a> {
-    pub(crate) method: &'a Method,
-    pub(crate) uri: &'a Uri,
-    pub(crate) headers: &'a HeaderMap,
-    pub(crate) extensions: &'a Extensions,
-}
-
-impl<'a> RequestHead<'a> {
-    /// The view of `req`'s head.
-    pub fn of<B>(req: &'a http::Request<B>) -> Self {
-        Self {
-            method: req.method(),
-            uri: req.uri(),
-            headers: req.headers(),
-            extensions: req.extensions(),
-        }
-    }
-
-    /// The request method.
-    pub fn method(&self) -> &'a Method {
-        self.method
-    }
-
-    /// The request URI.
-    pub fn uri(&self) -> &'a Uri {
-        self.uri
-    }
-
-    /// The request headers.
-    pub fn headers(&self) -> &'a HeaderMap {
-        self.headers
-    }
-
-    /// The request extensions.
-    pub fn extensions(&self) -> &'a Extensions {
-        self.extensions
-    }
-}
 
 type RouteFn = dyn Fn(&RequestHead<'_>) -> Option<RetrySettings> + Send + Sync;
 
@@ -159,11 +120,64 @@ impl Routes {
                 prefix,
                 settings,
             } => (method.as_ref().is_none_or(|m| m == head.method)
-                && path_has_prefix(head.uri.path(), prefix))
+                && path_has_prefix(&normalize_path(head.uri.path()), prefix))
             .then(|| settings.clone()),
             Route::Fn(f) => f(head),
         })
     }
+}
+
+/// `path` as the server will route it: percent-encoded unreserved characters decoded
+/// (`%63` is `c`), empty segments dropped (`//a` is `/a`) and dot segments resolved
+/// (`/a/./b/../c` is `/a/c`), so that no spelling of a path escapes its route's settings.
+/// Borrows when there is nothing to do.
+fn normalize_path(path: &str) -> Cow<'_, str> {
+    if !(path.contains("//") || path.contains("/.") || path.contains('%')) {
+        return Cow::Borrowed(path);
+    }
+    let decoded = decode_unreserved(path);
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in decoded.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                segments.pop();
+            }
+            s => segments.push(s),
+        }
+    }
+    let mut out = String::with_capacity(decoded.len());
+    for segment in &segments {
+        out.push('/');
+        out.push_str(segment);
+    }
+    if out.is_empty() || (decoded.ends_with('/') && !segments.is_empty()) {
+        out.push('/');
+    }
+    Cow::Owned(out)
+}
+
+/// Decodes `%XX` escapes of unreserved characters (RFC 3986 §2.3); others stay encoded.
+fn decode_unreserved(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = String::with_capacity(path.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = path.get(i + 1..i + 3)
+            && let Ok(byte) = u8::from_str_radix(hex, 16)
+            && (byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~'))
+        {
+            out.push(char::from(byte));
+            i += 3;
+            continue;
+        }
+        // Not an escape of an unreserved character: copy the character as it is.
+        let ch = path[i..].chars().next().unwrap_or('\u{fffd}');
+        out.push(ch);
+        i += ch.len_utf8().max(1);
+    }
+    out
 }
 
 fn path_has_prefix(path: &str, prefix: &str) -> bool {
@@ -201,6 +215,40 @@ mod tests {
         assert!(path_has_prefix("/api/x", "/api/"));
         assert!(!path_has_prefix("/ap", "/api"));
         assert!(path_has_prefix("/anything", "/"));
+    }
+
+    #[test]
+    fn other_spellings_of_a_path_get_its_route() {
+        for (path, normal) in [
+            ("/checkout", "/checkout"),
+            ("//checkout", "/checkout"),
+            ("/./checkout", "/checkout"),
+            ("/%63heckout", "/checkout"),
+            ("/api/../checkout/", "/checkout/"),
+            ("/a%2Fb", "/a%2Fb"),
+            ("/%", "/%"),
+            ("/caf\u{e9}/%7e", "/caf\u{e9}/~"),
+            ("/..", "/"),
+            ("", ""),
+        ] {
+            assert_eq!(normalize_path(path), normal, "{path}");
+        }
+        let routes = Routes::new()
+            .route_any("/checkout", RetrySettings::disabled())
+            .unwrap();
+        for path in [
+            "//checkout",
+            "/./checkout",
+            "/%63heckout",
+            "/x/../checkout/1",
+        ] {
+            let req = http::Request::post(path).body(()).unwrap();
+            assert_eq!(
+                routes.find(&RequestHead::of(&req)),
+                Some(RetrySettings::disabled()),
+                "{path}"
+            );
+        }
     }
 
     #[test]

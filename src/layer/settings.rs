@@ -1,9 +1,8 @@
 //! What the policy retries, how often, and how long it waits for the server.
 
-use crate::ConfigError;
-use crate::budget::Limits;
 use crate::classify::StatusSet;
-use crate::grpc::GrpcCodes;
+use crate::error::ConfigError;
+use crate::limits::Limits;
 use http::StatusCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +11,12 @@ use std::time::Duration;
 /// pause is shedding load for a while, and the caller learns more from its response now
 /// than from a silent wait.
 pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// Default spread of server-requested delays: a retry told to wait `d` waits a random
+/// time in `[d, d × 1.2)`. Every client told "1 s" by a rate limiter would otherwise come
+/// back at the same instant and be refused again as one herd; a fifth of the delay spreads
+/// them without making any of them retry sooner than asked.
+pub const DEFAULT_RETRY_AFTER_JITTER: f64 = 0.2;
 
 /// The retry settings of a request: retried statuses, method rule, limits and the cap on
 /// server-requested delays.
@@ -24,8 +29,10 @@ pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
 /// # Default
 ///
 /// Statuses [`StatusSet::DEFAULT`] (408, 429, 502, 503, 504), [`Limits::DEFAULT`] (3
-/// attempts within 30 s), non-idempotent requests retried only after connect failures and
-/// 429, server delays capped at [`DEFAULT_MAX_RETRY_AFTER`] and given up on past it.
+/// attempts within 30 s), non-idempotent requests retried only when the server did not act
+/// on them (connect failures, 429), server delays capped at [`DEFAULT_MAX_RETRY_AFTER`]
+/// and given up on past it, spread by [`DEFAULT_RETRY_AFTER_JITTER`], no timeout per
+/// attempt.
 ///
 /// ```
 /// use std::time::Duration;
@@ -45,15 +52,19 @@ pub const DEFAULT_MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RetrySettings(Arc<Inner>);
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 struct Inner {
     statuses: StatusSet,
     limits: Limits,
     retry_non_idempotent: bool,
     max_retry_after: Duration,
     clamp_retry_after: bool,
-    grpc: Option<GrpcCodes>,
+    retry_after_jitter: f64,
+    attempt_timeout: Option<Duration>,
 }
+
+// `retry_after_jitter` is finite (checked by its setter), so equality is total.
+impl Eq for Inner {}
 
 impl Default for Inner {
     fn default() -> Self {
@@ -63,7 +74,8 @@ impl Default for Inner {
             retry_non_idempotent: false,
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
             clamp_retry_after: false,
-            grpc: None,
+            retry_after_jitter: DEFAULT_RETRY_AFTER_JITTER,
+            attempt_timeout: None,
         }
     }
 }
@@ -155,47 +167,40 @@ impl RetrySettings {
         self
     }
 
-    /// The gRPC preset: the default settings, with outcomes read as gRPC statuses.
-    ///
-    /// Same as `RetrySettings::new().with_grpc_codes(GrpcCodes::DEFAULT_RETRYABLE)`:
-    /// `UNAVAILABLE` is retried, and `RESOURCE_EXHAUSTED` when the server sends a pushback.
-    ///
-    /// ```
-    /// use tower_backoff::RetrySettings;
-    /// use tower_backoff::grpc::{Code, GrpcCodes};
-    ///
-    /// let settings = RetrySettings::grpc().with_max_attempts(4)?;
-    /// assert_eq!(settings.grpc_codes(), Some(GrpcCodes::DEFAULT_RETRYABLE));
-    /// let aborted_too = RetrySettings::grpc()
-    ///     .with_grpc_codes(GrpcCodes::DEFAULT_RETRYABLE.with(Code::Aborted));
-    /// assert!(aborted_too.grpc_codes().unwrap().contains(Code::Aborted));
-    /// assert_eq!(RetrySettings::new().grpc_codes(), None);
-    /// # Ok::<(), tower_backoff::ConfigError>(())
-    /// ```
-    pub fn grpc() -> Self {
-        Self::new().with_grpc_codes(GrpcCodes::DEFAULT_RETRYABLE)
+    /// Spreads server-requested delays (`Retry-After`, gRPC pushback): a retry told to
+    /// wait `d` waits a random time in `[d, d × (1 + jitter))`, never less than asked.
+    /// `0.0` waits exactly what the server said; at most `1.0`.
+    pub fn with_retry_after_jitter(mut self, jitter: f64) -> Result<Self, ConfigError> {
+        if !(0.0..=1.0).contains(&jitter) {
+            return Err(ConfigError::new(
+                "retry_after_jitter",
+                jitter,
+                "must be between 0.0 and 1.0",
+            ));
+        }
+        self.inner_mut().retry_after_jitter = jitter;
+        Ok(self)
     }
 
-    /// Reads responses as gRPC calls ([A6] retries) instead of by HTTP status.
+    /// Fails an attempt that has not answered within `timeout` (more than zero), so that a
+    /// retry can start; the attempt is then classed as a [`RetryReason::Timeout`] (the
+    /// request may have reached the server: only idempotent requests are retried).
     ///
-    /// A response is classified by [`grpc::classify_response`](crate::grpc::classify_response):
-    /// a Trailers-Only response whose `grpc-status` is in `codes` is retried whatever the
-    /// method (every gRPC call is a POST; A6 leaves idempotency to the choice of codes), a
-    /// `grpc-retry-pushback-ms` is waited exactly (capped like a `Retry-After`) and restarts
-    /// the backoff, a negative pushback stops, and a response without a status is
-    /// committed and never retried. Retries carry `grpc-previous-rpc-attempts`. The HTTP
-    /// statuses ([`statuses`](Self::statuses)) are not used; transport errors are retried as
-    /// for any POST.
+    /// Without it, an attempt runs as long as the inner service lets it: the per-request
+    /// [`Limits::max_elapsed`] decides whether another attempt *starts*, it never cancels
+    /// one in flight.
     ///
-    /// [A6]: https://github.com/grpc/proposal/blob/master/A6-client-retries.md
-    pub fn with_grpc_codes(mut self, codes: GrpcCodes) -> Self {
-        self.inner_mut().grpc = Some(codes);
-        self
-    }
-
-    /// The retried gRPC codes when responses are read as gRPC calls, else `None`.
-    pub fn grpc_codes(&self) -> Option<GrpcCodes> {
-        self.0.grpc
+    /// [`RetryReason::Timeout`]: crate::RetryReason::Timeout
+    pub fn with_attempt_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
+        if timeout.is_zero() {
+            return Err(ConfigError::new(
+                "attempt_timeout",
+                timeout,
+                "must be more than zero",
+            ));
+        }
+        self.inner_mut().attempt_timeout = Some(timeout);
+        Ok(self)
     }
 
     /// The retried statuses.
@@ -221,5 +226,49 @@ impl RetrySettings {
     /// Whether a server delay past the cap is clamped to it (else the policy gives up).
     pub fn clamp_retry_after(&self) -> bool {
         self.0.clamp_retry_after
+    }
+
+    /// The spread of server-requested delays (see
+    /// [`with_retry_after_jitter`](Self::with_retry_after_jitter)).
+    pub fn retry_after_jitter(&self) -> f64 {
+        self.0.retry_after_jitter
+    }
+
+    /// The timeout of each attempt, if any.
+    pub fn attempt_timeout(&self) -> Option<Duration> {
+        self.0.attempt_timeout
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_values_name_their_field() {
+        for bad in [-0.1, 1.5, f64::NAN, f64::INFINITY] {
+            let err = RetrySettings::new()
+                .with_retry_after_jitter(bad)
+                .unwrap_err();
+            assert_eq!(err.field(), "retry_after_jitter");
+        }
+        let err = RetrySettings::new()
+            .with_attempt_timeout(Duration::ZERO)
+            .unwrap_err();
+        assert_eq!((err.field(), err.value()), ("attempt_timeout", "0ns"));
+        assert!(
+            RetrySettings::new()
+                .with_max_retry_after(Duration::ZERO)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let s = RetrySettings::new();
+        assert_eq!(s.retry_after_jitter(), DEFAULT_RETRY_AFTER_JITTER);
+        assert_eq!(s.attempt_timeout(), None);
+        assert_eq!(s.max_retry_after(), DEFAULT_MAX_RETRY_AFTER);
+        assert_eq!(s.limits(), Limits::DEFAULT);
     }
 }

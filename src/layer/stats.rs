@@ -1,15 +1,16 @@
 //! What the retries cost, attached to the final response.
 
-use crate::budget::Exhausted;
+use crate::limits::LimitReached;
 use std::fmt;
 use std::time::Duration;
 
-/// Inserted into the extensions of the final response: how many attempts were made and
-/// how long the policy waited between them in total.
+/// How many attempts a request took, how long it waited between them, and why it was not
+/// retried further.
 ///
-/// Present on every response of a request that was eligible for retry, the one-attempt
-/// success included. Absent when the request could never be retried (its settings allow
-/// one attempt, or its body could not be replayed), since such a request bypasses the policy.
+/// [`RetryLayer`](crate::RetryLayer) inserts it into the extensions of a final response
+/// that was retried or given up on, and a failed request's [`RetryError`](crate::RetryError)
+/// carries it too. A response that succeeded at the first attempt carries none: there is
+/// nothing to say, and saying it would cost allocations on every request.
 ///
 /// ```
 /// use tower_backoff::RetryStats;
@@ -49,15 +50,17 @@ pub enum GiveUp {
     /// The server asked for a longer wait (this one) than the settings' cap.
     RetryAfterTooLong(Duration),
     /// The request's own limits: attempts made, or a wait that would end past its deadline.
-    Budget(Exhausted),
+    Limit(LimitReached),
     /// The client's shared [`RetryBudget`](crate::budget::RetryBudget) is spent.
     RetryBudget,
     /// The client's [`RetryThrottle`](crate::budget::RetryThrottle) has stopped retries:
     /// too many recent attempts failed.
     Throttled,
-    /// A gRPC server's pushback (a negative or malformed `grpc-retry-pushback-ms`) asked
-    /// the client not to retry.
+    /// The server asked the client not to retry (a negative or malformed gRPC
+    /// `grpc-retry-pushback-ms`).
     Pushback,
+    /// No tokio runtime is running on this thread, so the retry could not wait.
+    NoRuntime,
 }
 
 impl fmt::Display for GiveUp {
@@ -69,10 +72,11 @@ impl fmt::Display for GiveUp {
             Self::RetryAfterTooLong(asked) => {
                 write!(f, "server asked for {asked:?}, past the cap")
             }
-            Self::Budget(why) => write!(f, "{why}"),
+            Self::Limit(why) => write!(f, "{why}"),
             Self::RetryBudget => f.write_str("the client's shared retry budget is spent"),
             Self::Throttled => f.write_str("retries are throttled: too many recent failures"),
             Self::Pushback => f.write_str("the server's gRPC pushback asked not to retry"),
+            Self::NoRuntime => f.write_str("no tokio runtime to wait in"),
         }
     }
 }

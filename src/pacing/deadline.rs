@@ -4,12 +4,12 @@ use tokio::time::Instant;
 
 /// A request extension: the instant after which this request is no longer worth sending.
 ///
-/// Pacing never makes such a request wait past its deadline: when the client's pace or
-/// its destination's cool-down would hold it longer, it fails at once with
-/// [`PacingError::WouldExceedBudget`](crate::PacingError::WouldExceedBudget). The limit
-/// applies on top of [`max_wait`](crate::PacingBuilder::max_wait): the shorter of the two
-/// wins. A deadline already past does not fail a request that need not wait: pacing
-/// limits waits, it is not a timeout.
+/// Pacing never sends such a request after its deadline: when its destination's pace or
+/// cool-down would hold it longer, it fails at once with
+/// [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong), and so does a request
+/// that arrives after its deadline. The limit applies on top of
+/// [`max_wait`](crate::PacingBuilder::max_wait): the shorter of the two wins. A retry
+/// layer puts the request's deadline into every attempt.
 ///
 /// ```
 /// use std::time::Duration;

@@ -4,52 +4,66 @@ use std::error::Error;
 use std::fmt;
 use std::time::Duration;
 
-/// A request was not sent: the wait pacing imposed on it was longer than it may wait.
+/// A request was not sent: pacing could not let it go in time, or had no room to hold it.
 ///
-/// Returned (boxed, as the service's `Box<dyn Error + Send + Sync>`) at once, without
-/// calling the inner service and without waiting: failing fast lets the caller shed the
-/// work or answer its own client while the destination is cooling down, instead of
-/// holding a task and a connection slot for a request that could not finish in time.
-/// Downcast the boxed error to tell it from the inner service's errors:
+/// Returned (boxed, as the service's `Box<dyn Error + Send + Sync>`) without calling the
+/// inner service: failing fast lets the caller shed the work or answer its own client
+/// while the destination is cooling down, instead of holding a task and a connection
+/// slot for a request that could not finish in time. Downcast the boxed error to tell it
+/// from the inner service's errors:
 ///
 /// ```
-/// use std::time::Duration;
 /// use tower_backoff::PacingError;
 ///
 /// # fn inner_error(err: &(dyn std::error::Error + 'static)) {
-/// if let Some(PacingError::WouldExceedBudget { wait, budget, .. }) = err.downcast_ref() {
-///     println!("throttled: would wait {wait:?}, may wait {budget:?}");
+/// match err.downcast_ref() {
+///     Some(PacingError::WaitTooLong { wait, max_wait, .. }) => {
+///         println!("throttled: would wait {wait:?}, may wait {max_wait:?}")
+///     }
+///     Some(PacingError::QueueFull { max_queue, .. }) => {
+///         println!("throttled: {max_queue} requests already wait for this destination")
+///     }
+///     _ => {}
 /// }
 /// # }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PacingError {
-    /// Waiting for the client's pace or the destination's cool-down would take `wait`,
-    /// more than the request's `budget`: the smaller of
-    /// [`max_wait`](crate::PacingBuilder::max_wait) and the time left until its
-    /// [`PacingDeadline`](crate::PacingDeadline).
+    /// Waiting for the destination's pace or cool-down would take `wait`, more than the
+    /// request's `max_wait`: the smaller of [`max_wait`](crate::PacingBuilder::max_wait)
+    /// and the time left until its [`PacingDeadline`](crate::PacingDeadline). Both are
+    /// zero for a request whose deadline had already passed when it arrived.
     #[non_exhaustive]
-    WouldExceedBudget {
-        /// How long the request would have had to wait.
+    WaitTooLong {
+        /// How long the request would have had to wait, in all.
         wait: Duration,
         /// How long it was allowed to wait.
-        budget: Duration,
+        max_wait: Duration,
+    },
+    /// The destination's queue already holds
+    /// [`max_queue`](crate::PacingBuilder::max_queue) waiting requests.
+    #[non_exhaustive]
+    QueueFull {
+        /// The bound of the destination's queue.
+        max_queue: usize,
     },
 }
 
 impl PacingError {
-    /// How long the request would have had to wait.
-    pub fn wait(&self) -> Duration {
+    /// How long the request would have had to wait, for [`WaitTooLong`](Self::WaitTooLong).
+    pub fn wait(&self) -> Option<Duration> {
         match *self {
-            Self::WouldExceedBudget { wait, .. } => wait,
+            Self::WaitTooLong { wait, .. } => Some(wait),
+            Self::QueueFull { .. } => None,
         }
     }
 
-    /// How long the request was allowed to wait.
-    pub fn budget(&self) -> Duration {
+    /// How long the request was allowed to wait, for [`WaitTooLong`](Self::WaitTooLong).
+    pub fn max_wait(&self) -> Option<Duration> {
         match *self {
-            Self::WouldExceedBudget { budget, .. } => budget,
+            Self::WaitTooLong { max_wait, .. } => Some(max_wait),
+            Self::QueueFull { .. } => None,
         }
     }
 }
@@ -57,9 +71,16 @@ impl PacingError {
 impl fmt::Display for PacingError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::WouldExceedBudget { wait, budget } => write!(
+            Self::WaitTooLong { wait, max_wait } if wait.is_zero() && max_wait.is_zero() => {
+                f.write_str("request not sent: its pacing deadline had passed")
+            }
+            Self::WaitTooLong { wait, max_wait } => write!(
                 f,
-                "request not sent: pacing would make it wait {wait:?}, more than its budget of {budget:?}"
+                "request not sent: pacing would make it wait {wait:?}, more than its max wait of {max_wait:?}"
+            ),
+            Self::QueueFull { max_queue } => write!(
+                f,
+                "request not sent: {max_queue} requests already wait for its destination"
             ),
         }
     }

@@ -1,8 +1,13 @@
 //! The [`tower_layer::Layer`] and its builder.
 
-use super::Pacing;
-use super::gate::{Settings, Shared, StatusSet};
-use crate::{ConfigError, ResponsiveBackOff};
+use super::key::Key;
+use super::service::Pacing;
+use super::settings::Settings;
+use super::shared::Shared;
+use super::status::StatusSet;
+use super::window::OPEN_WINDOW;
+use crate::backoff::ResponsiveBackOff;
+use crate::error::ConfigError;
 use http::StatusCode;
 use http::uri::Authority;
 use std::fmt;
@@ -10,14 +15,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use tower_layer::Layer;
 
-/// Paces a whole client: lowers its send rate after 429/503 responses, raises it again
-/// as successes come, and holds requests to a destination that refuses everything with
-/// `Retry-After` until its cool-down ends.
+/// Paces a client per destination: lowers a destination's send rate after its 429/503
+/// responses, raises it again as successes come, and holds requests to a destination
+/// that refuses everything with `Retry-After` until its cool-down ends.
 ///
-/// Every clone of the layer, and every [`Pacing`] service it makes, shares one state: one
-/// learned rate and queue, one probing delay (a [`ResponsiveBackOff`]) for when a
-/// destination answers nothing but refusals, and one table of cool-downs. Build the layer
-/// once per client and clone it. See the [module docs](crate::pacing) for the rules, and
+/// Every clone of the layer, and every [`Pacing`] service it makes, shares one table of
+/// destinations, each with its own learned rate, queue, slow start, probing delay (a
+/// fresh copy of the layer's [`ResponsiveBackOff`]) and cool-down. Build the layer once
+/// per client and clone it. See the [module docs](crate::pacing) for the rules, and
 /// where to put it relative to a retry layer.
 ///
 /// # Defaults
@@ -28,7 +33,10 @@ use tower_layer::Layer;
 /// | [`initial_window`](PacingBuilder::initial_window) | [`DEFAULT_INITIAL_WINDOW`](Self::DEFAULT_INITIAL_WINDOW), 4 | a burst to an unknown server learns its limit from a few requests, not all of them |
 /// | [`max_cooldown`](PacingBuilder::max_cooldown) | [`DEFAULT_MAX_COOLDOWN`](Self::DEFAULT_MAX_COOLDOWN), 5 min | a broken or hostile `Retry-After` cannot stall a destination for hours |
 /// | [`slow_down_on`](PacingBuilder::slow_down_on) | [`DEFAULT_SLOW_DOWN`](Self::DEFAULT_SLOW_DOWN): 429, 503 | the two statuses by which a server says "too much" |
-/// | [`backoff`](PacingBuilder::backoff) | [`default_backoff`](Self::default_backoff) | the probing delay, tuned for HTTP latencies, not for the seed's batch jobs |
+/// | [`backoff`](PacingBuilder::backoff) | [`default_backoff`](Self::default_backoff) | the probing delay, tuned for HTTP latencies, not for batch jobs |
+/// | [`max_queue`](PacingBuilder::max_queue) | [`DEFAULT_MAX_QUEUE`](Self::DEFAULT_MAX_QUEUE), 4096 per destination | a burst of thousands still queues; a flood fails fast instead of growing memory |
+/// | [`max_destinations`](PacingBuilder::max_destinations) | [`DEFAULT_MAX_DESTINATIONS`](Self::DEFAULT_MAX_DESTINATIONS), 4096 | bounded memory for a client calling any number of hosts |
+/// | [`idle_timeout`](PacingBuilder::idle_timeout) | [`DEFAULT_IDLE_TIMEOUT`](Self::DEFAULT_IDLE_TIMEOUT), 60 s | a destination not used for a minute is forgotten (its learned rate is stale by then) |
 ///
 /// ```
 /// use std::time::Duration;
@@ -50,11 +58,12 @@ use tower_layer::Layer;
 /// let request = || http::Request::get("http://api.example/").body(()).unwrap();
 /// let response = client.ready().await?.call(request()).await?;
 /// assert_eq!(response.status(), 503);
-/// // Nothing served yet: the whole client probes, one request per backoff delay, and
-/// // api.example, which refused all it was sent, cools down for 1 s.
-/// assert_eq!(pacing.current_delay(), PacingLayer::DEFAULT_INITIAL_INTERVAL);
+/// // Nothing served yet: api.example is probed, one request per backoff delay, and,
+/// // as it refused all it was sent, it cools down for 1 s. Other hosts are not held.
 /// let authority = "api.example".parse()?;
+/// assert_eq!(pacing.current_delay_to(&authority), PacingLayer::DEFAULT_INITIAL_INTERVAL);
 /// assert_eq!(pacing.cooldown(&authority), Some(Duration::from_secs(1)));
+/// assert_eq!(pacing.current_delay_to(&"other.example".parse()?), Duration::ZERO);
 ///
 /// let start = tokio::time::Instant::now();
 /// client.ready().await?.call(request()).await?;
@@ -70,39 +79,52 @@ pub struct PacingLayer {
 impl PacingLayer {
     /// The longest a new request waits for the pace or a cool-down before failing fast:
     /// 30 s. Long enough for a burst of 10 s worth of a rate limit (a common window) to
-    /// drain at the limit's pace; shorter budgets per request go in a
+    /// drain at the limit's pace; shorter limits per request go in a
     /// [`PacingDeadline`](crate::PacingDeadline).
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(30);
-    /// Requests a new client may have in flight before its first responses come back:
+    /// Requests a new destination may have in flight before its first responses come back:
     /// 4 (TCP's initial window is of that order). A burst against an unknown rate limit
     /// then costs a handful of 429s, not one per request of the burst.
     pub const DEFAULT_INITIAL_WINDOW: u32 = 4;
     /// The slow start ends once this many requests are in flight without a refusal: 64.
-    pub const OPEN_WINDOW: u32 = 64;
+    pub const OPEN_WINDOW: u32 = OPEN_WINDOW;
+    /// Requests that may wait for one destination: 4096. A burst of thousands to one
+    /// host still queues; past that, new requests fail fast with
+    /// [`PacingError::QueueFull`](crate::PacingError::QueueFull) rather than growing memory
+    /// without end.
+    pub const DEFAULT_MAX_QUEUE: usize = 4096;
+    /// Destinations whose state is kept: 4096. Past that, idle ones are forgotten; if
+    /// none is idle, requests to further destinations are sent unpaced.
+    pub const DEFAULT_MAX_DESTINATIONS: usize = 4096;
+    /// A destination with nothing in flight, waiting or cooling down for this long is
+    /// forgotten: 60 s. Its next request starts afresh, with a slow start.
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
     /// The longest cool-down a `Retry-After` (or `RateLimit`) header can impose: 5 min.
     /// A server asking for more gets 5 min.
     pub const DEFAULT_MAX_COOLDOWN: Duration = Duration::from_secs(5 * 60);
-    /// The statuses that slow the client down: 429 Too Many Requests and 503 Service
+    /// The statuses that slow a destination down: 429 Too Many Requests and 503 Service
     /// Unavailable.
     pub const DEFAULT_SLOW_DOWN: [StatusCode; 2] = [
         StatusCode::TOO_MANY_REQUESTS,
         StatusCode::SERVICE_UNAVAILABLE,
     ];
 
-    /// Default backoff: the first probing delay, when the client has no rate to go by,
-    /// 100 ms (a few round trips, where the seed's 500 ms suits batch writers).
+    /// Default backoff: the first probing delay, when a destination gives no rate to go
+    /// by, 100 ms (a few round trips; [`ResponsiveBackOff`]'s own 500 ms suits batch
+    /// writers).
     pub const DEFAULT_INITIAL_INTERVAL: Duration = Duration::from_millis(100);
     /// Default backoff: the widest probing delay, 5 s: a destination that refuses
     /// everything still gets a request every 5 s, so its recovery is seen within 5 s.
     pub const DEFAULT_MAX_INTERVAL: Duration = Duration::from_secs(5);
     /// Default backoff: growth per refused probe, 2 (a 429/503 is an explicit request to
-    /// back off, so react faster than the seed's 1.5).
+    /// back off, so react faster than [`ResponsiveBackOff`]'s own 1.5).
     pub const DEFAULT_UP_MULTIPLIER: f64 = 2.0;
     /// Default backoff: shrink per success streak, 0.5: once a destination is back, its
     /// successes (at the recovered rate, many per second) bring the probing delay down
-    /// within a few dozen, rather than the seed's 0.9, tuned for hours-long jobs.
+    /// within a few dozen, rather than [`ResponsiveBackOff`]'s own 0.9, tuned for
+    /// hours-long jobs.
     pub const DEFAULT_DOWN_MULTIPLIER: f64 = 0.5;
-    /// Default backoff: successes in a row before the spacing shrinks, 10 (as the seed).
+    /// Default backoff: successes in a row before the spacing shrinks, 10.
     pub const DEFAULT_DOWN_THRESHOLD: u32 = 10;
     /// Default backoff: random spread of each new spacing, ±20 %, so clients behind one
     /// proxy do not synchronise.
@@ -128,40 +150,71 @@ impl PacingLayer {
             .expect("the default pacing backoff settings are valid")
     }
 
-    fn default_backoff_builder() -> crate::ResponsiveBackOffBuilder {
+    fn default_backoff_builder() -> crate::backoff::ResponsiveBackOffBuilder {
         ResponsiveBackOff::builder()
-            .initial_interval(Self::DEFAULT_INITIAL_INTERVAL)
-            .max_interval(Self::DEFAULT_MAX_INTERVAL)
-            .up_multiplier(Self::DEFAULT_UP_MULTIPLIER)
-            .down_multiplier(Self::DEFAULT_DOWN_MULTIPLIER)
-            .down_threshold(Self::DEFAULT_DOWN_THRESHOLD)
-            .randomization_factor(Self::DEFAULT_RANDOMIZATION_FACTOR)
-            .max_randomization(Self::DEFAULT_MAX_RANDOMIZATION)
+            .with_initial_interval(Self::DEFAULT_INITIAL_INTERVAL)
+            .with_max_interval(Self::DEFAULT_MAX_INTERVAL)
+            .with_up_multiplier(Self::DEFAULT_UP_MULTIPLIER)
+            .with_down_multiplier(Self::DEFAULT_DOWN_MULTIPLIER)
+            .with_down_threshold(Self::DEFAULT_DOWN_THRESHOLD)
+            .with_randomization_factor(Self::DEFAULT_RANDOMIZATION_FACTOR)
+            .with_max_randomization(Self::DEFAULT_MAX_RANDOMIZATION)
     }
 
-    /// The probing delay (a clone sharing its state): its
-    /// [`current`](ResponsiveBackOff::current) value and its
-    /// [`metrics`](ResponsiveBackOff::metrics) (one failure per refused probe round, one
-    /// success per success while the delay is not zero).
+    /// The probing backoff every destination starts from: its settings. Each destination
+    /// probes with a fresh copy of its own, see [`backoff_to`](Self::backoff_to).
     pub fn backoff(&self) -> &ResponsiveBackOff {
         &self.shared.backoff
     }
 
-    /// The current spacing between requests (one over [`current_rate`](Self::current_rate)):
-    /// zero while the client is not paced.
-    pub fn current_delay(&self) -> Duration {
-        self.shared.current_delay()
+    /// The probing delay of `authority` (a clone sharing its state): its
+    /// [`current`](ResponsiveBackOff::current) value and its
+    /// [`metrics`](ResponsiveBackOff::metrics) (one failure per refused probe round, one
+    /// success per success while the delay is not zero); `None` if the destination is
+    /// not paced (never called, or forgotten).
+    pub fn backoff_to(&self, authority: &Authority) -> Option<ResponsiveBackOff> {
+        self.shared
+            .find(&Key::from_authority(authority))
+            .map(|d| d.backoff())
     }
 
-    /// The learned send rate, in requests per second, while the client is paced; `None`
-    /// while it is not (open, or in its slow start).
+    /// The longest spacing between requests of any destination (one over its
+    /// [`current_rate_to`](Self::current_rate_to)): zero while no destination is paced.
+    pub fn current_delay(&self) -> Duration {
+        self.shared.slowest_delay()
+    }
+
+    /// The lowest learned send rate of any paced destination, in requests per second;
+    /// `None` while no destination is paced (open, or in its slow start).
     pub fn current_rate(&self) -> Option<f64> {
-        self.shared.current_rate()
+        self.shared.slowest_rate()
+    }
+
+    /// The spacing between requests to `authority`: zero while it is not paced.
+    pub fn current_delay_to(&self, authority: &Authority) -> Duration {
+        self.shared
+            .find(&Key::from_authority(authority))
+            .map_or(Duration::ZERO, |d| d.delay())
+    }
+
+    /// The learned send rate of `authority`, in requests per second, while it is paced.
+    pub fn current_rate_to(&self, authority: &Authority) -> Option<f64> {
+        self.shared
+            .find(&Key::from_authority(authority))
+            .and_then(|d| d.rate())
     }
 
     /// How long new requests to `authority` are still held by its cool-down, if any.
     pub fn cooldown(&self, authority: &Authority) -> Option<Duration> {
-        self.shared.cooldown(&Some(authority.clone()))
+        self.shared
+            .find(&Key::from_authority(authority))
+            .and_then(|d| d.cooldown(tokio::time::Instant::now()))
+    }
+
+    /// How many destinations' states are kept (at most
+    /// [`max_destinations`](PacingBuilder::max_destinations)).
+    pub fn destinations(&self) -> usize {
+        self.shared.destinations()
     }
 }
 
@@ -199,22 +252,28 @@ impl<S> Layer<S> for PacingLayer {
 /// ```
 /// use std::time::Duration;
 /// use http::StatusCode;
-/// use tower_backoff::{PacingLayer, ResponsiveBackOff};
+/// use tower_backoff::PacingLayer;
+/// use tower_backoff::backoff::ResponsiveBackOff;
 ///
 /// let pacing = PacingLayer::builder()
 ///     .backoff(
 ///         ResponsiveBackOff::builder()
-///             .initial_interval(Duration::from_millis(50))
-///             .max_interval(Duration::from_secs(2))
+///             .with_initial_interval(Duration::from_millis(50))
+///             .with_max_interval(Duration::from_secs(2))
 ///             .build()?,
 ///     )
 ///     .max_wait(Duration::from_secs(3))
 ///     .max_cooldown(Duration::from_secs(60))
 ///     .slow_down_on([StatusCode::TOO_MANY_REQUESTS, StatusCode::BAD_GATEWAY])
+///     .max_queue(1_000)
+///     .max_destinations(100)
+///     .idle_timeout(Duration::from_secs(30))
 ///     .build()?;
 ///
 /// let err = PacingLayer::builder().slow_down_on([StatusCode::OK]).build().unwrap_err();
 /// assert_eq!((err.field(), err.value()), ("slow_down_on", "200"));
+/// let err = PacingLayer::builder().max_queue(0).build().unwrap_err();
+/// assert_eq!((err.field(), err.value()), ("max_queue", "0"));
 /// # drop(pacing);
 /// # Ok::<(), tower_backoff::ConfigError>(())
 /// ```
@@ -238,6 +297,9 @@ impl Default for PacingBuilder {
                 max_cooldown: PacingLayer::DEFAULT_MAX_COOLDOWN,
                 initial_window: PacingLayer::DEFAULT_INITIAL_WINDOW,
                 slow_down,
+                max_queue: PacingLayer::DEFAULT_MAX_QUEUE,
+                max_destinations: PacingLayer::DEFAULT_MAX_DESTINATIONS,
+                idle_timeout: PacingLayer::DEFAULT_IDLE_TIMEOUT,
             },
             slow_down: PacingLayer::DEFAULT_SLOW_DOWN.to_vec(),
         }
@@ -254,11 +316,14 @@ impl PacingBuilder {
         self
     }
 
-    /// The longest a new request waits for the pace or a cool-down: one expected to
-    /// wait longer (its cool-down, or its place in the queue at the current rate) fails
-    /// at once with [`PacingError`](crate::PacingError); one whose wait grows past it in
-    /// the queue (the pace went down) fails then. Zero never waits: every request that
-    /// would have to fails fast (load shedding). Any duration is valid.
+    /// The longest a request waits for its destination's pace or cool-down: one expected
+    /// to wait longer (its cool-down, or its place in the queue at the current rate)
+    /// fails at once with [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong);
+    /// one whose wait grows past it in the queue (the pace went down) fails then. A
+    /// destination that has not refused lately never fails a request for its wait (only
+    /// its [`PacingDeadline`](crate::PacingDeadline) does). Zero never waits for a pace:
+    /// every request that would have to fails fast (load shedding). Any duration is
+    /// valid.
     pub fn max_wait(mut self, max_wait: Duration) -> Self {
         self.settings.max_wait = max_wait;
         self
@@ -266,26 +331,52 @@ impl PacingBuilder {
 
     /// The longest cool-down a response's `Retry-After` (or `RateLimit`) can impose;
     /// longer requests are cut to it. Zero ignores those headers: slow-down responses
-    /// then only lower the client's rate. Any duration is valid.
+    /// then only lower the destination's rate. Any duration is valid.
     pub fn max_cooldown(mut self, max_cooldown: Duration) -> Self {
         self.settings.max_cooldown = max_cooldown;
         self
     }
 
-    /// How many requests a new client sends before its first responses are back: the
-    /// window of its slow start, which grows by one per success (doubling per round
-    /// trip) until the first refusal or [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW)
-    /// requests in flight. Zero skips the slow start: the client starts open. Any value
-    /// is valid.
+    /// How many requests a new destination is sent before its first responses are back:
+    /// the window of its slow start, which grows by one per success (doubling per round
+    /// trip), and doubles after each second spent full without any response (so a slow
+    /// server or long-polls hold others back about a second, never fail them), until the
+    /// first refusal or [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW) requests in flight.
+    /// Zero skips the slow start: destinations start open. Any value is valid.
     pub fn initial_window(mut self, requests: u32) -> Self {
         self.settings.initial_window = requests;
         self
     }
 
-    /// The statuses that slow the client down (replacing the default set); every other
+    /// The statuses that slow a destination down (replacing the default set); every other
     /// status counts as a success. Each must be a 4xx or 5xx, and the set not empty.
     pub fn slow_down_on(mut self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
         self.slow_down = statuses.into_iter().collect();
+        self
+    }
+
+    /// How many requests may wait for one destination; when that many wait, new ones
+    /// fail at once with [`PacingError::QueueFull`](crate::PacingError::QueueFull).
+    /// At least 1 (use [`max_wait`](Self::max_wait) zero to shed every request that
+    /// would wait).
+    pub fn max_queue(mut self, requests: usize) -> Self {
+        self.settings.max_queue = requests;
+        self
+    }
+
+    /// How many destinations' states are kept. When that many are kept, new destinations
+    /// take the place of idle ones; with none idle, their requests are sent unpaced. At
+    /// least 1.
+    pub fn max_destinations(mut self, destinations: usize) -> Self {
+        self.settings.max_destinations = destinations;
+        self
+    }
+
+    /// How long a destination with nothing in flight, waiting or cooling down is kept;
+    /// then its learned rate is forgotten (when the next new destination arrives: an
+    /// idle client does no work). Greater than zero.
+    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+        self.settings.idle_timeout = idle;
         self
     }
 
@@ -294,8 +385,30 @@ impl PacingBuilder {
     /// # Errors
     ///
     /// A [`ConfigError`] for field `slow_down_on` when it is empty or names a status
-    /// outside 400–599.
+    /// outside 400–599, for `max_queue` or `max_destinations` when zero, for
+    /// `idle_timeout` when zero.
     pub fn build(self) -> Result<PacingLayer, ConfigError> {
+        if self.settings.max_queue == 0 {
+            return Err(ConfigError::new(
+                "max_queue",
+                0,
+                "must be at least 1; to shed every request that would wait, set max_wait to zero",
+            ));
+        }
+        if self.settings.max_destinations == 0 {
+            return Err(ConfigError::new(
+                "max_destinations",
+                0,
+                "must be at least 1",
+            ));
+        }
+        if self.settings.idle_timeout.is_zero() {
+            return Err(ConfigError::new(
+                "idle_timeout",
+                self.settings.idle_timeout,
+                "must be greater than zero, or every destination would be forgotten at once",
+            ));
+        }
         if self.slow_down.is_empty() {
             return Err(ConfigError::new(
                 "slow_down_on",
@@ -337,6 +450,6 @@ mod tests {
         assert!(PacingLayer::default_backoff_builder().build().is_ok());
         let layer = PacingLayer::default();
         assert_eq!(layer.current_delay(), Duration::ZERO);
-        assert_eq!(layer.shared.cooldown(&None), None);
+        assert_eq!(layer.destinations(), 0);
     }
 }

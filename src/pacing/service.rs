@@ -1,14 +1,21 @@
 //! The [`Pacing`] service.
 
+use super::BoxError;
+use super::deadline::PacingDeadline;
+use super::destination::Admit;
+use super::error::PacingError;
 use super::future::ResponseFuture;
-use super::gate::{Admit, Shared, destination};
-use super::{BoxError, PacingDeadline};
+use super::key::Key;
+use super::shared::Shared;
 use http::{Request, Response};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
 use tower_service::Service;
 
-/// Paces the requests of a client; made by [`PacingLayer`](crate::PacingLayer).
+/// Paces the requests of a client, per destination; made by
+/// [`PacingLayer`](crate::PacingLayer).
 ///
 /// Its error is a [`BoxError`](Box) (`Box<dyn Error + Send + Sync>`), as tower's own
 /// `Timeout` and `LoadShed`: either the inner service's error, or a
@@ -22,7 +29,7 @@ use tower_service::Service;
 /// can go at once is sent through that ready service. A request that must wait does not
 /// hold that readiness while it sleeps (a `Buffer` slot or a concurrency permit would be
 /// pinned for the whole wait): it waits with a clone of the inner service, and drives
-/// the clone's `poll_ready` when its time comes; the readiness reserved by this
+/// the clone's `poll_ready` when its turn comes; the readiness reserved by this
 /// service's `poll_ready` stays here for the next request. Hence `S: Clone`, as for
 /// tower's `Retry`.
 #[derive(Debug, Clone)]
@@ -66,23 +73,26 @@ where
     }
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
-        let to = destination(&request);
+        let now = Instant::now();
+        let key = Key::of(&request);
         let deadline = request.extensions().get::<PacingDeadline>().map(|d| d.0);
-        let end = self.shared.wait_end(deadline);
-        let shared = Arc::clone(&self.shared);
-        match self.shared.admit(&to, end) {
-            Admit::Go(in_flight) => {
-                let round = self.shared.round();
-                let future = self.inner.call(request);
-                ResponseFuture::calling(future, round, in_flight, shared, to)
-            }
-            Admit::Cool(until) => {
-                ResponseFuture::cooling(until, end, (self.inner.clone(), request), shared, to)
-            }
+        if deadline.is_some_and(|deadline| now > deadline) {
+            tracing::debug!(to = %key, "pacing: request past its deadline");
+            return ResponseFuture::failed(PacingError::WaitTooLong {
+                wait: Duration::ZERO,
+                max_wait: Duration::ZERO,
+            });
+        }
+        let Some(destination) = self.shared.destination(&key, now) else {
+            return ResponseFuture::calling(self.inner.call(request), None);
+        };
+        let limits = self.shared.limits(deadline, now);
+        match destination.admit(&limits, now) {
+            Admit::Go(grant) => ResponseFuture::calling(self.inner.call(request), Some(grant)),
             Admit::Queue(ticket) => {
-                ResponseFuture::queued(ticket, end, (self.inner.clone(), request), shared, to)
+                ResponseFuture::queued(ticket, limits, (self.inner.clone(), request))
             }
-            Admit::Fail(error) => ResponseFuture::failed(error, shared, to),
+            Admit::Fail(error) => ResponseFuture::failed(error),
         }
     }
 }

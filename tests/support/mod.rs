@@ -1,4 +1,5 @@
 #![allow(dead_code)]
 
 pub mod echo;
+pub mod pacing;
 pub mod upstream;

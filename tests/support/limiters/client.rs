@@ -11,7 +11,7 @@ use hyper_util::rt::TokioExecutor;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tower::util::BoxCloneService;
-use tower::{ServiceBuilder, ServiceExt};
+use tower::{Layer, ServiceBuilder, ServiceExt};
 use tower_backoff::{ExponentialBackOff, PacingLayer, RetryLayer};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -81,17 +81,15 @@ impl Stack {
         let retry = || RetryLayer::new(ExponentialBackOff::default());
         match self {
             Stack::Bare => inner,
-            Stack::Retry => BoxCloneService::new(retry().layer_on(inner)),
-            Stack::RetryPacing => BoxCloneService::new(
+            Stack::Retry => boxed(retry().layer(inner)),
+            Stack::RetryPacing => boxed(
                 ServiceBuilder::new()
                     .layer(retry())
                     .layer(PacingLayer::new())
                     .service(inner),
             ),
-            Stack::RetryNoBudget => {
-                BoxCloneService::new(retry().without_retry_budget().layer_on(inner))
-            }
-            Stack::RetryNoBudgetPacing => BoxCloneService::new(
+            Stack::RetryNoBudget => boxed(retry().without_retry_budget().layer(inner)),
+            Stack::RetryNoBudgetPacing => boxed(
                 ServiceBuilder::new()
                     .layer(retry().without_retry_budget())
                     .layer(PacingLayer::new())
@@ -101,14 +99,15 @@ impl Stack {
     }
 }
 
-/// `layer.layer(service)` written the other way round, so stacks read top-down.
-trait LayerOn<S>: tower::Layer<S> + Sized {
-    fn layer_on(self, service: S) -> Self::Service {
-        self.layer(service)
-    }
+/// Boxes a client stack, its error (whatever the retry layer's error type) boxed too.
+fn boxed<S>(service: S) -> HttpClient
+where
+    S: tower::Service<Req, Response = Res> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    BoxCloneService::new(service.map_err(Into::into))
 }
-
-impl<L: tower::Layer<S>, S> LayerOn<S> for L {}
 
 /// Attempts as they reach the network, per destination (the request's authority).
 #[derive(Clone, Default)]

@@ -1,17 +1,14 @@
 //! A stream of instants spaced by a [`BackOff`], for loops that pull rather than call.
 
-use crate::BackOff;
+use crate::backoff::BackOff;
+use crate::time::instant_after;
 use futures_core::Stream;
 use futures_core::stream::FusedStream;
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
-use std::time::Duration;
 use tokio::time::{Instant, Sleep};
-
-/// Far enough in the future to mean "never", near enough not to overflow an `Instant`.
-const FAR_FUTURE: Duration = Duration::from_secs(86_400 * 365 * 30);
 
 pin_project! {
     /// Ticks at once, then after each delay of the backoff; ends when the backoff stops.
@@ -26,11 +23,12 @@ pin_project! {
     /// use std::pin::pin;
     /// use std::time::Duration;
     /// use futures_core::Stream;
-    /// use tower_backoff::{BackOffExt, ConstantBackOff, Ticker};
+    /// use tower_backoff::{BackOffExt, ConstantBackOff};
+    /// use tower_backoff::retry::Ticker;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
-    /// let backoff = ConstantBackOff::new(Duration::from_secs(1)).with_max_retries(2);
+    /// let backoff = ConstantBackOff::new(Duration::from_secs(1)).unwrap().with_max_retries(2);
     /// let mut ticker = pin!(Ticker::new(backoff));
     /// let start = tokio::time::Instant::now();
     /// let mut ticks = Vec::new();
@@ -98,10 +96,7 @@ impl<B: BackOff> Stream for Ticker<B> {
         let now = Instant::now();
         match this.backoff.next_backoff() {
             Some(delay) => {
-                let deadline = now
-                    .checked_add(delay)
-                    .or_else(|| now.checked_add(FAR_FUTURE))
-                    .unwrap_or(now);
+                let deadline = instant_after(now, delay);
                 match this.sleep.as_mut().as_pin_mut() {
                     Some(sleep) => sleep.reset(deadline),
                     None => this.sleep.set(Some(tokio::time::sleep_until(deadline))),
@@ -123,9 +118,10 @@ impl<B: BackOff> FusedStream for Ticker<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BackOffExt, ConstantBackOff, StopBackOff, ZeroBackOff};
+    use crate::backoff::{BackOffExt, ConstantBackOff, StopBackOff, ZeroBackOff};
     use std::future::poll_fn;
     use std::pin::pin;
+    use std::time::Duration;
 
     async fn next<S: Stream>(mut s: Pin<&mut S>) -> Option<S::Item> {
         poll_fn(|cx| s.as_mut().poll_next(cx)).await
@@ -162,7 +158,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn waits_while_consumer_works() {
         let start = Instant::now();
-        let mut ticker = pin!(Ticker::new(ConstantBackOff::new(Duration::from_secs(5))));
+        let mut ticker = pin!(Ticker::new(
+            ConstantBackOff::new(Duration::from_secs(5)).unwrap()
+        ));
         next(ticker.as_mut()).await;
         // Work on the first tick for 2 s: the next tick comes 3 s later, 5 s after the first.
         tokio::time::advance(Duration::from_secs(2)).await;
@@ -172,7 +170,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn pending_until_the_delay_has_passed() {
-        let mut ticker = pin!(Ticker::new(ConstantBackOff::new(Duration::from_secs(1))));
+        let mut ticker = pin!(Ticker::new(
+            ConstantBackOff::new(Duration::from_secs(1)).unwrap()
+        ));
         let waker = std::task::Waker::noop();
         let mut cx = Context::from_waker(waker);
         assert!(ticker.as_mut().poll_next(&mut cx).is_ready());
@@ -186,7 +186,7 @@ mod tests {
     #[test]
     fn is_send_and_sync() {
         fn assert_send_sync<T: Send + Sync>() {}
-        assert_send_sync::<Ticker<crate::ExponentialBackOff>>();
+        assert_send_sync::<Ticker<crate::backoff::ExponentialBackOff>>();
     }
 
     #[tokio::test(start_paused = true)]
@@ -206,7 +206,7 @@ mod tests {
         }
         assert_eq!((n, start.elapsed()), (4, Duration::ZERO));
 
-        let mut ticker = pin!(Ticker::new(ConstantBackOff::new(Duration::MAX)));
+        let mut ticker = pin!(Ticker::new(ConstantBackOff::new(Duration::MAX).unwrap()));
         let waker = std::task::Waker::noop();
         let mut cx = Context::from_waker(waker);
         assert!(ticker.as_mut().poll_next(&mut cx).is_ready());

@@ -1,0 +1,210 @@
+//! The default classifier: HTTP statuses, `Retry-After`, and transport errors.
+
+use super::error::{ErrorClass, default_error_class};
+use super::outcome::{Outcome, Resend, ServerDelay};
+use super::reason::RetryReason;
+use super::{Attempt, Classify, ResponseHead};
+use crate::retry_after;
+use http::StatusCode;
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+
+pub(crate) type ErrorFn = dyn Fn(&(dyn Error + 'static)) -> ErrorClass + Send + Sync;
+
+/// The default classifier of [`RetryLayer`](crate::RetryLayer): reads HTTP responses by
+/// status and errors by [`ErrorClass`].
+///
+/// | Result of the attempt | Outcome | Resend | Server delay |
+/// |---|---|---|---|
+/// | 429 Too Many Requests | retry | any method: refused before processing | `Retry-After`, exactly |
+/// | 503 Service Unavailable | retry | if idempotent | `Retry-After`, exactly |
+/// | other status of the request's [`StatusSet`] (502, 504, 408 by default) | retry | if idempotent | `Retry-After`, at least |
+/// | other 4xx and 5xx | failure | — | — |
+/// | any other status (1xx–3xx) | success | — | — |
+/// | [`ErrorClass::Connect`] error | retry | any method: never reached the server | — |
+/// | [`ErrorClass::Unprocessed`] error | retry | any method: refused before processing | — |
+/// | [`ErrorClass::Transport`] error | retry | if idempotent | — |
+/// | [`ErrorClass::Fatal`] error | failure | — | — |
+///
+/// `Retry-After` is read in all its forms, and the `t` of an IETF `RateLimit` header
+/// without it (see [`retry_after::from_headers`]). Errors are classed by
+/// [`default_error_class`] unless [`with_error_class`](Self::with_error_class) says
+/// otherwise.
+///
+/// ```
+/// use http::{Method, Request, Response, StatusCode};
+/// use tower_backoff::classify::{
+///     Attempt, Classify, HttpClassifier, RequestHead, Resend, ResponseHead, StatusSet,
+/// };
+///
+/// let req = Request::post("/orders").body(()).unwrap();
+/// let attempt = Attempt::new(RequestHead::of(&req), 1, StatusSet::DEFAULT);
+/// let res = Response::builder().status(429).body(()).unwrap();
+/// let outcome = HttpClassifier::new().classify_response(&attempt, &ResponseHead::of(&res));
+/// assert!(outcome.is_retryable());
+/// assert_eq!(outcome.resend(), Resend::AnyMethod);
+/// ```
+#[derive(Clone, Default)]
+pub struct HttpClassifier {
+    errors: Option<Arc<ErrorFn>>,
+}
+
+impl HttpClassifier {
+    /// Statuses as the table says, errors by [`default_error_class`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Classes errors with `classify` instead of [`default_error_class`] (which it may
+    /// still call for the cases it does not know).
+    pub fn with_error_class<F>(mut self, classify: F) -> Self
+    where
+        F: Fn(&(dyn Error + 'static)) -> ErrorClass + Send + Sync + 'static,
+    {
+        self.errors = Some(Arc::new(classify));
+        self
+    }
+
+    pub(crate) fn error_class(&self, err: &(dyn Error + 'static)) -> ErrorClass {
+        match &self.errors {
+            Some(classify) => classify(err),
+            None => default_error_class(err),
+        }
+    }
+}
+
+/// The outcome of an error of class `class`, for classifiers that read errors alike.
+pub(crate) fn error_outcome(class: ErrorClass) -> Outcome {
+    match class {
+        ErrorClass::Connect => Outcome::retry(RetryReason::Connect).with_resend(Resend::AnyMethod),
+        ErrorClass::Unprocessed => {
+            Outcome::retry(RetryReason::Unprocessed).with_resend(Resend::AnyMethod)
+        }
+        ErrorClass::Transport => Outcome::retry(RetryReason::Transport),
+        // Fatal, and any class added later: never retried.
+        _ => Outcome::failure(),
+    }
+}
+
+impl Classify for HttpClassifier {
+    fn classify_response(&self, attempt: &Attempt<'_>, res: &ResponseHead<'_>) -> Outcome {
+        let status = res.status();
+        if !attempt.statuses().contains(status) {
+            return if status.is_client_error() || status.is_server_error() {
+                Outcome::failure()
+            } else {
+                Outcome::success()
+            };
+        }
+        let mut outcome = Outcome::retry(RetryReason::Status(status));
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            outcome = outcome.with_resend(Resend::AnyMethod);
+        }
+        match retry_after::from_headers(res.headers(), attempt.wall_clock()) {
+            None => outcome,
+            // The server said when: trust it, for the statuses whose header means that.
+            Some(after)
+                if matches!(
+                    status,
+                    StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+                ) =>
+            {
+                outcome.with_server_delay(ServerDelay::Exactly(after))
+            }
+            // Elsewhere a Retry-After is a floor: never sooner than asked.
+            Some(after) => outcome.with_server_delay(ServerDelay::AtLeast(after)),
+        }
+    }
+
+    fn classify_error(&self, _: &Attempt<'_>, err: &(dyn Error + 'static)) -> Outcome {
+        error_outcome(self.error_class(err))
+    }
+}
+
+impl fmt::Debug for HttpClassifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpClassifier")
+            .field("custom_errors", &self.errors.is_some())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::{RequestHead, StatusSet};
+    use http::{Request, Response};
+    use std::io;
+    use std::time::Duration;
+
+    fn judge(method: &str, status: u16, header: Option<(&str, &str)>) -> Outcome {
+        let req = Request::builder().method(method).body(()).unwrap();
+        let attempt = Attempt::new(RequestHead::of(&req), 1, StatusSet::DEFAULT);
+        let mut res = Response::builder().status(status);
+        if let Some((name, value)) = header {
+            res = res.header(name, value);
+        }
+        HttpClassifier::new().classify_response(&attempt, &ResponseHead::of(&res.body(()).unwrap()))
+    }
+
+    fn retry(status: u16) -> Outcome {
+        Outcome::retry(RetryReason::Status(StatusCode::from_u16(status).unwrap()))
+    }
+
+    #[test]
+    fn the_rows_of_the_status_table() {
+        assert_eq!(
+            judge("GET", 429, None),
+            retry(429).with_resend(Resend::AnyMethod)
+        );
+        assert_eq!(judge("POST", 503, None), retry(503));
+        for status in [502, 504, 408] {
+            assert_eq!(judge("GET", status, None), retry(status));
+        }
+        for status in [500, 404, 400] {
+            assert_eq!(judge("GET", status, None), Outcome::failure());
+        }
+        for status in [200, 201, 301] {
+            assert_eq!(judge("GET", status, None), Outcome::success());
+        }
+    }
+
+    #[test]
+    fn retry_after_is_exact_on_429_and_503_and_a_floor_elsewhere() {
+        let two = Duration::from_secs(2);
+        let after = Some(("retry-after", "2"));
+        assert_eq!(
+            judge("GET", 503, after).server_delay(),
+            Some(ServerDelay::Exactly(two))
+        );
+        assert_eq!(
+            judge("GET", 429, after).server_delay(),
+            Some(ServerDelay::Exactly(two))
+        );
+        assert_eq!(
+            judge("GET", 502, after).server_delay(),
+            Some(ServerDelay::AtLeast(two))
+        );
+        assert_eq!(
+            judge("GET", 503, Some(("retry-after", "soon"))).server_delay(),
+            None
+        );
+    }
+
+    #[test]
+    fn errors_follow_their_class() {
+        let req = Request::get("/").body(()).unwrap();
+        let attempt = Attempt::new(RequestHead::of(&req), 1, StatusSet::DEFAULT);
+        let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+        let outcome = HttpClassifier::new().classify_error(&attempt, &reset);
+        assert_eq!(outcome, Outcome::retry(RetryReason::Transport));
+        let fatal = HttpClassifier::new().with_error_class(|_| ErrorClass::Fatal);
+        assert_eq!(fatal.classify_error(&attempt, &reset), Outcome::failure());
+        let connect = HttpClassifier::new().with_error_class(|_| ErrorClass::Connect);
+        assert_eq!(
+            connect.classify_error(&attempt, &reset).resend(),
+            Resend::AnyMethod
+        );
+    }
+}

@@ -1,0 +1,165 @@
+//! The gates a retryable failure passes before a retry is started, in the policy's order.
+//!
+//! Each gate answers "may the retry go ahead?" with `Ok(())` or the [`GiveUp`] reason that
+//! stops it. The cheap, certain refusals come first; the shared budget comes last, because
+//! passing it spends a token that a refusal further on would waste.
+
+use super::settings::RetrySettings;
+use super::stats::GiveUp;
+use crate::body::ReplayGuard;
+use crate::budget::{RetryBudget, RetryThrottle};
+use crate::classify::{RequestHead, Resend, is_idempotent};
+use crate::limits::Limits;
+use http::Request;
+use std::time::Duration;
+
+/// A request the server may have acted on goes out again only if sending it twice is
+/// harmless: an idempotent method, an `Idempotency-Key`, or settings that allow it.
+pub(crate) fn resend_allowed<B>(
+    resend: Resend,
+    settings: &RetrySettings,
+    req: &Request<B>,
+) -> Result<(), GiveUp> {
+    let allowed = match resend {
+        Resend::AnyMethod => true,
+        Resend::IfIdempotent => {
+            settings.retry_non_idempotent() || is_idempotent(req.method(), req.headers())
+        }
+    };
+    allowed.then_some(()).ok_or(GiveUp::NotIdempotent)
+}
+
+/// A body that went past its replay buffer (or failed) cannot be sent again.
+pub(crate) fn body_replayable<B>(req: &Request<B>) -> Result<(), GiveUp> {
+    body_replayable_head(&RequestHead::of(req))
+        .then_some(())
+        .ok_or(GiveUp::BodyNotReplayable)
+}
+
+/// Whether the body of the request with this head can still be replayed.
+pub(crate) fn body_replayable_head(head: &RequestHead<'_>) -> bool {
+    !head
+        .extensions()
+        .get::<ReplayGuard>()
+        .is_some_and(ReplayGuard::is_capped)
+}
+
+/// The request's own limits: attempts made, and a wait that would end past its deadline.
+pub(crate) fn within_limits(
+    limits: Limits,
+    attempts: u32,
+    elapsed: Duration,
+    delay: Duration,
+) -> Result<(), GiveUp> {
+    limits
+        .check(attempts, elapsed, delay)
+        .map_err(GiveUp::Limit)
+}
+
+/// A retry waits on tokio's timer: without a runtime on this thread it cannot.
+pub(crate) fn runtime_present() -> Result<(), GiveUp> {
+    tokio::runtime::Handle::try_current()
+        .map(drop)
+        .map_err(|_| GiveUp::NoRuntime)
+}
+
+/// The client's retry throttle, if any, must not have stopped retries.
+pub(crate) fn throttle_open(throttle: Option<&RetryThrottle>) -> Result<(), GiveUp> {
+    match throttle {
+        Some(throttle) if !throttle.allows_retry() => Err(GiveUp::Throttled),
+        _ => Ok(()),
+    }
+}
+
+/// The client's shared retry budget, if any, pays for the retry.
+pub(crate) fn budget_withdraw(budget: Option<&RetryBudget>) -> Result<(), GiveUp> {
+    match budget {
+        Some(budget) if !budget.withdraw() => Err(GiveUp::RetryBudget),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::IDEMPOTENCY_KEY;
+    use crate::limits::LimitReached;
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn only_idempotent_requests_are_resent_when_they_may_have_been_processed() {
+        let settings = RetrySettings::new();
+        let post = Request::post("/").body(()).unwrap();
+        let get = Request::get("/").body(()).unwrap();
+        let keyed = Request::post("/")
+            .header(IDEMPOTENCY_KEY, "k1")
+            .body(())
+            .unwrap();
+        assert_eq!(
+            resend_allowed(Resend::IfIdempotent, &settings, &post),
+            Err(GiveUp::NotIdempotent)
+        );
+        assert_eq!(
+            resend_allowed(Resend::IfIdempotent, &settings, &get),
+            Ok(())
+        );
+        assert_eq!(
+            resend_allowed(Resend::IfIdempotent, &settings, &keyed),
+            Ok(())
+        );
+        assert_eq!(resend_allowed(Resend::AnyMethod, &settings, &post), Ok(()));
+        let allowed = settings.with_retry_non_idempotent(true);
+        assert_eq!(
+            resend_allowed(Resend::IfIdempotent, &allowed, &post),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_capped_body_is_not_replayed() {
+        let mut req = Request::put("/").body(()).unwrap();
+        assert_eq!(body_replayable(&req), Ok(()));
+        let guard = ReplayGuard::new();
+        req.extensions_mut().insert(guard.clone());
+        assert_eq!(body_replayable(&req), Ok(()));
+        guard.set_capped();
+        assert_eq!(body_replayable(&req), Err(GiveUp::BodyNotReplayable));
+    }
+
+    #[test]
+    fn limits_count_attempts_and_the_wait_against_the_deadline() {
+        let limits = Limits::new(3, 10 * SEC).unwrap();
+        assert_eq!(within_limits(limits, 2, 2 * SEC, 5 * SEC), Ok(()));
+        assert_eq!(
+            within_limits(limits, 3, SEC, SEC),
+            Err(GiveUp::Limit(LimitReached::MaxAttempts))
+        );
+        assert_eq!(
+            within_limits(limits, 1, 6 * SEC, 5 * SEC),
+            Err(GiveUp::Limit(LimitReached::MaxElapsed))
+        );
+    }
+
+    #[test]
+    fn throttle_and_budget_refuse_when_spent() {
+        assert_eq!(throttle_open(None), Ok(()));
+        let throttle = RetryThrottle::new(2, 0.1).unwrap();
+        assert_eq!(throttle_open(Some(&throttle)), Ok(()));
+        throttle.record(crate::budget::ThrottleOutcome::RetryableFailure);
+        assert_eq!(throttle_open(Some(&throttle)), Err(GiveUp::Throttled));
+
+        assert_eq!(budget_withdraw(None), Ok(()));
+        let budget = RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap();
+        assert_eq!(budget_withdraw(Some(&budget)), Err(GiveUp::RetryBudget));
+    }
+
+    #[test]
+    fn no_runtime_no_retry() {
+        assert_eq!(runtime_present(), Err(GiveUp::NoRuntime));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async { assert_eq!(runtime_present(), Ok(())) });
+    }
+}

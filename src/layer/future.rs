@@ -1,0 +1,193 @@
+//! The future of [`RetryService`](super::RetryService): one request, all its attempts.
+
+use super::error::{AttemptTimedOut, RetryError};
+use super::policy::{RetryPolicy, Step};
+use super::stats::GiveUp;
+use crate::backoff::BackOff;
+use crate::body::ReplayGuard;
+use crate::classify::{Outcome, RetryReason};
+use crate::limits::LimitReached;
+use http::{Request, Response};
+use pin_project_lite::pin_project;
+use std::error::Error;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use tokio::time::Sleep;
+use tower_service::Service;
+
+type BoxError = Box<dyn Error + Send + Sync>;
+
+pin_project! {
+    /// The response future of [`RetryService`](super::RetryService).
+    pub struct ResponseFuture<B, S, ReqB>
+    where
+        S: Service<Request<ReqB>>,
+    {
+        #[pin]
+        state: State<S::Future>,
+        policy: RetryPolicy<B>,
+        service: S,
+        // The copy every retry is cloned from; `None` when the request is never retried.
+        request: Option<Request<ReqB>>,
+        // The failed attempt's result, kept while its retry waits, returned if the retry
+        // cannot start after all.
+        last: Option<(Result<S::Response, BoxError>, RetryReason)>,
+        timeout: Option<Pin<Box<Sleep>>>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        // An attempt is in flight.
+        Attempt { #[pin] future: F },
+        // A retry waits: first for its delay, then (`for_body`) for the previous attempt to
+        // hand the body back, until the request's deadline.
+        Waiting { #[pin] sleep: Sleep, for_body: bool },
+    }
+}
+
+impl<B, S, ReqB> ResponseFuture<B, S, ReqB>
+where
+    S: Service<Request<ReqB>>,
+{
+    pub(crate) fn new(
+        policy: RetryPolicy<B>,
+        service: S,
+        request: Option<Request<ReqB>>,
+        future: S::Future,
+    ) -> Self {
+        let timeout = attempt_timeout(&policy);
+        Self {
+            state: State::Attempt { future },
+            policy,
+            service,
+            request,
+            last: None,
+            timeout,
+        }
+    }
+}
+
+/// A timer for the attempt about to start, when the settings ask for one (and a runtime is
+/// there to run it).
+fn attempt_timeout<B>(policy: &RetryPolicy<B>) -> Option<Pin<Box<Sleep>>> {
+    let timeout = policy.current_settings().attempt_timeout()?;
+    tokio::runtime::Handle::try_current().ok()?;
+    Some(Box::pin(tokio::time::sleep(timeout)))
+}
+
+fn finish<B, ResB>(
+    policy: &RetryPolicy<B>,
+    result: Result<Response<ResB>, BoxError>,
+    gave_up: Option<GiveUp>,
+) -> Result<Response<ResB>, RetryError> {
+    match result {
+        Ok(mut res) => {
+            policy.attach_stats(&mut res, gave_up);
+            Ok(res)
+        }
+        Err(err) => Err(RetryError::new(err, policy.final_stats(gave_up))),
+    }
+}
+
+impl<B, S, ReqB, ResB> Future for ResponseFuture<B, S, ReqB>
+where
+    B: BackOff + Clone,
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    ReqB: Clone,
+{
+    type Output = Result<Response<ResB>, RetryError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Attempt { future } => {
+                    let (result, timed_out) = match future.poll(cx) {
+                        Poll::Ready(result) => (result.map_err(Into::into), false),
+                        Poll::Pending => {
+                            let expired = this
+                                .timeout
+                                .as_mut()
+                                .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
+                            if !expired {
+                                return Poll::Pending;
+                            }
+                            (Err(AttemptTimedOut::new().into()), true)
+                        }
+                    };
+                    *this.timeout = None;
+                    let Some(request) = this.request.as_mut() else {
+                        return Poll::Ready(finish(this.policy, result, None));
+                    };
+                    let outcome = match &result {
+                        _ if timed_out => Outcome::retry(RetryReason::Timeout),
+                        Ok(res) => this.policy.classify_response(request, res),
+                        Err(err) => this.policy.classify_error(request, Some(&**err)),
+                    };
+                    let error = result
+                        .as_ref()
+                        .err()
+                        .map(|e| &**e as &(dyn Error + 'static));
+                    match this.policy.next_step(request, &outcome, error) {
+                        Step::Done(gave_up) => {
+                            return Poll::Ready(finish(this.policy, result, gave_up));
+                        }
+                        Step::Retry(delay) => {
+                            let reason = outcome.reason().unwrap_or(RetryReason::Transport);
+                            *this.last = Some((result, reason));
+                            this.state.set(State::Waiting {
+                                sleep: tokio::time::sleep(delay),
+                                for_body: false,
+                            });
+                        }
+                    }
+                }
+                StateProj::Waiting {
+                    mut sleep,
+                    for_body,
+                } => {
+                    if !*for_body {
+                        ready!(sleep.as_mut().poll(cx));
+                    }
+                    let request = this.request.as_ref().expect("only retryable requests wait");
+                    if let Some(guard) = request.extensions().get::<ReplayGuard>() {
+                        let why = if guard.is_capped() {
+                            Some(GiveUp::BodyNotReplayable)
+                        } else if guard.poll_released(cx).is_pending() {
+                            // The previous attempt still holds the body (a stalled
+                            // connection): wait for it, but never past the deadline.
+                            if !*for_body {
+                                *for_body = true;
+                                sleep.as_mut().reset(this.policy.deadline());
+                            }
+                            ready!(sleep.as_mut().poll(cx));
+                            Some(GiveUp::Limit(LimitReached::MaxElapsed))
+                        } else {
+                            None
+                        };
+                        if let Some(why) = why {
+                            let (result, reason) =
+                                this.last.take().expect("a retry keeps its last result");
+                            this.policy.give_up(request, reason, why);
+                            return Poll::Ready(finish(this.policy, result, Some(why)));
+                        }
+                    }
+                    if let Err(err) = ready!(this.service.poll_ready(cx)) {
+                        let stats = this.policy.final_stats(None);
+                        return Poll::Ready(Err(RetryError::new(err.into(), stats)));
+                    }
+                    this.policy.next_attempt();
+                    let attempt = this.policy.retry_request(request);
+                    *this.last = None;
+                    *this.timeout = attempt_timeout(this.policy);
+                    let future = this.service.call(attempt);
+                    this.state.set(State::Attempt { future });
+                }
+            }
+        }
+    }
+}

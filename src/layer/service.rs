@@ -1,0 +1,84 @@
+//! The service [`RetryLayer`](crate::RetryLayer) wraps a client in.
+
+use super::error::RetryError;
+use super::future::ResponseFuture;
+use super::policy::{RetryPolicy, clone_request};
+use super::stats::RetryStats;
+use crate::backoff::BackOff;
+use crate::classify::RequestHead;
+use http::{Request, Response};
+use std::error::Error;
+use std::task::{Context, Poll};
+use tower_service::Service;
+
+type BoxError = Box<dyn Error + Send + Sync>;
+
+/// Retries requests to an inner HTTP service; made by [`RetryLayer`](crate::RetryLayer).
+///
+/// Each call runs the layer's [`RetryPolicy`] over the attempts of one request. While a
+/// retry waits, the last response is kept, so that a retry that cannot start after all
+/// (its body outgrew its buffer meanwhile, or is still held by the previous attempt at the
+/// request's deadline) returns that response rather than an error. Failures come back as a
+/// [`RetryError`] that carries the request's [`RetryStats`].
+///
+/// The inner service must be `Clone` (each request keeps a handle for its retries, as with
+/// tower's own `Retry`) and its request body too: wrap streaming bodies with
+/// [`RetryLayer::replay_bodies`](crate::RetryLayer::replay_bodies).
+#[derive(Debug, Clone)]
+pub struct RetryService<B, S> {
+    inner: S,
+    policy: RetryPolicy<B>,
+}
+
+impl<B, S> RetryService<B, S> {
+    pub(crate) fn new(inner: S, policy: RetryPolicy<B>) -> Self {
+        Self { inner, policy }
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<B, S, ReqB, ResB> Service<Request<ReqB>> for RetryService<B, S>
+where
+    B: BackOff + Clone,
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    ReqB: Clone,
+{
+    type Response = Response<ResB>;
+    type Error = RetryError;
+    type Future = ResponseFuture<B, S, ReqB>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner
+            .poll_ready(cx)
+            .map_err(|e| RetryError::new(e.into(), RetryStats::default()))
+    }
+
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+        let mut policy = self.policy.clone();
+        let retryable = policy.begin(&RequestHead::of(&req));
+        // The original goes out first (a replayable body's original owns its stream); a
+        // copy is kept for the retries.
+        let kept = retryable.then(|| clone_request(&req));
+        // NOTE: `call` must go to the service that was driven to readiness; the future
+        // keeps that one for its retries and a fresh clone stays here.
+        let fresh = self.inner.clone();
+        let mut ready = std::mem::replace(&mut self.inner, fresh);
+        let first = ready.call(req);
+        ResponseFuture::new(policy, ready, kept, first)
+    }
+}

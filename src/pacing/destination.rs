@@ -1,0 +1,409 @@
+//! The pacing state of one destination: its rate, slow-start window, queue and
+//! cool-down, behind its own lock.
+
+use super::clock::{later, never};
+use super::cooldown::Cooldown;
+use super::error::PacingError;
+use super::key::Key;
+use super::queue::{Queue, Watch};
+use super::rate::{Mode, Rate};
+use super::settings::Settings;
+use super::window::Window;
+use crate::backoff::ResponsiveBackOff;
+use http::{HeaderMap, StatusCode};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::Waker;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// One destination's pacing.
+#[derive(Debug)]
+pub(crate) struct Destination {
+    key: Key,
+    settings: Settings,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    rate: Rate,
+    window: Window,
+    queue: Queue,
+    cooldown: Cooldown,
+    /// The last request or response: an idle destination is forgotten after a while.
+    last_active: Instant,
+}
+
+impl State {
+    /// Whether the destination refused lately: its pace or cool-down then limit waits.
+    fn is_throttled(&mut self, now: Instant) -> bool {
+        self.rate.is_throttled() || self.cooldown.until(now).is_some()
+    }
+}
+
+/// How long a request may wait for its turn.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// When it arrived.
+    since: Instant,
+    /// `max_wait` after it arrived, or its deadline if sooner: a destination that
+    /// refused lately does not make it wait longer.
+    end: Instant,
+    /// Its [`PacingDeadline`](super::PacingDeadline): it never starts later.
+    deadline: Option<Instant>,
+}
+
+impl Limits {
+    pub(crate) fn new(now: Instant, max_wait: Duration, deadline: Option<Instant>) -> Self {
+        let end = later(now, max_wait);
+        Self {
+            since: now,
+            end: deadline.map_or(end, |deadline| deadline.min(end)),
+            deadline,
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// The latest a waiting request should look at its turn again: the end of its wait,
+    /// and past that (its destination refused nothing, so it waits on) its deadline.
+    pub(crate) fn wake_by(&self, now: Instant) -> Instant {
+        if now < self.end {
+            self.end
+        } else {
+            self.deadline.unwrap_or_else(|| never(now))
+        }
+    }
+
+    /// The error of a request that would wait `more` from `now` on.
+    fn too_long(&self, more: Duration, now: Instant) -> PacingError {
+        PacingError::WaitTooLong {
+            wait: now
+                .saturating_duration_since(self.since)
+                .saturating_add(more),
+            max_wait: self.end.saturating_duration_since(self.since),
+        }
+    }
+}
+
+/// What a new request does.
+#[derive(Debug)]
+pub(crate) enum Admit {
+    Go(Grant),
+    /// Wait in the queue; poll with [`Ticket::turn`].
+    Queue(Ticket),
+    Fail(PacingError),
+}
+
+/// What a waiting request does now.
+#[derive(Debug)]
+pub(crate) enum Turn {
+    Go(Grant),
+    /// Look again then (or when woken).
+    At(Instant),
+    /// Look again when woken.
+    Wait,
+    Fail(PacingError),
+}
+
+/// A request sent: its response teaches the pace; it counts as in flight until dropped.
+#[derive(Debug)]
+pub(crate) struct Grant {
+    destination: Arc<Destination>,
+    round: u64,
+}
+
+impl Grant {
+    /// Learns from the response to this request, sent at `sent`.
+    pub(crate) fn record(&self, sent: Instant, status: StatusCode, headers: &HeaderMap) {
+        self.destination
+            .record(self.round, sent, status, headers, Instant::now());
+    }
+}
+
+impl Drop for Grant {
+    fn drop(&mut self) {
+        self.destination.release(Instant::now());
+    }
+}
+
+/// A place in a destination's queue; dropping it leaves the queue.
+#[derive(Debug)]
+pub(crate) struct Ticket {
+    destination: Arc<Destination>,
+    id: u64,
+}
+
+impl Ticket {
+    /// Whether the request may go now; otherwise `waker` is woken when that may change.
+    pub(crate) fn turn(&self, limits: &Limits, waker: &Waker) -> Turn {
+        self.destination
+            .turn(self.id, limits, waker, Instant::now())
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.destination.leave(self.id, Instant::now());
+    }
+}
+
+impl Destination {
+    pub(crate) fn new(
+        key: Key,
+        settings: Settings,
+        backoff: ResponsiveBackOff,
+        now: Instant,
+    ) -> Self {
+        let window = Window::new(settings.initial_window, now);
+        let rate = Rate::new(backoff, window.limit().is_some(), now);
+        Self {
+            key,
+            settings,
+            state: Mutex::new(State {
+                rate,
+                window,
+                queue: Queue::default(),
+                cooldown: Cooldown::default(),
+                last_active: now,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update leaves the state consistent: recover from poisoning, don't panic.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Decides what a new request does.
+    pub(crate) fn admit(self: &Arc<Self>, limits: &Limits, now: Instant) -> Admit {
+        let mut s = self.lock();
+        s.last_active = now;
+        let max_wait = limits.end.saturating_duration_since(now);
+        let mut wait = s.rate.expected_wait(s.queue.len(), now);
+        if let Some(until) = s.cooldown.until(now) {
+            wait = wait.max(until - now);
+        }
+        if wait > max_wait {
+            tracing::debug!(to = %self.key, ?wait, ?max_wait, "pacing: request would wait too long");
+            return Admit::Fail(PacingError::WaitTooLong { wait, max_wait });
+        }
+        if s.queue.is_empty()
+            && let Ok(grant) = self.try_go(&mut s, now)
+        {
+            return Admit::Go(grant);
+        }
+        if s.queue.len() >= self.settings.max_queue {
+            tracing::debug!(to = %self.key, "pacing: queue full");
+            return Admit::Fail(PacingError::QueueFull {
+                max_queue: self.settings.max_queue,
+            });
+        }
+        let id = s.queue.push(now);
+        tracing::trace!(to = %self.key, "pacing: request waits");
+        Admit::Queue(Ticket {
+            destination: Arc::clone(self),
+            id,
+        })
+    }
+
+    /// Sends now if the destination lets a request go, else says when it may.
+    fn try_go(self: &Arc<Self>, s: &mut State, now: Instant) -> Result<Grant, Instant> {
+        if let Some(until) = s.cooldown.until(now) {
+            return Err(until);
+        }
+        match s.rate.mode() {
+            Mode::Open => {}
+            Mode::Start => {
+                if let Some(at) = s.window.ready_at(now) {
+                    return Err(at);
+                }
+                if s.window.limit().is_none() {
+                    s.rate.open();
+                }
+            }
+            Mode::Paced { .. } | Mode::Probe { .. } => {
+                let next = s.rate.next_slot(now).unwrap_or(now);
+                if next > now {
+                    return Err(next);
+                }
+                s.rate.take_slot(next, now);
+            }
+        }
+        s.window.acquire();
+        Ok(Grant {
+            destination: Arc::clone(self),
+            round: s.rate.round(),
+        })
+    }
+
+    fn turn(self: &Arc<Self>, id: u64, limits: &Limits, waker: &Waker, now: Instant) -> Turn {
+        let mut s = self.lock();
+        if !s.queue.polled(id, waker) {
+            return Turn::Wait;
+        }
+        s.last_active = now;
+        let fail = |s: &mut State, error: PacingError| {
+            if s.queue.remove(id) {
+                s.queue.wake_head(now);
+            }
+            tracing::debug!(to = %self.key, %error, "pacing: waiting request fails");
+            Turn::Fail(error)
+        };
+        if limits.deadline.is_some_and(|deadline| now > deadline) {
+            return fail(&mut s, limits.too_long(Duration::ZERO, now));
+        }
+        // A cool-down that started while the request waited applies to it.
+        if let Some(until) = s.cooldown.until(now)
+            && until > limits.end
+        {
+            return fail(&mut s, limits.too_long(until - now, now));
+        }
+        let out_of_time = |s: &mut State| {
+            let past_end = now >= limits.end && s.is_throttled(now);
+            past_end || limits.deadline.is_some_and(|deadline| now >= deadline)
+        };
+        loop {
+            let Some(front) = s.queue.front() else {
+                return Turn::Wait;
+            };
+            if front == id {
+                break;
+            }
+            if out_of_time(&mut s) {
+                let more = s.rate.expected_wait(s.queue.len(), now);
+                return fail(&mut s, limits.too_long(more, now));
+            }
+            match s.queue.watch(id, now) {
+                Watch::SkipFront => {
+                    // The first in line did not take its turn (its future is not polled).
+                    tracing::debug!(to = %self.key, "pacing: a stalled request is passed over");
+                    s.queue.skip_front();
+                    s.queue.wake_head(now);
+                }
+                Watch::At(at) => {
+                    s.queue.expect(id, at);
+                    return Turn::At(at);
+                }
+                Watch::Wait => return Turn::Wait,
+            }
+        }
+        match self.try_go(&mut s, now) {
+            Ok(grant) => {
+                s.queue.pop_front();
+                s.queue.wake_head(now);
+                Turn::Go(grant)
+            }
+            Err(at) if out_of_time(&mut s) => {
+                let more = at.saturating_duration_since(now);
+                fail(&mut s, limits.too_long(more, now))
+            }
+            Err(at) => {
+                s.queue.expect(id, at);
+                // The one behind watches that this one takes its turn then.
+                s.queue.wake_behind_front(now);
+                Turn::At(at)
+            }
+        }
+    }
+
+    fn leave(&self, id: u64, now: Instant) {
+        let mut s = self.lock();
+        if s.queue.remove(id) {
+            s.queue.wake_head(now);
+        }
+    }
+
+    fn release(&self, now: Instant) {
+        let mut s = self.lock();
+        s.window.release(now);
+        s.last_active = now;
+        if s.rate.mode() == Mode::Start {
+            s.queue.wake_head(now);
+        }
+    }
+
+    /// Learns from the response to a request sent at `sent` during `round`.
+    fn record(
+        &self,
+        round: u64,
+        sent: Instant,
+        status: StatusCode,
+        headers: &HeaderMap,
+        now: Instant,
+    ) {
+        let refused = self.settings.slow_down.contains(status);
+        let mut s = self.lock();
+        s.last_active = now;
+        s.rate.responded(sent, now);
+        if refused && round != s.rate.round() {
+            // The refusal of a request sent at the old pace: the pace already went down
+            // for it (TCP, likewise, backs off once per round trip).
+            return;
+        }
+        s.cooldown.record(refused);
+        if refused {
+            let was_throttled = s.rate.is_throttled();
+            let window = match s.rate.mode() {
+                Mode::Start => s.window.limit(),
+                _ => None,
+            };
+            s.rate.refused(window, now);
+            s.window.close();
+            tracing::debug!(to = %self.key, mode = ?s.rate.mode(), %status, "pacing: destination slows down");
+            let cooling = s.cooldown.start(headers, self.settings.max_cooldown, now);
+            if let Some(until) = cooling {
+                tracing::debug!(to = %self.key, cooldown = ?(until - now), "pacing: destination cools down");
+            }
+            if cooling.is_some() || !was_throttled {
+                // Every waiter checks whether it can wait the new pace or cool-down out.
+                s.queue.wake_all();
+            } else {
+                s.queue.wake_head(now);
+            }
+        } else {
+            if s.rate.mode() == Mode::Start {
+                s.window.grow();
+                if s.window.limit().is_none() {
+                    s.rate.open();
+                }
+            }
+            let idle = s.queue.is_empty();
+            s.rate.succeeded(idle, now);
+            // The first in line may go sooner at the new pace (or the window has room).
+            s.queue.wake_head(now);
+        }
+    }
+
+    /// The spacing between sends, zero unless paced.
+    pub(crate) fn delay(&self) -> Duration {
+        self.lock().rate.spacing().unwrap_or_default()
+    }
+
+    /// The send rate, in requests per second, while paced.
+    pub(crate) fn rate(&self) -> Option<f64> {
+        self.lock().rate.rate()
+    }
+
+    /// How long new requests are still held by a cool-down.
+    pub(crate) fn cooldown(&self, now: Instant) -> Option<Duration> {
+        let mut s = self.lock();
+        s.cooldown.until(now).map(|until| until - now)
+    }
+
+    /// The probing delay of this destination (a clone sharing its state).
+    pub(crate) fn backoff(&self) -> ResponsiveBackOff {
+        self.lock().rate.backoff().clone()
+    }
+
+    /// Whether nothing of this destination is pending and it has been quiet for `idle`.
+    pub(crate) fn is_idle(&self, idle: Duration, now: Instant) -> bool {
+        let mut s = self.lock();
+        s.window.in_flight() == 0
+            && s.queue.is_empty()
+            && s.cooldown.until(now).is_none()
+            && later(s.last_active, idle) <= now
+    }
+}

@@ -1,0 +1,341 @@
+//! The queue of requests waiting for their turn at one destination.
+
+use super::clock::later;
+use std::collections::{HashMap, VecDeque};
+use std::task::Waker;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How long a waiter may keep others waiting after it was due to poll (woken, or its
+/// slot came): past that, the next in line takes its place, so a response future that
+/// is not polled never holds its destination's queue.
+pub(crate) const GRACE: Duration = Duration::from_millis(20);
+/// How far [`Queue::wake_head`] and [`Queue::watch`] look along the queue.
+const WAKE_WALK: usize = 64;
+/// Waiters that watch the first in line (two: one may be stalled itself).
+const WATCHERS: usize = 2;
+/// A waiter that sleeps until woken looks at the queue at least this often anyway, in
+/// case every waiter that should have woken it stalled.
+pub(crate) const RECHECK: Duration = Duration::from_secs(1);
+
+/// What a waiter behind the first in line does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Watch {
+    /// The first in line stalled: pass it over.
+    SkipFront,
+    /// Look again then, to see whether the first in line took its turn.
+    At(Instant),
+    /// Others watch: sleep until woken.
+    Wait,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    waker: Option<Waker>,
+    /// When it should poll next (woken, or its slot), until it does.
+    expected_at: Option<Instant>,
+    /// Passed over for stalling: out of line until it polls again.
+    skipped: bool,
+}
+
+/// A FIFO of waiters with O(1) amortized operations: ids in arrival order, and the
+/// waiters by id. A waiter leaving from the middle leaves its id behind, dropped when it
+/// reaches the front or when such ids outnumber the live ones.
+#[derive(Debug, Default)]
+pub(crate) struct Queue {
+    order: VecDeque<u64>,
+    waiters: HashMap<u64, Waiter>,
+    /// Waiters in `order` (not skipped).
+    in_line: usize,
+    next_id: u64,
+    /// Entries of `order` visited, to check that the work is linear.
+    #[cfg(test)]
+    steps: usize,
+}
+
+impl Queue {
+    /// Waiters held, skipped ones included.
+    pub(crate) fn len(&self) -> usize {
+        self.waiters.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.waiters.is_empty()
+    }
+
+    /// A new waiter at the back, due to poll now (its future has not been polled yet).
+    pub(crate) fn push(&mut self, now: Instant) -> u64 {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        self.waiters.insert(
+            id,
+            Waiter {
+                waker: None,
+                expected_at: Some(now),
+                skipped: false,
+            },
+        );
+        self.order.push_back(id);
+        self.in_line += 1;
+        id
+    }
+
+    fn in_line(&self, id: u64) -> bool {
+        self.waiters.get(&id).is_some_and(|w| !w.skipped)
+    }
+
+    fn step(&mut self) {
+        #[cfg(test)]
+        {
+            self.steps += 1;
+        }
+    }
+
+    /// The first in line.
+    pub(crate) fn front(&mut self) -> Option<u64> {
+        while let Some(&id) = self.order.front() {
+            if self.in_line(id) {
+                return Some(id);
+            }
+            self.step();
+            self.order.pop_front();
+        }
+        None
+    }
+
+    /// Waiter `id` polls: its waker is kept, it is no longer due; a skipped waiter takes
+    /// the front again (it has waited longest). `false` if it is not in the queue.
+    pub(crate) fn polled(&mut self, id: u64, waker: &Waker) -> bool {
+        let Some(w) = self.waiters.get_mut(&id) else {
+            return false;
+        };
+        if !w.waker.as_ref().is_some_and(|old| old.will_wake(waker)) {
+            w.waker = Some(waker.clone());
+        }
+        w.expected_at = None;
+        if w.skipped {
+            w.skipped = false;
+            self.order.push_front(id);
+            self.in_line += 1;
+        }
+        true
+    }
+
+    /// Waiter `id` will poll again at `at` (its slot).
+    pub(crate) fn expect(&mut self, id: u64, at: Instant) {
+        if let Some(w) = self.waiters.get_mut(&id) {
+            w.expected_at = Some(at);
+        }
+    }
+
+    /// What waiter `id`, not first in line, does about those ahead of it. The first in
+    /// line is watched by the next [`WATCHERS`] waiters that are due to poll (each sleeps
+    /// until the first's turn, plus [`GRACE`]); the others sleep until woken: a turn
+    /// wakes a few waiters, not all of them.
+    pub(crate) fn watch(&mut self, id: u64, now: Instant) -> Watch {
+        let Some(front) = self.front() else {
+            return Watch::Wait;
+        };
+        let due = |w: &Waiter| w.expected_at.filter(|at| later(*at, GRACE) > now);
+        let first = self.waiters.get(&front).and_then(|w| w.expected_at);
+        if first.is_some_and(|at| later(at, GRACE) <= now) {
+            return Watch::SkipFront;
+        }
+        let mut earliest = first;
+        let mut watchers = 0;
+        let mut found = false;
+        let mut steps = 0;
+        for other in self.order.iter().skip(1).take(WAKE_WALK) {
+            steps += 1;
+            if *other == id {
+                found = true;
+                break;
+            }
+            if let Some(at) = self.waiters.get(other).and_then(due) {
+                earliest = Some(earliest.map_or(at, |e| e.min(at)));
+                watchers += 1;
+                if watchers >= WATCHERS {
+                    break;
+                }
+            }
+        }
+        #[cfg(test)]
+        {
+            self.steps += steps;
+        }
+        let _ = steps;
+        match earliest {
+            Some(at) if found => Watch::At(later(at, GRACE)),
+            _ => Watch::Wait,
+        }
+    }
+
+    /// The first in line stalled: it is passed over until it polls again.
+    pub(crate) fn skip_front(&mut self) {
+        if let Some(id) = self.front() {
+            self.order.pop_front();
+            self.in_line -= 1;
+            if let Some(w) = self.waiters.get_mut(&id) {
+                w.skipped = true;
+            }
+        }
+    }
+
+    /// The first in line goes.
+    pub(crate) fn pop_front(&mut self) {
+        if let Some(id) = self.front() {
+            self.order.pop_front();
+            self.in_line -= 1;
+            self.waiters.remove(&id);
+        }
+    }
+
+    /// Waiter `id` leaves (dropped, or failed); whether it was first in line.
+    pub(crate) fn remove(&mut self, id: u64) -> bool {
+        let was_front = self.front() == Some(id);
+        let Some(waiter) = self.waiters.remove(&id) else {
+            return false;
+        };
+        if !waiter.skipped {
+            self.in_line -= 1;
+        }
+        if was_front {
+            self.order.pop_front();
+        } else if self.order.len() > 2 * self.in_line + 64 {
+            // Left ids outnumber the waiters: drop them all at once (linear in what was
+            // left, so constant per departure).
+            let waiters = &self.waiters;
+            let before = self.order.len();
+            self.order
+                .retain(|id| waiters.get(id).is_some_and(|w| !w.skipped));
+            #[cfg(test)]
+            {
+                self.steps += before;
+            }
+            let _ = before;
+        }
+        was_front
+    }
+
+    /// Wakes the first in line, to take its turn, and the [`WATCHERS`] behind it, to
+    /// watch that it does; also any stalled waiters between them.
+    pub(crate) fn wake_head(&mut self, now: Instant) {
+        self.wake(now, false);
+    }
+
+    /// Wakes the [`WATCHERS`] behind the first in line (to watch it), and any stalled
+    /// waiters between them.
+    pub(crate) fn wake_behind_front(&mut self, now: Instant) {
+        self.wake(now, true);
+    }
+
+    fn wake(&mut self, now: Instant, skip_front: bool) {
+        let mut skip = skip_front;
+        let mut live = usize::from(skip_front);
+        let wanted = 1 + WATCHERS;
+        let mut steps = 0;
+        for id in self.order.iter().take(WAKE_WALK) {
+            steps += 1;
+            let Some(w) = self.waiters.get_mut(id) else {
+                continue;
+            };
+            if w.skipped {
+                continue;
+            }
+            if skip {
+                skip = false;
+                continue;
+            }
+            let stalled = w.expected_at.is_some_and(|at| later(at, GRACE) <= now);
+            if let Some(waker) = &w.waker {
+                waker.wake_by_ref();
+            }
+            if w.expected_at.is_none_or(|at| at > now) {
+                w.expected_at = Some(now);
+            }
+            if !stalled {
+                live += 1;
+                if live == wanted {
+                    break;
+                }
+            }
+        }
+        #[cfg(test)]
+        {
+            self.steps += steps;
+        }
+        let _ = steps;
+    }
+
+    /// Wakes every waiter (a cool-down started: each checks whether it can wait it out).
+    pub(crate) fn wake_all(&mut self) {
+        for w in self.waiters.values() {
+            if let Some(waker) = &w.waker {
+                waker.wake_by_ref();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Waker;
+
+    #[tokio::test(start_paused = true)]
+    async fn waiters_leave_in_order_and_from_anywhere() {
+        let now = Instant::now();
+        let mut queue = Queue::default();
+        let ids: Vec<u64> = (0..5).map(|_| queue.push(now)).collect();
+        assert_eq!(queue.front(), Some(ids[0]));
+        assert!(!queue.remove(ids[2]));
+        assert!(queue.remove(ids[0]));
+        assert_eq!(queue.front(), Some(ids[1]));
+        queue.skip_front();
+        assert_eq!(queue.front(), Some(ids[3]));
+        assert_eq!(queue.len(), 3, "a skipped waiter keeps its entry");
+        assert!(queue.polled(ids[1], Waker::noop()));
+        assert_eq!(
+            queue.front(),
+            Some(ids[1]),
+            "back at the front once it polls"
+        );
+        queue.pop_front();
+        queue.pop_front();
+        assert_eq!(queue.front(), Some(ids[4]));
+        queue.pop_front();
+        assert!(queue.is_empty());
+        assert_eq!(queue.front(), None);
+    }
+
+    /// Operations, not time: pushing, cancelling from the middle, skipping and serving
+    /// `n` waiters visits O(n) entries in all, not O(n²).
+    #[tokio::test(start_paused = true)]
+    async fn the_queue_does_linear_work() {
+        for n in [1_000_usize, 10_000, 100_000] {
+            let now = Instant::now();
+            let mut queue = Queue::default();
+            let ids: Vec<u64> = (0..n).map(|_| queue.push(now)).collect();
+            for id in &ids {
+                queue.polled(*id, Waker::noop());
+            }
+            // Every other waiter cancels, from the middle of the queue.
+            for id in ids.iter().skip(1).step_by(2) {
+                queue.remove(*id);
+            }
+            let mut served = 0;
+            while queue.front().is_some() {
+                queue.wake_head(now);
+                if served % 3 == 0 {
+                    queue.skip_front();
+                    let skipped = ids[served * 2 % n];
+                    queue.polled(skipped, Waker::noop());
+                }
+                queue.pop_front();
+                served += 1;
+            }
+            assert!(queue.is_empty());
+            assert!(queue.steps <= 12 * n, "{n} waiters: {} steps", queue.steps);
+        }
+    }
+}

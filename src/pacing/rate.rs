@@ -1,0 +1,290 @@
+//! The send rate of a destination, learned from its refusals and successes.
+
+use super::clock::{later, secs_f64};
+use super::meter::Meter;
+use crate::backoff::ResponsiveBackOff;
+use std::time::Duration;
+use tokio::time::Instant;
+
+// The controller's constants shape the control loop rather than the policy, so they are
+// not settings; each is justified where it is used.
+
+/// After a refusal with a measured delivery rate: pace just under it.
+const DECREASE: f64 = 0.97;
+/// After a refusal with no measured delivery rate yet: cut the pace to 60 %.
+const BLIND_DECREASE: f64 = 0.6;
+/// Far below the known ceiling: each success adds this much to the rate (req/s), so the
+/// rate grows e-fold every 1/8 s while it is used: about ×2 per 90 ms.
+const FAST_GAIN: f64 = 8.0;
+/// Below this rate (req/s) the destination is as good as down: probe it.
+const MIN_RATE: f64 = 1.0;
+/// Near the known ceiling: each success adds this fraction of a request per second, so
+/// the rate grows by about 1 % per second — a slow probe for more capacity.
+const SLOW_GAIN: f64 = 0.01;
+/// "Near the ceiling" means above this fraction of it.
+const NEAR_CEILING: f64 = 0.95;
+/// Without a fresh refusal for this long the episode is over: the ceiling is forgotten
+/// and, once no request waits, pacing stops.
+const QUIET: Duration = Duration::from_secs(10);
+/// A late wake-up (timers fire on whole milliseconds) may be caught up by sending up to
+/// this much early afterwards; otherwise rounding to 1 ms would cut a 2.06 ms spacing to
+/// 3 ms, a third of the rate.
+const TOLERANCE: Duration = Duration::from_millis(5);
+
+/// How a destination is sent to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Mode {
+    /// Slow start: limited by the [`Window`](super::window::Window), no pace.
+    Start,
+    /// Unlimited: nothing waits.
+    Open,
+    /// At most `rate` requests per second, evenly spaced.
+    Paced { rate: f64 },
+    /// The destination refuses everything: one request per `interval`, the
+    /// [`ResponsiveBackOff`]'s delay.
+    Probe { interval: Duration },
+}
+
+/// A refusal episode: from the first fresh refusal after a quiet period.
+#[derive(Debug)]
+struct Episode {
+    /// Successes since the previous measured refusal: while refused, the rate the server
+    /// actually serves.
+    delivered: Meter,
+    /// The delivery rate measured at the last refusal: the capacity, as far as known.
+    ceiling: Option<f64>,
+}
+
+/// The rate controller of one destination.
+#[derive(Debug)]
+pub(crate) struct Rate {
+    mode: Mode,
+    /// The theoretical instant of the last send (GCRA): the next may go one spacing later.
+    last_send: Option<Instant>,
+    srtt: Option<Duration>,
+    responses: Meter,
+    /// Successes, over about the last second.
+    served: Meter,
+    episode: Option<Episode>,
+    last_refusal: Option<Instant>,
+    /// Counts the decreases of the pace: only the refusal of a request sent in the
+    /// current round is fresh (TCP, likewise, backs off once per round trip).
+    round: u64,
+    /// The probing delay, this destination's own.
+    backoff: ResponsiveBackOff,
+}
+
+impl Rate {
+    pub(crate) fn new(backoff: ResponsiveBackOff, slow_start: bool, now: Instant) -> Self {
+        Self {
+            mode: if slow_start { Mode::Start } else { Mode::Open },
+            last_send: None,
+            srtt: None,
+            responses: Meter::new(now),
+            served: Meter::new(now),
+            episode: None,
+            last_refusal: None,
+            round: 0,
+            backoff,
+        }
+    }
+
+    pub(crate) fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The slow start is over without a refusal.
+    pub(crate) fn open(&mut self) {
+        if self.mode == Mode::Start {
+            self.mode = Mode::Open;
+        }
+    }
+
+    pub(crate) fn round(&self) -> u64 {
+        self.round
+    }
+
+    pub(crate) fn backoff(&self) -> &ResponsiveBackOff {
+        &self.backoff
+    }
+
+    /// Whether the destination refused lately: its pace then limits waits.
+    pub(crate) fn is_throttled(&self) -> bool {
+        matches!(self.mode, Mode::Paced { .. } | Mode::Probe { .. })
+    }
+
+    /// The spacing between sends, while paced.
+    pub(crate) fn spacing(&self) -> Option<Duration> {
+        match self.mode {
+            Mode::Paced { rate } => Some(secs_f64(1.0 / rate)),
+            Mode::Probe { interval } => Some(interval),
+            Mode::Start | Mode::Open => None,
+        }
+    }
+
+    /// The send rate, in requests per second, while paced.
+    pub(crate) fn rate(&self) -> Option<f64> {
+        match self.mode {
+            Mode::Paced { rate } => Some(rate),
+            Mode::Probe { interval } => Some(1.0 / interval.as_secs_f64().max(1e-9)),
+            Mode::Start | Mode::Open => None,
+        }
+    }
+
+    /// When the next paced send may go (`None`: not paced).
+    pub(crate) fn next_slot(&self, now: Instant) -> Option<Instant> {
+        let spacing = self.spacing()?;
+        Some(self.last_send.map_or(now, |last| later(last, spacing)))
+    }
+
+    /// Takes the slot opening at `next` (at or before `now`).
+    pub(crate) fn take_slot(&mut self, next: Instant, now: Instant) {
+        let floor = now.checked_sub(TOLERANCE).unwrap_or(now);
+        self.last_send = Some(next.max(floor));
+    }
+
+    /// How long a request arriving now behind `queued` others is expected to wait: until
+    /// the next slot, plus the queue drained at the rate, or at the ceiling it is growing
+    /// back to. With no ceiling known (probing, or ramping up after an outage) only the
+    /// next slot is certain: the rate may grow manyfold before this request's turn.
+    pub(crate) fn expected_wait(&self, queued: usize, now: Instant) -> Duration {
+        let Some(next) = self.next_slot(now) else {
+            return Duration::ZERO;
+        };
+        let ceiling = self.episode.as_ref().and_then(|e| e.ceiling);
+        let drain = match (self.mode, ceiling) {
+            (Mode::Paced { rate }, Some(ceiling)) => Some(rate.max(ceiling)),
+            _ => None,
+        };
+        let queued = drain.map_or(Duration::ZERO, |rate| secs_f64(queued as f64 / rate));
+        next.saturating_duration_since(now).saturating_add(queued)
+    }
+
+    /// Any response, to a request sent at `sent`.
+    pub(crate) fn responded(&mut self, sent: Instant, now: Instant) {
+        let rtt = now.saturating_duration_since(sent);
+        self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
+        self.responses.add(now);
+    }
+
+    /// A success; `idle` when no request waits (pacing may then stop).
+    pub(crate) fn succeeded(&mut self, idle: bool, now: Instant) {
+        if !self.backoff.current().is_zero() {
+            self.backoff.on_success();
+        }
+        self.served.add(now);
+        if let Some(episode) = &mut self.episode {
+            episode.delivered.add(now);
+        }
+        match self.mode {
+            Mode::Start | Mode::Open => {}
+            Mode::Probe { interval } => {
+                // The destination is back: start from the probing pace, with a fresh
+                // episode (what was measured while it refused everything is no capacity).
+                self.mode = Mode::Paced {
+                    rate: 1.0 / interval.as_secs_f64().max(1e-3) + FAST_GAIN,
+                };
+                self.episode = Some(Episode {
+                    delivered: Meter::new(now),
+                    ceiling: None,
+                });
+            }
+            Mode::Paced { rate } => {
+                let quiet = self
+                    .last_refusal
+                    .is_none_or(|at| now.saturating_duration_since(at) >= QUIET);
+                if quiet {
+                    self.episode = None;
+                    if idle {
+                        self.mode = Mode::Open;
+                        self.last_send = None;
+                        return;
+                    }
+                }
+                let ceiling = self.episode.as_ref().and_then(|e| e.ceiling);
+                let gain = match ceiling {
+                    Some(c) if rate >= c * NEAR_CEILING => {
+                        // Near the ceiling: probe, with steps that grow the longer no
+                        // refusal comes (as TCP CUBIC), so a ceiling measured too low
+                        // during a transient is soon left behind.
+                        let calm = self
+                            .last_refusal
+                            .map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
+                        (SLOW_GAIN * (1.0 + calm * calm)).min(FAST_GAIN)
+                    }
+                    _ => FAST_GAIN,
+                };
+                self.mode = Mode::Paced { rate: rate + gain };
+            }
+        }
+    }
+
+    /// A fresh refusal; `window` is the slow-start window if the destination was in its
+    /// slow start.
+    pub(crate) fn refused(&mut self, window: Option<u32>, now: Instant) {
+        self.round = self.round.wrapping_add(1);
+        let quiet = self
+            .last_refusal
+            .is_none_or(|at| now.saturating_duration_since(at) >= QUIET);
+        self.last_refusal = Some(now);
+        // The new pace counts from this refusal: the next request goes one spacing later.
+        self.last_send = Some(self.last_send.map_or(now, |last| last.max(now)));
+        if quiet || self.episode.is_none() {
+            self.episode = Some(Episode {
+                delivered: Meter::new(now),
+                ceiling: None,
+            });
+        }
+        let current = match self.mode {
+            Mode::Open => self.responses.rate(now),
+            // The window over the round trip, but no more than what was served: a
+            // burst's first round is served from the server's own burst allowance.
+            Mode::Start => window
+                .zip(self.srtt.filter(|rtt| !rtt.is_zero()))
+                .map(|(window, rtt)| f64::from(window) / rtt.as_secs_f64())
+                .map(|sent| {
+                    let served = self.served.rough_rate(now);
+                    served.map_or(sent, |served| sent.min(served))
+                }),
+            Mode::Paced { rate } => Some(rate),
+            Mode::Probe { .. } => None,
+        };
+        let Some(episode) = self.episode.as_mut() else {
+            return;
+        };
+        // What the server served since the previous refusal: when that is long enough
+        // ago to be measured, the pace goes just under it, and by at most 40 % (the
+        // meter also covers time spent ramping up after a refusal, or after an outage).
+        let delivered = episode.delivered.rate(now);
+        if delivered.is_some() {
+            // Refusals in quick succession keep measuring from the same start.
+            episode.delivered = Meter::new(now);
+        }
+        let rate = match (delivered, current) {
+            // Refused, and nothing served for a while: probe.
+            (Some(delivered), _) if delivered < MIN_RATE => None,
+            (Some(delivered), Some(current)) => {
+                Some((current.min(delivered) * DECREASE).max(current * BLIND_DECREASE))
+            }
+            (Some(delivered), None) => Some(delivered * DECREASE),
+            (None, Some(current)) => Some(current * BLIND_DECREASE),
+            (None, None) => None,
+        };
+        // Where trouble starts, as far as known: past it the rate grows only slowly.
+        episode.ceiling = match (delivered, current) {
+            (Some(delivered), Some(current)) => Some(current.min(delivered)),
+            (Some(delivered), None) => Some(delivered),
+            // A blind cut measures nothing: the rate grows back fast, and the next
+            // refusal, measured, sets the ceiling.
+            (None, _) => episode.ceiling,
+        };
+        self.mode = match rate {
+            Some(rate) if rate >= MIN_RATE => Mode::Paced { rate },
+            // Refused with (almost) nothing delivered, or nothing known: the
+            // destination is as good as down, probe it.
+            _ => Mode::Probe {
+                interval: self.backoff.on_failure(),
+            },
+        };
+    }
+}

@@ -1,0 +1,328 @@
+mod support;
+
+use http::{Request, Response, StatusCode};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::pacing::*;
+use tokio::time::Instant;
+use tower::{Layer, ServiceExt};
+use tower_backoff::PacingLayer;
+use tower_backoff::backoff::ResponsiveBackOff;
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_down_makes_the_next_requests_to_its_destination_wait() {
+    let log = Log::default();
+    let pacing = layer(100);
+    let mut client = pacing.layer(scripted(&log));
+    let start = Instant::now();
+
+    let busy = send(&mut client, get("http://a/503")).await.unwrap();
+    assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
+    // Nothing measured yet: the destination is probed, one request per backoff delay.
+    assert_eq!(pacing.current_delay_to(&authority("a")), ms(100));
+    assert_eq!(pacing.current_rate_to(&authority("a")), Some(10.0));
+    assert_eq!(pacing.current_delay(), ms(100), "the slowest destination");
+    // Another destination is not held at all.
+    send(&mut client, get("http://b/200")).await.unwrap();
+    assert_eq!(pacing.current_delay_to(&authority("b")), Duration::ZERO);
+    // New requests (not retries) to the refusing destination wait for its pace.
+    send(&mut client, get("http://a/200")).await.unwrap();
+    assert_eq!(log.offsets(start), [ms(0), ms(0), ms(100)]);
+
+    // A second refusal, of a request sent at the new pace: the pace goes down again.
+    send(&mut client, get("http://a/429")).await.unwrap();
+    let slower = pacing.current_delay_to(&authority("a"));
+    assert!(slower > ms(55), "{slower:?}");
+    let before = Instant::now();
+    send(&mut client, get("http://a/200")).await.unwrap();
+    // (Timers fire on whole milliseconds.)
+    assert!(before.elapsed() >= slower && before.elapsed() < slower + ms(1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn successes_speed_the_client_up_and_it_opens_after_a_quiet_period() {
+    let log = Log::default();
+    let pacing = layer(100);
+    let mut client = pacing.layer(scripted(&log));
+    let start = Instant::now();
+    send(&mut client, get("http://a/503")).await.unwrap();
+    for _ in 0..12 {
+        send(&mut client, get("http://a/200")).await.unwrap();
+    }
+    // Each success raises the rate: every gap is shorter than the one before (the old
+    // delay halved only once per ten successes, which came one delay apart).
+    let gaps = gaps(&log.offsets(start));
+    assert_eq!(gaps[0], ms(100));
+    assert!(gaps.windows(2).all(|w| w[1] < w[0]), "{gaps:?}");
+    assert!(gaps[11] < ms(15), "{gaps:?}");
+    assert!(log.offsets(start)[12] < ms(500));
+
+    // Ten seconds without a refusal: pacing stops, requests no longer wait at all.
+    tokio::time::advance(secs(10)).await;
+    send(&mut client, get("http://a/200")).await.unwrap();
+    assert_eq!(pacing.current_delay(), Duration::ZERO);
+    assert_eq!(pacing.current_rate(), None);
+    let before = Instant::now();
+    let burst: Vec<_> = (0..5)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/200"))))
+        .collect();
+    for task in burst {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(before.elapsed(), Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn zero_max_wait_sheds_every_request_that_would_wait() {
+    let log = Log::default();
+    let pacing = PacingLayer::builder()
+        .backoff(backoff(100))
+        .max_wait(Duration::ZERO)
+        .build()
+        .unwrap();
+    let mut client = pacing.layer(scripted(&log));
+    send(&mut client, get("http://a/200")).await.unwrap();
+    send(&mut client, get("http://a/503")).await.unwrap();
+    let err = send(&mut client, get("http://a/200")).await.unwrap_err();
+    assert_eq!(pacing_error(&err).wait(), Some(ms(100)));
+    tokio::time::advance(ms(100)).await;
+    send(&mut client, get("http://a/200")).await.unwrap();
+    assert_eq!(log.len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_slow_down_statuses_slow_down() {
+    let log = Log::default();
+    let pacing = layer(100);
+    let mut client = pacing.layer(scripted(&log));
+    let start = Instant::now();
+    // A 500 with Retry-After is a failure of the request, not a request to slow down.
+    for status in [200, 404, 500, 502] {
+        send(&mut client, get_ra(&format!("http://a/{status}"), "5"))
+            .await
+            .unwrap();
+    }
+    assert_eq!(pacing.current_delay(), Duration::ZERO);
+    assert_eq!(pacing.cooldown(&"a".parse().unwrap()), None);
+    assert_eq!(log.offsets(start), [Duration::ZERO; 4]);
+
+    // Unless configured so.
+    let pacing = PacingLayer::builder()
+        .backoff(backoff(100))
+        .slow_down_on([StatusCode::BAD_GATEWAY])
+        .build()
+        .unwrap();
+    let mut client = pacing.layer(scripted(&log));
+    send(&mut client, get("http://a/503")).await.unwrap();
+    assert_eq!(pacing.current_delay(), Duration::ZERO);
+    send(&mut client, get_ra("http://c/502", "5"))
+        .await
+        .unwrap();
+    assert_eq!(pacing.current_delay(), ms(100));
+    assert_eq!(pacing.cooldown(&"c".parse().unwrap()), Some(secs(5)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn transport_errors_leave_the_pace_alone() {
+    let log = Log::default();
+    let pacing = layer(1);
+    let mut client = pacing.layer(scripted(&log));
+    for _ in 0..3 {
+        let err = send(&mut client, get("http://a/err")).await.unwrap_err();
+        assert!(err.downcast_ref::<std::io::Error>().is_some(), "{err}");
+    }
+    assert_eq!(pacing.current_delay(), Duration::ZERO);
+    let probing = pacing.backoff_to(&authority("a")).unwrap();
+    assert_eq!(probing.metrics().invocations, 0);
+
+    // Nor do they count as successes: the delay only goes down on real responses.
+    send(&mut client, get("http://a/503")).await.unwrap();
+    send(&mut client, get("http://a/err")).await.unwrap_err();
+    assert_eq!(pacing.current_delay(), ms(100));
+    assert_eq!(probing.metrics().invocations, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrent_requests_sharing_a_layer_are_spaced() {
+    let log = Log::default();
+    let pacing = layer(1000);
+    let client = pacing.layer(scripted(&log));
+    let start = Instant::now();
+    client.clone().oneshot(get("http://a/503")).await.unwrap();
+    // Each task its own service, from the layer or a clone: one shared pace.
+    let tasks: Vec<_> = (0..10)
+        .map(|i| {
+            let service = if i % 2 == 0 {
+                client.clone()
+            } else {
+                pacing.clone().layer(scripted(&log))
+            };
+            tokio::spawn(service.oneshot(get("http://a/200")))
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let offsets = log.offsets(start);
+    assert_eq!(offsets[..2], [ms(0), ms(100)]);
+    // One at a time, never a herd: every gap is positive, and they shrink as the
+    // successes raise the rate.
+    let gaps = gaps(&offsets);
+    assert!(gaps.iter().all(|gap| !gap.is_zero()), "{gaps:?}");
+    assert!(gaps.windows(2).all(|w| w[1] <= w[0]), "{gaps:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limited_burst_completes_near_the_limit_with_few_429s() {
+    // A token bucket of 50 requests per second (burst 5) behind a 20 ms round trip,
+    // answering 429 + Retry-After: 1 over the limit; a burst of 200 requests, each
+    // retried until it succeeds.
+    let bucket = Arc::new(Mutex::new((5.0_f64, Instant::now(), 0_u32)));
+    let server = {
+        let bucket = Arc::clone(&bucket);
+        tower::service_fn(move |_: Request<()>| {
+            let bucket = Arc::clone(&bucket);
+            async move {
+                tokio::time::sleep(ms(10)).await;
+                let status = {
+                    let mut b = bucket.lock().unwrap();
+                    let now = Instant::now();
+                    b.0 = (b.0 + (now - b.1).as_secs_f64() * 50.0).min(5.0);
+                    b.1 = now;
+                    if b.0 >= 1.0 {
+                        b.0 -= 1.0;
+                        200
+                    } else {
+                        b.2 += 1;
+                        429
+                    }
+                };
+                tokio::time::sleep(ms(10)).await;
+                let response = Response::builder()
+                    .status(status)
+                    .header("retry-after", "1");
+                Ok::<_, Infallible>(response.body(()).unwrap())
+            }
+        })
+    };
+    let client = layer(100).layer(server);
+    let start = Instant::now();
+    let burst: Vec<_> = (0..200)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                loop {
+                    let response = client.clone().oneshot(get("http://api/")).await.unwrap();
+                    if response.status() == 200 {
+                        return;
+                    }
+                    tokio::time::sleep(secs(1)).await;
+                }
+            })
+        })
+        .collect();
+    for task in burst {
+        task.await.unwrap();
+    }
+    let elapsed = start.elapsed();
+    let refused = bucket.lock().unwrap().2;
+    // Ideal: 200 / 50 = 4 s, plus the 1 s Retry-After of the requests refused last.
+    // Without pacing, the first round alone gets 195 429s.
+    assert!(elapsed < secs(5), "{elapsed:?}, {refused} 429s");
+    assert!(refused < 30, "{refused} 429s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn refusals_of_requests_already_in_flight_raise_the_delay_once() {
+    let log = Log::default();
+    let pacing = PacingLayer::builder()
+        .backoff(backoff(100))
+        .initial_window(0)
+        .build()
+        .unwrap();
+    let client = pacing.layer(scripted(&log));
+    let burst: Vec<_> = (0..8)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/503?sleep=1000"))))
+        .collect();
+    for task in burst {
+        assert_eq!(task.await.unwrap().unwrap().status(), 503);
+    }
+    // Eight refusals of one round: one step down, not 100 ms × 2⁷.
+    assert_eq!(pacing.current_delay(), ms(100));
+    let probing = pacing.backoff_to(&authority("a")).unwrap();
+    assert_eq!(probing.metrics().went_up, 1);
+    // A request sent at the new pace and refused again: the next step.
+    client.clone().oneshot(get("http://a/503")).await.unwrap();
+    assert_eq!(pacing.current_delay(), ms(200));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_outage_is_probed_and_its_waiting_requests_succeed_after_it() {
+    // Bare 503s for the first second, then all well; 10 ms each way.
+    let start = Instant::now();
+    let attempts = Arc::new(Mutex::new(Vec::<Instant>::new()));
+    let server = {
+        let attempts = Arc::clone(&attempts);
+        tower::service_fn(move |_: Request<()>| {
+            let attempts = Arc::clone(&attempts);
+            async move {
+                tokio::time::sleep(ms(10)).await;
+                attempts.lock().unwrap().push(Instant::now());
+                let status = if start.elapsed() < secs(1) { 503 } else { 200 };
+                tokio::time::sleep(ms(10)).await;
+                Ok::<_, Infallible>(Response::builder().status(status).body(()).unwrap())
+            }
+        })
+    };
+    let pacing = PacingLayer::builder()
+        .backoff(backoff(10))
+        .initial_window(0)
+        .build()
+        .unwrap();
+    let client = pacing.layer(server);
+    // One request every 10 ms for 1.5 s, none retried.
+    let mut tasks = Vec::new();
+    for _ in 0..150 {
+        tasks.push(tokio::spawn(client.clone().oneshot(get("http://api/"))));
+        tokio::time::sleep(ms(10)).await;
+    }
+    let mut ok = 0;
+    for task in tasks {
+        if task.await.unwrap().unwrap().status() == 200 {
+            ok += 1;
+        }
+    }
+    let attempts = attempts.lock().unwrap();
+    let during = attempts.iter().filter(|at| **at - start < secs(1)).count();
+    // During the outage the client only probes: a handful of the 100 requests issued
+    // then reach the server. The others wait, and succeed once it is back.
+    assert!(during <= 10, "{during} attempts during the outage");
+    assert!(ok >= 140, "{ok} of 150 succeeded");
+}
+
+#[tokio::test(start_paused = true)]
+async fn huge_delays_do_not_overflow() {
+    let log = Log::default();
+    let huge = ResponsiveBackOff::builder()
+        .with_initial_interval(Duration::MAX)
+        .with_max_interval(Duration::MAX)
+        .with_randomization_factor(0.0)
+        .build()
+        .unwrap();
+    let pacing = PacingLayer::builder()
+        .backoff(huge)
+        .max_cooldown(Duration::MAX)
+        .build()
+        .unwrap();
+    let mut client = pacing.layer(scripted(&log));
+    send(&mut client, get_ra("http://a/503", "100000000000000000000"))
+        .await
+        .unwrap();
+    let err = send(&mut client, get("http://a/503")).await.unwrap_err();
+    assert!(pacing_error(&err).wait().unwrap() > secs(86_400 * 365));
+    assert_eq!(log.len(), 1);
+    // Another destination is not held.
+    send(&mut client, get("http://b/200")).await.unwrap();
+    assert_eq!(log.len(), 2);
+}

@@ -1,0 +1,142 @@
+//! Fixtures of the pacing tests: a scripted inner service that logs its calls, and
+//! small helpers.
+
+#![allow(dead_code)]
+
+use http::{Request, Response};
+use std::error::Error;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+use tower::{Service, ServiceExt};
+use tower_backoff::backoff::ResponsiveBackOff;
+use tower_backoff::{PacingError, PacingLayer};
+
+pub type BoxError = Box<dyn Error + Send + Sync>;
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+pub fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// When each request reached the inner service, and its URI.
+#[derive(Clone, Default)]
+pub struct Log(pub Arc<Mutex<Vec<(Instant, String)>>>);
+
+impl Log {
+    /// Offsets of the calls from `start`.
+    pub fn offsets(&self, start: Instant) -> Vec<Duration> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(at, _)| *at - start)
+            .collect()
+    }
+
+    pub fn uris(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, uri)| uri.clone())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Calls whose URI contains `part`.
+    pub fn count(&self, part: &str) -> usize {
+        self.uris().iter().filter(|uri| uri.contains(part)).count()
+    }
+}
+
+/// The inner service: answers with the status named by the path (`/503`), echoes an
+/// `x-retry-after` request header as `Retry-After`, fails with an I/O error on `/err`,
+/// takes `?sleep=<ms>` to answer, and logs every call.
+pub fn scripted(
+    log: &Log,
+) -> impl Service<Request<()>, Response = Response<()>, Error = std::io::Error, Future: Send>
++ Clone
++ Send
++ 'static {
+    let log = log.clone();
+    tower::service_fn(move |request: Request<()>| {
+        let log = log.clone();
+        async move {
+            log.0
+                .lock()
+                .unwrap()
+                .push((Instant::now(), request.uri().to_string()));
+            if let Some(sleep) = request.uri().query().and_then(|q| q.strip_prefix("sleep=")) {
+                tokio::time::sleep(ms(sleep.parse().unwrap())).await;
+            }
+            let path = request.uri().path().trim_start_matches('/');
+            if path == "err" {
+                return Err(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+            }
+            let mut response = Response::builder().status(path.parse::<u16>().unwrap_or(200));
+            if let Some(ra) = request.headers().get("x-retry-after") {
+                response = response.header("retry-after", ra);
+            }
+            Ok(response.body(()).unwrap())
+        }
+    })
+}
+
+/// Deterministic probing delay: 100 ms, ×2 up, ×0.5 down after `threshold` successes.
+pub fn backoff(threshold: u32) -> ResponsiveBackOff {
+    ResponsiveBackOff::builder()
+        .with_initial_interval(ms(100))
+        .with_max_interval(secs(10))
+        .with_up_multiplier(2.0)
+        .with_down_multiplier(0.5)
+        .with_down_threshold(threshold)
+        .with_randomization_factor(0.0)
+        .build()
+        .unwrap()
+}
+
+pub fn layer(threshold: u32) -> PacingLayer {
+    PacingLayer::builder()
+        .backoff(backoff(threshold))
+        .build()
+        .unwrap()
+}
+
+pub fn get(uri: &str) -> Request<()> {
+    Request::get(uri).body(()).unwrap()
+}
+
+pub fn get_ra(uri: &str, retry_after: &str) -> Request<()> {
+    Request::get(uri)
+        .header("x-retry-after", retry_after)
+        .body(())
+        .unwrap()
+}
+
+pub async fn send<S>(service: &mut S, request: Request<()>) -> Result<Response<()>, BoxError>
+where
+    S: Service<Request<()>, Response = Response<()>, Error = BoxError>,
+{
+    service.ready().await?.call(request).await
+}
+
+pub fn pacing_error(err: &BoxError) -> PacingError {
+    *err.downcast_ref::<PacingError>()
+        .unwrap_or_else(|| panic!("not a pacing error: {err}"))
+}
+
+/// Gaps between consecutive offsets.
+pub fn gaps(offsets: &[Duration]) -> Vec<Duration> {
+    offsets.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+pub fn authority(name: &str) -> http::uri::Authority {
+    name.parse().unwrap()
+}
