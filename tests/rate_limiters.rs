@@ -168,7 +168,7 @@ async fn healthy_destination_sees_no_failure_beside_a_limited_one() {
     assert!(Summary::of(&limited_outcomes).ok > 0);
 }
 
-// ---- The targets of issue #10, not met today: measured by `examples/limiters.rs`, with
+// ---- The targets of issue #10 not met today (1 and 3): measured by `examples/limiters.rs`, with
 // ---- their figures in docs/BENCHMARKS.md ("Real rate limiters"). Run them with
 // ---- `cargo test --features hyper --test rate_limiters -- --ignored`.
 
@@ -202,16 +202,16 @@ async fn target_1_recommended_stack_completes_a_burst_near_the_limit() {
 }
 
 /// Target 2: a limited destination does not slow a healthy one down: the healthy one's
-/// p99 latency grows by less than 10 ms.
+/// p99 latency, beside a burst to the limited one through the same client, grows by less
+/// than 10 ms over the same stream alone (pacing is per destination).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "target 2 (healthy p99 grows < 10 ms beside a limited destination, with pacing) is not met today"]
 async fn target_2_limited_destination_does_not_slow_a_healthy_one() {
     let Some(limiter) = start_or_skip(Kind::Governor, RateLimit::TARGET).await else {
         return;
     };
     let (healthy, _server) = limiters::backend::serve().await;
     let url = format!("http://{healthy}/ok");
-    let every = Duration::from_millis(25);
+    let every = Duration::from_millis(10);
     let alone = Summary::of(
         &drive::stream(
             Stack::RetryPacing.build(&Counts::default()),
@@ -222,20 +222,23 @@ async fn target_2_limited_destination_does_not_slow_a_healthy_one() {
         )
         .await,
     );
-    let client = Stack::RetryPacing.build(&Counts::default());
+    let counts = Counts::default();
+    let client = Stack::RetryPacing.build(&counts);
     let limited_url = limiter.url("/items");
     let (with, _) = tokio::join!(
         drive::stream(client.clone(), &url, 100, every, TIMEOUT),
-        drive::burst(client.clone(), &limited_url, 200, 20, TIMEOUT),
+        drive::burst(client.clone(), &limited_url, 150, 20, TIMEOUT),
     );
     let with = Summary::of(&with);
-    assert_eq!(with.ok, 100);
+    assert_eq!(with.ok, 100, "{:?}", with.failures);
     assert!(
         with.p99 < alone.p99 + Duration::from_millis(10),
         "p99 {:?} alone, {:?} beside the limited destination",
         alone.p99,
         with.p99
     );
+    // The other destination was really limited meanwhile.
+    assert!(counts.of(&limiter.addr.to_string()).refused > 0);
 }
 
 /// Target 3, with 8 independent layers in one process (the example runs 8 processes):
