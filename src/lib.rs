@@ -66,7 +66,7 @@
 //! pin-project-lite, httpdate, tracing and their small helpers.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
 pub use error::ConfigError;
@@ -133,6 +133,7 @@ pub use pacing::{Pacing, PacingBuilder, PacingDeadline, PacingError, PacingLayer
 // ---- end section H ----
 
 // ---- client integrations (section G) ----
+pub mod client;
 pub mod integrations;
 
 // ---- end section G ----

@@ -192,7 +192,7 @@ where
 impl<B, ReqB, ResB, E> tower::retry::Policy<Request<ReqB>, Response<ResB>, E> for RetryPolicy<B>
 where
     B: BackOff,
-    ReqB: Clone,
+    ReqB: crate::body::CloneBody,
     E: AsError,
 {
     type Future = RetryDelay;
