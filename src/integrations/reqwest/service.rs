@@ -1,67 +1,4 @@
-//! A `reqwest::Client` as a tower service of `http::Request`s, so the retry layer fits it.
-//!
-//! `reqwest::Client` is a `tower::Service<reqwest::Request>` already, but the retry policy
-//! needs to see — and clone — the request and response as `http` types: [`ReqwestService`]
-//! converts on the way in and out, and is the one line of glue.
-//!
-//! ```no_run
-//! use tower::{ServiceBuilder, ServiceExt};
-//! use tower_backoff::integrations::reqwest::ReqwestService;
-//! use tower_backoff::{ExponentialBackOff, RetryLayer};
-//!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-//! let client = reqwest::Client::new();
-//! let service = ServiceBuilder::new()
-//!     .layer(RetryLayer::new(ExponentialBackOff::default()))
-//!     .service(ReqwestService::new(client));
-//!
-//! let request = http::Request::get("http://127.0.0.1:8080/").body(String::new())?;
-//! let response = service.oneshot(request).await?;
-//! println!("{}", response.status());
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! # Bodies
-//!
-//! The retry policy clones request bodies, so the body type must be `Clone`: `String`,
-//! `Bytes`, `Full<Bytes>`, … A streaming body (a `reqwest::Body` made from a stream, a
-//! `StreamBody`, an incoming server body) is not: put a
-//! [`ReplayBodyLayer`](crate::body::ReplayBodyLayer) above the retry layer, which buffers the
-//! body as it streams (up to a cap) and refuses retries of bodies that outgrew the cap.
-//! Without it, a non-`Clone` body is refused at compile time, not at run time:
-//!
-//! ```compile_fail,E0277
-//! # use tower::{ServiceBuilder, ServiceExt};
-//! # use tower_backoff::integrations::reqwest::ReqwestService;
-//! # use tower_backoff::{ConstantBackOff, RetryLayer};
-//! # async fn run() {
-//! let service = ServiceBuilder::new()
-//!     .layer(RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10))))
-//!     .service(ReqwestService::new(reqwest::Client::new()));
-//! // error[E0277]: the trait bound `reqwest::Body: Clone` is not satisfied
-//! let request = http::Request::new(reqwest::Body::from("streamed"));
-//! let _ = service.oneshot(request).await;
-//! # }
-//! ```
-//!
-//! With it, the same request is retried as long as its body fits the cap:
-//!
-//! ```no_run
-//! # use tower::{ServiceBuilder, ServiceExt};
-//! # use tower_backoff::integrations::reqwest::ReqwestService;
-//! # use tower_backoff::{ConstantBackOff, ReplayBodyLayer, RetryLayer};
-//! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-//! let service = ServiceBuilder::new()
-//!     .layer(ReplayBodyLayer::new().with_max_bytes(1 << 20))
-//!     .layer(RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10))))
-//!     .service(ReqwestService::new(reqwest::Client::new()));
-//! let request = http::Request::put("http://127.0.0.1:8080/upload")
-//!     .body(reqwest::Body::from("streamed"))?;
-//! let _ = service.oneshot(request).await?;
-//! # Ok(())
-//! # }
-//! ```
+//! [`ReqwestService`]: a `reqwest::Client` as a tower service of `http::Request`s.
 
 use bytes::Bytes;
 use std::error::Error as StdError;
@@ -79,6 +16,10 @@ type Pending = Pin<Box<dyn Future<Output = Result<::reqwest::Response, ::reqwest
 
 /// A [`reqwest::Client`] as a `tower::Service<http::Request<B>>` whose
 /// responses are `http::Response<reqwest::Body>` and whose error is `reqwest::Error`.
+///
+/// [`RetryClient`](super::RetryClient) is built on it; use it directly to put reqwest under
+/// any tower stack of `http` types. Responses keep the URL they came from:
+/// `reqwest::Response::from(response).url()` is the real one.
 ///
 /// Any body implementing [`http_body::Body`] (and `Send + Sync`, as reqwest requires) is
 /// accepted; requests and responses keep their method, URI, headers and status. Cloning is
@@ -151,7 +92,7 @@ impl Future for ResponseFuture {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.inner {
-            Inner::Pending(pending) => pending.as_mut().poll(cx).map_ok(Into::into),
+            Inner::Pending(pending) => pending.as_mut().poll(cx).map_ok(into_http_response),
             Inner::Invalid(err) => Poll::Ready(Err(err
                 .take()
                 .expect("ResponseFuture polled after completion"))),
@@ -169,6 +110,22 @@ impl fmt::Debug for ResponseFuture {
             .field("state", &state)
             .finish()
     }
+}
+
+/// Converts a response for the `http` world, keeping its URL: reqwest's own conversion drops
+/// it, and `reqwest::Response::from` reads it back from this extension.
+fn into_http_response(response: ::reqwest::Response) -> http::Response<::reqwest::Body> {
+    use ::reqwest::ResponseBuilderExt;
+
+    let url = response.url().clone();
+    let mut response = http::Response::from(response);
+    // An empty builder given only an extension cannot fail to build.
+    if let Ok(carrier) = http::Response::builder().url(url).body(()) {
+        response
+            .extensions_mut()
+            .extend(carrier.into_parts().0.extensions);
+    }
+    response
 }
 
 impl crate::classify::AsError for ::reqwest::Error {
