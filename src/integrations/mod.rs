@@ -7,7 +7,7 @@
 //!
 //! | feature | module | what it adds |
 //! | --- | --- | --- |
-//! | `reqwest` | `integrations::reqwest` | `ReqwestService`: a `reqwest::Client` as a service of `http::Request`s; `AsError` for `reqwest::Error` |
+//! | `reqwest` | `integrations::reqwest` | `RetryClient`: a `reqwest::Client` behind a layer, with reqwest's own request and response types; `ReqwestService`: a `reqwest::Client` as a service of `http::Request`s; `AsError` for `reqwest::Error` |
 //! | `tonic` | `integrations::tonic` | `TonicRetryLayer`: the retry layer made to fit a tonic `Channel`; `AsError` for `tonic::transport::Error` |
 //!
 //! The examples `hyper_client`, `reqwest_client`, `tonic_client` and `axum_gateway` show each
