@@ -60,6 +60,7 @@
 //! | --- | --- |
 //! | `hyper` | the default error classifier also reads `hyper::Error` and hyper-util's legacy client errors (connect failures are retried for every method) |
 //! | `reqwest` | [`RetryClient`]: `reqwest_client.with_retry(layer)` sends reqwest's own requests through the layer and returns reqwest's own responses; classification of `reqwest::Error` |
+//! | `reqwest-0_12` | the same for reqwest 0.12, in `integrations::reqwest_0_12` |
 //! | `tonic` | [`TonicRetryLayer`]: the gRPC preset fitted to a tonic `Channel`; classification of `tonic::transport::Error` |
 //!
 //! The default build depends only on tower, http, http-body, tokio (time), rand,

@@ -4,7 +4,12 @@
 //! its help, which would change the expected output. Refresh the expected output after a
 //! deliberate change with `TRYBUILD=overwrite cargo test --test compile_errors`.
 
-#[cfg(not(any(feature = "hyper", feature = "reqwest", feature = "tonic")))]
+#[cfg(not(any(
+    feature = "hyper",
+    feature = "reqwest",
+    feature = "reqwest-0_12",
+    feature = "tonic"
+)))]
 #[test]
 fn compile_errors_name_the_fix() {
     let cases = trybuild::TestCases::new();

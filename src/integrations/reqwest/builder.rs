@@ -2,6 +2,7 @@
 
 use super::client::{RetryClient, RetryRequest};
 use super::error::Error;
+use super::upstream;
 use bytes::Bytes;
 use std::error::Error as StdError;
 use std::fmt;
@@ -19,11 +20,11 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 #[must_use = "a RequestBuilder does nothing until it is sent"]
 pub struct RequestBuilder<S> {
     client: RetryClient<S>,
-    builder: ::reqwest::RequestBuilder,
+    builder: upstream::RequestBuilder,
 }
 
 impl<S> RequestBuilder<S> {
-    pub(crate) fn new(client: RetryClient<S>, builder: ::reqwest::RequestBuilder) -> Self {
+    pub(crate) fn new(client: RetryClient<S>, builder: upstream::RequestBuilder) -> Self {
         Self { client, builder }
     }
 
@@ -31,7 +32,7 @@ impl<S> RequestBuilder<S> {
     /// here: `.map(|b| b.json(&order))`.
     pub fn map(
         mut self,
-        f: impl FnOnce(::reqwest::RequestBuilder) -> ::reqwest::RequestBuilder,
+        f: impl FnOnce(upstream::RequestBuilder) -> upstream::RequestBuilder,
     ) -> Self {
         self.builder = f(self.builder);
         self
@@ -54,7 +55,7 @@ impl<S> RequestBuilder<S> {
     }
 
     /// Sets the body (see `reqwest::RequestBuilder::body`).
-    pub fn body<T: Into<::reqwest::Body>>(self, body: T) -> Self {
+    pub fn body<T: Into<upstream::Body>>(self, body: T) -> Self {
         self.map(|b| b.body(body))
     }
 
@@ -85,7 +86,7 @@ impl<S> RequestBuilder<S> {
     }
 
     /// Builds the `reqwest::Request`, for [`RetryClient::execute`] or inspection.
-    pub fn build(self) -> Result<::reqwest::Request, ::reqwest::Error> {
+    pub fn build(self) -> Result<upstream::Request, upstream::Error> {
         self.builder.build()
     }
 }
@@ -100,7 +101,7 @@ where
 {
     /// Builds the request and sends it through the client's layer (see
     /// [`RetryClient::execute`]).
-    pub fn send(self) -> impl Future<Output = Result<::reqwest::Response, Error>> + use<S, ResB> {
+    pub fn send(self) -> impl Future<Output = Result<upstream::Response, Error>> + use<S, ResB> {
         let request = self.builder.build();
         let client = self.client;
         async move { client.execute(request?).await }

@@ -3,6 +3,7 @@
 use super::builder::RequestBuilder;
 use super::error::Error;
 use super::service::ReqwestService;
+use super::upstream;
 use crate::body::{DEFAULT_MAX_BYTES, ReplayBody};
 use bytes::Bytes;
 use std::error::Error as StdError;
@@ -16,7 +17,7 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// The request type the layers of a [`RetryClient`] see: a `reqwest::Body` made
 /// replayable.
-pub type RetryRequest = http::Request<ReplayBody<::reqwest::Body>>;
+pub type RetryRequest = http::Request<ReplayBody<upstream::Body>>;
 
 /// A `reqwest::Client` whose requests go through a tower layer — typically a
 /// [`RetryLayer`](crate::RetryLayer) — while the caller keeps reqwest's own types:
@@ -33,7 +34,7 @@ pub type RetryRequest = http::Request<ReplayBody<::reqwest::Body>>;
 /// `RetryClient<tower::retry::Retry<RetryPolicy<ExponentialBackOff>, ReqwestService>>`,
 /// or `RetryClient<<RetryLayer<ExponentialBackOff> as Layer<ReqwestService>>::Service>`.
 pub struct RetryClient<S> {
-    client: ::reqwest::Client,
+    client: upstream::Client,
     service: S,
     max_replay_bytes: usize,
 }
@@ -41,7 +42,7 @@ pub struct RetryClient<S> {
 impl<S> RetryClient<S> {
     /// Sends the requests of `client` through `layer` (a [`RetryLayer`](crate::RetryLayer),
     /// a `tower::ServiceBuilder` of several layers, …).
-    pub fn new<L>(client: ::reqwest::Client, layer: L) -> Self
+    pub fn new<L>(client: upstream::Client, layer: L) -> Self
     where
         L: Layer<ReqwestService, Service = S>,
     {
@@ -64,7 +65,7 @@ impl<S> RetryClient<S> {
     }
 
     /// The reqwest client requests are built and sent with.
-    pub fn client(&self) -> &::reqwest::Client {
+    pub fn client(&self) -> &upstream::Client {
         &self.client
     }
 
@@ -74,9 +75,9 @@ impl<S> RetryClient<S> {
     }
 
     /// Starts a request with `method` to `url`; `.send()` sends it through the layer.
-    pub fn request<U: ::reqwest::IntoUrl>(
+    pub fn request<U: upstream::IntoUrl>(
         &self,
-        method: ::reqwest::Method,
+        method: upstream::Method,
         url: U,
     ) -> RequestBuilder<S>
     where
@@ -86,51 +87,51 @@ impl<S> RetryClient<S> {
     }
 
     /// Starts a GET request to `url`.
-    pub fn get<U: ::reqwest::IntoUrl>(&self, url: U) -> RequestBuilder<S>
+    pub fn get<U: upstream::IntoUrl>(&self, url: U) -> RequestBuilder<S>
     where
         S: Clone,
     {
-        self.request(::reqwest::Method::GET, url)
+        self.request(upstream::Method::GET, url)
     }
 
     /// Starts a POST request to `url`.
-    pub fn post<U: ::reqwest::IntoUrl>(&self, url: U) -> RequestBuilder<S>
+    pub fn post<U: upstream::IntoUrl>(&self, url: U) -> RequestBuilder<S>
     where
         S: Clone,
     {
-        self.request(::reqwest::Method::POST, url)
+        self.request(upstream::Method::POST, url)
     }
 
     /// Starts a PUT request to `url`.
-    pub fn put<U: ::reqwest::IntoUrl>(&self, url: U) -> RequestBuilder<S>
+    pub fn put<U: upstream::IntoUrl>(&self, url: U) -> RequestBuilder<S>
     where
         S: Clone,
     {
-        self.request(::reqwest::Method::PUT, url)
+        self.request(upstream::Method::PUT, url)
     }
 
     /// Starts a PATCH request to `url`.
-    pub fn patch<U: ::reqwest::IntoUrl>(&self, url: U) -> RequestBuilder<S>
+    pub fn patch<U: upstream::IntoUrl>(&self, url: U) -> RequestBuilder<S>
     where
         S: Clone,
     {
-        self.request(::reqwest::Method::PATCH, url)
+        self.request(upstream::Method::PATCH, url)
     }
 
     /// Starts a DELETE request to `url`.
-    pub fn delete<U: ::reqwest::IntoUrl>(&self, url: U) -> RequestBuilder<S>
+    pub fn delete<U: upstream::IntoUrl>(&self, url: U) -> RequestBuilder<S>
     where
         S: Clone,
     {
-        self.request(::reqwest::Method::DELETE, url)
+        self.request(upstream::Method::DELETE, url)
     }
 
     /// Starts a HEAD request to `url`.
-    pub fn head<U: ::reqwest::IntoUrl>(&self, url: U) -> RequestBuilder<S>
+    pub fn head<U: upstream::IntoUrl>(&self, url: U) -> RequestBuilder<S>
     where
         S: Clone,
     {
-        self.request(::reqwest::Method::HEAD, url)
+        self.request(upstream::Method::HEAD, url)
     }
 }
 
@@ -149,15 +150,13 @@ where
     /// `extensions()`.
     pub fn execute(
         &self,
-        request: ::reqwest::Request,
-    ) -> impl Future<Output = Result<::reqwest::Response, Error>> + use<S, ResB> {
+        request: upstream::Request,
+    ) -> impl Future<Output = Result<upstream::Response, Error>> + use<S, ResB> {
         let request = into_retry_request(request, self.max_replay_bytes);
         let service = self.service.clone();
         async move {
             let response = service.oneshot(request?).await.map_err(Error::new)?;
-            Ok(::reqwest::Response::from(
-                response.map(::reqwest::Body::wrap),
-            ))
+            Ok(upstream::Response::from(response.map(upstream::Body::wrap)))
         }
     }
 }
@@ -165,7 +164,7 @@ where
 /// Converts a reqwest request for the layers, its body made replayable: whole if reqwest
 /// holds it in memory, up to `max_replay_bytes` if it streams.
 fn into_retry_request(
-    mut request: ::reqwest::Request,
+    mut request: upstream::Request,
     max_replay_bytes: usize,
 ) -> Result<RetryRequest, Error> {
     let body = request.body_mut().take().unwrap_or_default();
@@ -175,7 +174,7 @@ fn into_retry_request(
         max_replay_bytes
     };
     let body = ReplayBody::try_new(body, cap).unwrap_or_else(ReplayBody::unreplayable);
-    let request = http::Request::<::reqwest::Body>::try_from(request)?;
+    let request = http::Request::<upstream::Body>::try_from(request)?;
     let (mut parts, _empty) = request.into_parts();
     parts.extensions.insert(body.guard());
     Ok(http::Request::from_parts(parts, body))
@@ -208,7 +207,7 @@ pub trait ClientExt {
         L: Layer<ReqwestService>;
 }
 
-impl ClientExt for ::reqwest::Client {
+impl ClientExt for upstream::Client {
     fn with_retry<L>(self, layer: L) -> RetryClient<L::Service>
     where
         L: Layer<ReqwestService>,

@@ -1,5 +1,6 @@
 //! [`Error`]: why a request sent through a [`RetryClient`](super::RetryClient) failed.
 
+use super::upstream;
 use std::error::Error as StdError;
 use std::fmt;
 
@@ -24,10 +25,10 @@ impl Error {
     }
 
     /// The `reqwest::Error` that ended the request, if a `reqwest::Error` is in the chain.
-    pub fn reqwest(&self) -> Option<&::reqwest::Error> {
+    pub fn reqwest(&self) -> Option<&upstream::Error> {
         let mut next: Option<&(dyn StdError + 'static)> = Some(&*self.inner);
         while let Some(error) = next {
-            if let Some(found) = error.downcast_ref::<::reqwest::Error>() {
+            if let Some(found) = error.downcast_ref::<upstream::Error>() {
                 return Some(found);
             }
             next = error.source();
@@ -37,12 +38,12 @@ impl Error {
 
     /// Whether the last attempt could not connect (see `reqwest::Error::is_connect`).
     pub fn is_connect(&self) -> bool {
-        self.reqwest().is_some_and(::reqwest::Error::is_connect)
+        self.reqwest().is_some_and(upstream::Error::is_connect)
     }
 
     /// Whether the last attempt timed out (see `reqwest::Error::is_timeout`).
     pub fn is_timeout(&self) -> bool {
-        self.reqwest().is_some_and(::reqwest::Error::is_timeout)
+        self.reqwest().is_some_and(upstream::Error::is_timeout)
     }
 
     /// The wrapped error, for downcasting to a layer's own error type.
@@ -56,8 +57,8 @@ impl Error {
     }
 }
 
-impl From<::reqwest::Error> for Error {
-    fn from(error: ::reqwest::Error) -> Self {
+impl From<upstream::Error> for Error {
+    fn from(error: upstream::Error) -> Self {
         Self::new(error)
     }
 }

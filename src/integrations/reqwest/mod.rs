@@ -52,10 +52,8 @@
 //!
 //! # reqwest versions
 //!
-//! This module is written against reqwest 0.13 (the version of the `reqwest` feature). With
-//! reqwest 0.12 in your dependency tree, this module's types do not match yours: use
-//! [`ReqwestService`]-style glue of your own (a `tower::Service<http::Request<B>>` calling
-//! `Client::execute`) under [`RetryLayer`](crate::RetryLayer), or upgrade to 0.13.
+//! This module is built against reqwest 0.13 (feature `reqwest`). For reqwest 0.12, the
+//! feature `reqwest-0_12` adds the same types in `integrations::reqwest_0_12`.
 //!
 //! # Plain `http` types
 //!
@@ -79,6 +77,8 @@
 //! # Ok(())
 //! # }
 //! ```
+
+use ::reqwest as upstream;
 
 mod builder;
 mod client;

@@ -1,5 +1,6 @@
 //! [`ReqwestService`]: a `reqwest::Client` as a tower service of `http::Request`s.
 
+use super::upstream;
 use bytes::Bytes;
 use std::error::Error as StdError;
 use std::fmt;
@@ -12,9 +13,9 @@ type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// `reqwest`'s response future is not nameable, so it is boxed once per attempt (as reqwest
 /// itself boxes its own pending requests).
-type Pending = Pin<Box<dyn Future<Output = Result<::reqwest::Response, ::reqwest::Error>> + Send>>;
+type Pending = Pin<Box<dyn Future<Output = Result<upstream::Response, upstream::Error>> + Send>>;
 
-/// A [`reqwest::Client`] as a `tower::Service<http::Request<B>>` whose
+/// A [`reqwest::Client`](upstream::Client) as a `tower::Service<http::Request<B>>` whose
 /// responses are `http::Response<reqwest::Body>` and whose error is `reqwest::Error`.
 ///
 /// [`RetryClient`](super::RetryClient) is built on it; use it directly to put reqwest under
@@ -26,28 +27,28 @@ type Pending = Pin<Box<dyn Future<Output = Result<::reqwest::Response, ::reqwest
 /// cheap: a `reqwest::Client` is a handle to a shared pool.
 #[derive(Clone, Debug, Default)]
 pub struct ReqwestService {
-    client: ::reqwest::Client,
+    client: upstream::Client,
 }
 
 impl ReqwestService {
     /// Sends requests with `client` (and its pool, timeouts and TLS settings).
-    pub fn new(client: ::reqwest::Client) -> Self {
+    pub fn new(client: upstream::Client) -> Self {
         Self { client }
     }
 
     /// The client requests are sent with.
-    pub fn client(&self) -> &::reqwest::Client {
+    pub fn client(&self) -> &upstream::Client {
         &self.client
     }
 
     /// The client, giving up the service.
-    pub fn into_inner(self) -> ::reqwest::Client {
+    pub fn into_inner(self) -> upstream::Client {
         self.client
     }
 }
 
-impl From<::reqwest::Client> for ReqwestService {
-    fn from(client: ::reqwest::Client) -> Self {
+impl From<upstream::Client> for ReqwestService {
+    fn from(client: upstream::Client) -> Self {
         Self::new(client)
     }
 }
@@ -58,8 +59,8 @@ where
     B::Data: Into<Bytes>,
     B::Error: Into<BoxError>,
 {
-    type Response = http::Response<::reqwest::Body>;
-    type Error = ::reqwest::Error;
+    type Response = http::Response<upstream::Body>;
+    type Error = upstream::Error;
     type Future = ResponseFuture;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -68,7 +69,7 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let inner = match ::reqwest::Request::try_from(req.map(::reqwest::Body::wrap)) {
+        let inner = match upstream::Request::try_from(req.map(upstream::Body::wrap)) {
             Ok(req) => Inner::Pending(Box::pin(self.client.execute(req))),
             Err(err) => Inner::Invalid(Some(err)),
         };
@@ -84,11 +85,11 @@ pub struct ResponseFuture {
 enum Inner {
     Pending(Pending),
     /// The request could not be converted (a URI reqwest does not accept, …).
-    Invalid(Option<::reqwest::Error>),
+    Invalid(Option<upstream::Error>),
 }
 
 impl Future for ResponseFuture {
-    type Output = Result<http::Response<::reqwest::Body>, ::reqwest::Error>;
+    type Output = Result<http::Response<upstream::Body>, upstream::Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.inner {
@@ -114,8 +115,8 @@ impl fmt::Debug for ResponseFuture {
 
 /// Converts a response for the `http` world, keeping its URL: reqwest's own conversion drops
 /// it, and `reqwest::Response::from` reads it back from this extension.
-fn into_http_response(response: ::reqwest::Response) -> http::Response<::reqwest::Body> {
-    use ::reqwest::ResponseBuilderExt;
+fn into_http_response(response: upstream::Response) -> http::Response<upstream::Body> {
+    use upstream::ResponseBuilderExt;
 
     let url = response.url().clone();
     let mut response = http::Response::from(response);
@@ -128,7 +129,7 @@ fn into_http_response(response: ::reqwest::Response) -> http::Response<::reqwest
     response
 }
 
-impl crate::classify::AsError for ::reqwest::Error {
+impl crate::classify::AsError for upstream::Error {
     fn as_error(&self) -> Option<&(dyn StdError + 'static)> {
         Some(self)
     }
