@@ -23,7 +23,10 @@
 //! # }
 //! ```
 
-// The code is the reqwest 0.13 module's, compiled a second time against reqwest 0.12.
+// The code is the reqwest 0.13 module's, compiled a second time against reqwest 0.12: the
+// files are loaded twice on purpose.
+#![allow(clippy::duplicate_mod)]
+
 use reqwest012 as upstream;
 
 #[path = "reqwest/builder.rs"]
