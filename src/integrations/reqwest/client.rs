@@ -30,9 +30,8 @@ pub type RetryRequest = http::Request<ReplayBody<upstream::Body>>;
 /// is buffered as it is sent, up to [`max_replay_bytes`](Self::with_max_replay_bytes);
 /// past that it is sent once and not retried. Cloning is cheap (the pool is shared).
 ///
-/// `S` is the layered service; it is named only when storing the client, e.g.
-/// `RetryClient<tower::retry::Retry<RetryPolicy<ExponentialBackOff>, ReqwestService>>`,
-/// or `RetryClient<<RetryLayer<ExponentialBackOff> as Layer<ReqwestService>>::Service>`.
+/// `S` is the layered service; to store the client, name it through the layer:
+/// `RetryClient<<RetryLayer<ExponentialBackOff> as Layer<ReqwestService>>::Service>`.
 pub struct RetryClient<S> {
     client: upstream::Client,
     service: S,

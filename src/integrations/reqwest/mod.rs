@@ -37,6 +37,29 @@
 //! `http::Request<ReplayBody<reqwest::Body>>` ([`RetryRequest`]) and the
 //! [`ReqwestService`] under them, which sends with the `reqwest::Client`.
 //!
+//! ```no_run
+//! use http::HeaderValue;
+//! use tower::ServiceBuilder;
+//! use tower_backoff::integrations::reqwest::{RetryClient, RetryRequest};
+//! use tower_backoff::{ExponentialBackOff, RetryLayer};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+//! // Retried, and every attempt stamped with a header.
+//! let layers = ServiceBuilder::new()
+//!     .layer(RetryLayer::new(ExponentialBackOff::default()))
+//!     .map_request(|mut attempt: RetryRequest| {
+//!         attempt.headers_mut().insert("x-client", HeaderValue::from_static("inventory"));
+//!         attempt
+//!     });
+//! let client = RetryClient::new(reqwest::Client::new(), layers);
+//!
+//! let request = client.client().get("http://127.0.0.1:8080/items").build()?;
+//! let response = client.execute(request).await?;
+//! println!("{}", response.text().await?);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Bodies
 //!
 //! A body reqwest holds in memory (`.body("…")`, `.body(bytes)`, `.json(…)`, `.form(…)`) is
