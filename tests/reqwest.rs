@@ -348,3 +348,37 @@ async fn retry_client_reports_a_bad_url() {
         "{err:?}"
     );
 }
+
+/// A per-request timeout set on the builder bounds every attempt: it survives the trip
+/// through the layer (reqwest keeps it in the request's extensions).
+#[tokio::test(start_paused = true)]
+async fn retry_client_keeps_the_per_request_timeout() {
+    // A server that accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(Mutex::new(Vec::new()));
+    let held = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            held.lock().unwrap().push(stream);
+        }
+    });
+    let client = client().with_retry(RetryLayer::new(ConstantBackOff::new(
+        Duration::from_millis(100),
+    )));
+
+    let sent = client
+        .get(format!("http://{addr}/slow"))
+        .timeout(Duration::from_secs(2))
+        .send();
+    let err = tokio::time::timeout(Duration::from_secs(60), sent)
+        .await
+        .expect("the per-request timeout was lost")
+        .unwrap_err();
+
+    assert!(err.is_timeout(), "{err:?}");
+    assert!(
+        accepted.lock().unwrap().len() >= 2,
+        "a timed-out GET is retried"
+    );
+}
