@@ -63,14 +63,29 @@
 //! | feature | what it adds |
 //! | --- | --- |
 //! | `hyper` | the default error classifier also reads `hyper::Error` and hyper-util's legacy client errors (connect failures are retried for every method) |
-//! | `reqwest` | [`integrations::reqwest::ReqwestService`]: a `reqwest::Client` as a tower service of `http::Request`; classification of `reqwest::Error` |
-//! | `tonic` | [`integrations::tonic::TonicRetryLayer`]: the gRPC preset fitted to a tonic `Channel`; classification of `tonic::transport::Error` |
+//! | `reqwest` | [`RetryClient`]: `reqwest_client.with_retry(layer)` sends reqwest's own requests through the layer and returns reqwest's own responses; classification of `reqwest::Error` |
+//! | `reqwest-0_12` | the same for reqwest 0.12, in `integrations::reqwest_0_12` |
+//! | `tonic` | [`TonicRetryLayer`]: the gRPC preset fitted to a tonic `Channel`; classification of `tonic::transport::Error` |
 //!
 //! The default build depends only on tower, http, http-body, tokio (time), rand,
 //! pin-project-lite, httpdate, tracing and their small helpers.
+//!
+//! A client behind the layer has a long type; [`client::BoxHttpClient`] names it by its
+//! bodies only, for struct fields and axum's `State`.
+//!
+#![cfg_attr(
+    feature = "reqwest",
+    doc = "[`RetryClient`]: integrations::reqwest::RetryClient"
+)]
+#![cfg_attr(not(feature = "reqwest"), doc = "[`RetryClient`]: integrations")]
+#![cfg_attr(
+    feature = "tonic",
+    doc = "[`TonicRetryLayer`]: integrations::tonic::TonicRetryLayer"
+)]
+#![cfg_attr(not(feature = "tonic"), doc = "[`TonicRetryLayer`]: integrations")]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
 mod header;
@@ -112,7 +127,6 @@ pub use body::{Capped, Interrupted, ReplayBody, ReplayBodyLayer, ReplayBodyServi
 pub mod pacing;
 pub use pacing::{Pacing, PacingBuilder, PacingDeadline, PacingError, PacingLayer};
 
+pub mod client;
 pub mod integrations;
 pub mod metrics;
-
-// ---- end section G ----

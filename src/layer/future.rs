@@ -4,6 +4,7 @@ use super::error::{AttemptTimedOut, RetryError};
 use super::policy::{RetryPolicy, Step};
 use super::stats::GiveUp;
 use crate::backoff::BackOff;
+use crate::body::CloneBody;
 use crate::body::ReplayGuard;
 use crate::classify::{Outcome, RetryReason};
 use crate::limits::LimitReached;
@@ -97,7 +98,7 @@ where
     B: BackOff + Clone,
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
-    ReqB: Clone,
+    ReqB: CloneBody,
 {
     type Output = Result<Response<ResB>, RetryError>;
 

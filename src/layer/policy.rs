@@ -404,7 +404,7 @@ impl<B: fmt::Debug> fmt::Debug for RetryPolicy<B> {
 impl<B, ReqB, ResB, E> tower::retry::Policy<Request<ReqB>, Response<ResB>, E> for RetryPolicy<B>
 where
     B: BackOff + Clone,
-    ReqB: Clone,
+    ReqB: crate::body::CloneBody,
     E: AsError,
 {
     type Future = RetryDelay;
