@@ -1,4 +1,7 @@
 #![allow(dead_code)]
 
+pub mod backoffs;
 pub mod echo;
+pub mod scripted;
+pub mod time;
 pub mod upstream;
