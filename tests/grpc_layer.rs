@@ -1,35 +1,20 @@
 //! The gRPC preset of the retry layer (`RetryLayer::grpc`), on paused time against a
 //! scripted in-process service: decisions, pushback, backoff resets and attempt headers.
 
+mod support;
+
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::backoffs::Counting;
 use tokio::time::Instant;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 use tower_backoff::classify::GrpcClassifier;
 use tower_backoff::grpc::{Code, GrpcCodes};
-use tower_backoff::{BackOff, GiveUp, RetryLayer, RetrySettings, RetryStats};
+use tower_backoff::{GiveUp, RetryLayer, RetrySettings, RetryStats};
 
-const STEP: Duration = Duration::from_millis(100);
-
-/// 100 ms, 200 ms, 300 ms, …; counts its resets.
-#[derive(Clone, Default)]
-struct Counting {
-    n: u32,
-    resets: Arc<Mutex<u32>>,
-}
-
-impl BackOff for Counting {
-    fn next_backoff(&mut self) -> Option<Duration> {
-        self.n += 1;
-        Some(STEP * self.n)
-    }
-    fn reset(&mut self) {
-        self.n = 0;
-        *self.resets.lock().unwrap() += 1;
-    }
-}
+const STEP: Duration = Counting::STEP;
 
 /// A response: HTTP `status`, and `grpc-status`/pushback headers when given.
 fn grpc(status: u16, code: Option<Code>, pushback: Option<&str>) -> Response<String> {
