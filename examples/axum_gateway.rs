@@ -66,7 +66,7 @@ impl Gateway {
             ServiceBuilder::new()
                 .layer(
                     RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap())
-                        .settings(RetrySettings::new().with_max_attempts(5).expect("5 > 0")),
+                        .with_settings(RetrySettings::new().with_max_attempts(5).expect("5 > 0")),
                 )
                 .service(http.clone()),
         );

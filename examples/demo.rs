@@ -32,7 +32,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .with_multiplier(2.0)
         .build()?;
     let layer = RetryLayer::new(backoff)
-        .settings(RetrySettings::new().with_max_attempts(6)?)
+        .with_settings(RetrySettings::new().with_max_attempts(6)?)
         .on_retry(move |e: &RetryEvent<'_>| {
             let outcome = match e.status() {
                 Some(status) => status.to_string(),

@@ -55,7 +55,7 @@ async fn row_503_waits_for_retry_after_even_when_shorter_than_the_backoff() {
         ..Steps::new()
     };
     let (res, arrivals) = run(
-        RetryLayer::new(slow).settings(exact()),
+        RetryLayer::new(slow).with_settings(exact()),
         get(),
         &[WithHeader(503, "retry-after", b"1")],
     )
@@ -162,7 +162,7 @@ async fn row_other_transport_errors_are_retried_only_for_idempotent_requests() {
 
 #[tokio::test(start_paused = true)]
 async fn row_fatal_errors_are_never_retried() {
-    let fatal = layer().classifier(HttpClassifier::new().with_error_class(|e| {
+    let fatal = layer().with_classifier(HttpClassifier::new().with_error_class(|e| {
         if e.to_string() == "scripted" {
             ErrorClass::Fatal
         } else {
@@ -203,7 +203,7 @@ async fn an_idempotency_key_makes_a_post_retryable() {
 
 #[tokio::test(start_paused = true)]
 async fn retry_non_idempotent_gives_posts_the_idempotent_column() {
-    let all = layer().settings(exact().with_retry_non_idempotent(true));
+    let all = layer().with_settings(exact().with_retry_non_idempotent(true));
     let (res, arrivals) = run(
         all,
         post(),
@@ -259,7 +259,7 @@ async fn the_retryable_status_set_is_configurable() {
         .with_status(StatusCode::INTERNAL_SERVER_ERROR)
         .unwrap()
         .without_status(StatusCode::SERVICE_UNAVAILABLE);
-    let custom = || layer().settings(settings.clone());
+    let custom = || layer().with_settings(settings.clone());
     let (res, arrivals) = run(custom(), get(), &[Status(500)]).await;
     assert_eq!(res.unwrap().status(), 200);
     assert_eq!(arrivals.len(), 2);
@@ -267,7 +267,7 @@ async fn the_retryable_status_set_is_configurable() {
     assert_eq!(res.unwrap().status(), 503);
     assert_eq!(arrivals.len(), 1);
 
-    let only_errors = layer().settings(exact().with_statuses(StatusSet::EMPTY));
+    let only_errors = layer().with_settings(exact().with_statuses(StatusSet::EMPTY));
     let (res, _) = run(only_errors, get(), &[Status(429)]).await;
     assert_eq!(res.unwrap().status(), 429);
 }

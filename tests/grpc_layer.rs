@@ -77,7 +77,7 @@ fn previous(headers: &HeaderMap) -> Option<&str> {
 #[tokio::test(start_paused = true)]
 async fn unavailable_is_retried_with_backoff_and_attempt_headers() {
     let layer = RetryLayer::grpc(Counting::default())
-        .settings(RetrySettings::new().with_max_attempts(4).unwrap());
+        .with_settings(RetrySettings::new().with_max_attempts(4).unwrap());
     let unavailable = || grpc(200, Some(Code::Unavailable), None);
     let (res, seen) = run(layer, vec![unavailable(), unavailable()]).await;
     assert_eq!(res.headers()["grpc-status"], "0");
@@ -98,7 +98,7 @@ async fn pushback_is_waited_exactly_and_restarts_the_backoff() {
         .unwrap()
         .with_retry_after_jitter(0.0)
         .unwrap();
-    let layer = RetryLayer::grpc(backoff).settings(settings);
+    let layer = RetryLayer::grpc(backoff).with_settings(settings);
     let script = vec![
         grpc(200, Some(Code::Unavailable), None),
         grpc(200, Some(Code::Unavailable), None),
@@ -177,8 +177,8 @@ async fn the_http_preset_does_not_read_grpc_statuses() {
 #[tokio::test(start_paused = true)]
 async fn the_retried_codes_are_configurable() {
     let codes = GrpcCodes::empty().with(Code::Aborted);
-    let layer =
-        RetryLayer::new(Counting::default()).classifier(GrpcClassifier::new().with_codes(codes));
+    let layer = RetryLayer::new(Counting::default())
+        .with_classifier(GrpcClassifier::new().with_codes(codes));
     let script = vec![
         grpc(200, Some(Code::Aborted), None),
         grpc(200, Some(Code::Unavailable), None),

@@ -114,7 +114,7 @@ async fn waits_for_retry_after_seconds_then_http_date_then_backs_off_on_429() {
     let client = ServiceBuilder::new()
         .layer(
             RetryLayer::new(Fixed)
-                .settings(
+                .with_settings(
                     RetrySettings::new()
                         .with_max_attempts(4)
                         .unwrap()

@@ -84,7 +84,7 @@ fn budget_refusals_are_counted() {
             let budget =
                 tower_backoff::budget::RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap();
             let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(250)).unwrap())
-                .retry_budget(budget);
+                .with_retry_budget(budget);
             let res = layer.layer(svc).oneshot(Request::new(String::new())).await;
             assert_eq!(res.unwrap().status(), 503);
         });

@@ -47,7 +47,7 @@ async fn a_wait_ending_past_the_deadline_is_not_started() {
     let t0 = Instant::now();
     let script = Script::new(&[Status(503); 5]);
     let res = RetryLayer::new(slow_steps)
-        .settings(settings)
+        .with_settings(settings)
         .layer(script.service())
         .oneshot(get())
         .await
@@ -75,7 +75,7 @@ async fn time_spent_inside_attempts_counts_against_the_deadline() {
         .unwrap();
     let t0 = Instant::now();
     let (res, arrivals) = run(
-        layer().settings(settings),
+        layer().with_settings(settings),
         get(),
         &[Slow(700 * MS, 503), Slow(700 * MS, 503)],
     )
@@ -93,7 +93,7 @@ async fn a_backoff_returning_none_stops_the_retries() {
         ..Steps::new()
     };
     let (res, arrivals) = run(
-        RetryLayer::new(two).settings(exact().with_max_attempts(10).unwrap()),
+        RetryLayer::new(two).with_settings(exact().with_max_attempts(10).unwrap()),
         get(),
         &[Status(503); 5],
     )

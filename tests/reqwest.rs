@@ -25,7 +25,7 @@ use tower_backoff::{
 const BACKOFF: Duration = Duration::from_secs(10);
 
 fn layer() -> RetryLayer<ConstantBackOff> {
-    RetryLayer::new(ConstantBackOff::new(BACKOFF).unwrap()).settings(
+    RetryLayer::new(ConstantBackOff::new(BACKOFF).unwrap()).with_settings(
         RetrySettings::new()
             .with_max_elapsed(Duration::from_secs(60))
             .unwrap(),

@@ -37,7 +37,7 @@ async fn retry_after_past_the_cap_gives_up_at_once_with_the_response_unchanged()
 
 #[tokio::test(start_paused = true)]
 async fn clamp_waits_for_the_cap_instead_of_giving_up() {
-    let clamp = layer().settings(
+    let clamp = layer().with_settings(
         exact()
             .with_max_retry_after(3 * SEC)
             .unwrap()
@@ -78,7 +78,7 @@ async fn hostile_retry_after_cannot_stall_the_client() {
             let settings = exact().with_clamp_retry_after(clamp);
             let t0 = Instant::now();
             let (res, arrivals) = run(
-                layer().settings(settings),
+                layer().with_settings(settings),
                 get(),
                 &[WithHeader(503, "retry-after", value)],
             )
@@ -102,7 +102,7 @@ async fn hostile_retry_after_cannot_stall_the_client() {
     .await;
     assert_eq!(res.unwrap().status(), 429);
     assert_eq!(t0.elapsed(), Duration::ZERO);
-    let clamp = layer().settings(exact().with_clamp_retry_after(true));
+    let clamp = layer().with_settings(exact().with_clamp_retry_after(true));
     let (_, arrivals) = run(clamp, get(), &[WithHeader(429, "retry-after", hostile[0])]).await;
     assert_eq!(
         arrivals,
@@ -118,7 +118,7 @@ async fn a_clamped_hostile_retry_after_still_respects_the_budget() {
         .unwrap();
     let t0 = Instant::now();
     let (res, arrivals) = run(
-        layer().settings(settings),
+        layer().with_settings(settings),
         get(),
         &[WithHeader(503, "retry-after", b"100000000000000000000")],
     )
@@ -137,7 +137,7 @@ async fn http_dates_are_read_against_the_injected_wall_clock() {
     let date = httpdate::fmt_http_date(now + 5 * SEC);
     let date: &'static [u8] = Box::leak(date.into_bytes().into_boxed_slice());
     let (res, arrivals) = run(
-        layer().wall_clock(move || now),
+        layer().with_wall_clock(move || now),
         get(),
         &[WithHeader(503, "retry-after", date)],
     )
@@ -174,7 +174,7 @@ proptest::proptest! {
                 .with_max_elapsed(budget).unwrap()
                 .with_max_retry_after(cap).unwrap()
                 .with_clamp_retry_after(clamp);
-            let mut policy = layer().settings(settings).policy();
+            let mut policy = layer().with_settings(settings).policy();
             let request = get();
             let mut copy =
                 <_ as Policy<_, Response<String>, io::Error>>::clone_request(&mut policy, &request)

@@ -24,7 +24,7 @@ async fn routes_choose_settings_by_method_and_path_prefix() {
         .route_fn(|head| {
             (head.uri().path() == "/slow").then(|| exact().with_max_attempts(5).unwrap())
         });
-    let routed = || layer().routes(routes.clone());
+    let routed = || layer().with_routes(routes.clone());
 
     let (_, arrivals) = run(routed(), req(Method::POST, "/uploads/1"), &[Status(503)]).await;
     assert_eq!(arrivals.len(), 2, "POST /uploads is retried");
@@ -48,7 +48,12 @@ async fn settings_in_the_request_extensions_override_the_routes() {
     request
         .extensions_mut()
         .insert(exact().with_max_attempts(4).unwrap());
-    let (res, arrivals) = run(layer().routes(routes.clone()), request, &[Status(503); 9]).await;
+    let (res, arrivals) = run(
+        layer().with_routes(routes.clone()),
+        request,
+        &[Status(503); 9],
+    )
+    .await;
     assert_eq!(arrivals.len(), 4);
     assert_eq!(stats(&res.unwrap()).attempts, 4);
 

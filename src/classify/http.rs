@@ -19,7 +19,7 @@ pub(crate) type ErrorFn = dyn Fn(&(dyn Error + 'static)) -> ErrorClass + Send + 
 /// |---|---|---|---|
 /// | 429 Too Many Requests | retry | any method: refused before processing | `Retry-After`, exactly |
 /// | 503 Service Unavailable | retry | if idempotent | `Retry-After`, exactly |
-/// | other status of the request's [`StatusSet`] (502, 504, 408 by default) | retry | if idempotent | `Retry-After`, at least |
+/// | other status of the request's [`StatusSet`](super::StatusSet) (502, 504, 408 by default) | retry | if idempotent | `Retry-After`, at least |
 /// | other 4xx and 5xx | failure | — | — |
 /// | any other status (1xx–3xx) | success | — | — |
 /// | [`ErrorClass::Connect`] error | retry | any method: never reached the server | — |

@@ -128,11 +128,11 @@ pub fn exact() -> RetrySettings {
 }
 
 pub fn layer() -> RetryLayer<Steps> {
-    RetryLayer::new(Steps::new()).settings(exact())
+    RetryLayer::new(Steps::new()).with_settings(exact())
 }
 
 pub fn attempts_layer(n: u32) -> RetryLayer<Steps> {
-    layer().settings(exact().with_max_attempts(n).unwrap())
+    layer().with_settings(exact().with_max_attempts(n).unwrap())
 }
 
 /// The stats of a final response: a response that succeeded at its first attempt carries
