@@ -36,10 +36,19 @@
 //! # drop(client);
 //! ```
 //!
-//! What is retried, when and after how long is the [decision table](RetryLayer#decisions).
-//! Settings can differ per route ([`Routes`]) or per request (a [`RetrySettings`] in the
-//! request's extensions); every retry is reported to `tracing` and to an [`OnRetry`] hook,
-//! and the final response carries [`RetryStats`].
+//! What is retried, when and after how long is the [decision table](RetryLayer#decisions):
+//! a [classifier](classify) decides what each attempt's result means, the policy admits a
+//! retry or not, then acts. Settings can differ per route ([`Routes`]) or per request (a
+//! [`RetrySettings`] in the request's extensions); every retry is reported to `tracing` and
+//! to an [`OnRetry`] hook, every request given up on to an [`OnGiveUp`] hook, retried
+//! responses carry [`RetryStats`], and failures come back as a [`RetryError`] carrying them.
+//!
+//! # Runtime
+//!
+//! Retries wait on tokio's timer. Outside a tokio runtime the layer does not retry: the
+//! last response comes back with [`GiveUp::NoRuntime`]. Inside a runtime built without
+//! its time driver, tokio itself panics at the first retry, saying to call `enable_time`
+//! (or `enable_all`) on the runtime builder: tokio offers no way to detect it beforehand.
 //!
 //! Without tower, [`retry()`] runs any async operation under a backoff:
 //!
@@ -62,12 +71,13 @@
 //!
 //! | feature | what it adds |
 //! | --- | --- |
-//! | `hyper` | the default error classifier also reads `hyper::Error` and hyper-util's legacy client errors (connect failures are retried for every method) |
+//! | `hyper` | the default error classifier also reads `hyper::Error`, hyper-util's legacy client errors and HTTP/2 refusals (connect failures and refused streams are retried for every method) |
 //! | `reqwest` | [`RetryClient`]: `reqwest_client.with_retry(layer)` sends reqwest's own requests through the layer and returns reqwest's own responses; classification of `reqwest::Error` |
 //! | `reqwest-0_12` | the same for reqwest 0.12, in `integrations::reqwest_0_12` |
 //! | `tonic` | [`TonicRetryLayer`]: the gRPC preset fitted to a tonic `Channel`; classification of `tonic::transport::Error` |
+//! | `metrics` | counters and histograms through the `metrics` facade (see [`metrics`]) |
 //!
-//! The default build depends only on tower, http, http-body, tokio (time), rand,
+//! The default build depends only on tower, http, http-body, tokio (time, rt), rand,
 //! pin-project-lite, httpdate, tracing and their small helpers.
 //!
 //! A client behind the layer has a long type; [`client::BoxHttpClient`] names it by its
