@@ -146,3 +146,76 @@ async fn successes_refill_the_throttle_and_retries_resume() {
         Some(GiveUp::Throttled)
     );
 }
+
+/// A rate limiter: answers 429 with `retry_after` to the first attempt of each request,
+/// then 200; counts the attempts.
+fn limiter(
+    attempts: Arc<AtomicU32>,
+    retry_after: &'static str,
+) -> impl Service<
+    Request<String>,
+    Response = Response<String>,
+    Error = std::io::Error,
+    Future = impl Send,
+> + Clone {
+    tower::service_fn(move |req: Request<String>| {
+        attempts.fetch_add(1, Ordering::SeqCst);
+        let retried = req
+            .extensions()
+            .get::<tower_backoff::PacingDeadline>()
+            .is_some();
+        async move {
+            let res = if retried {
+                Response::builder().status(200)
+            } else {
+                Response::builder()
+                    .status(429)
+                    .header("retry-after", retry_after)
+            };
+            Ok::<_, std::io::Error>(res.body(String::new()).unwrap())
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_a_rate_limiter_scheduled_do_not_spend_the_budget() {
+    // A budget with nothing in it: no blind retry is allowed.
+    let spent = || RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap();
+    let attempts = Arc::new(AtomicU32::new(0));
+    let client = layer(Some(spent())).layer(limiter(attempts.clone(), "1"));
+    for _ in 0..20 {
+        let res = client
+            .clone()
+            .oneshot(Request::new(String::new()))
+            .await
+            .unwrap();
+        assert_eq!(
+            res.status(),
+            200,
+            "the server said when: the retry went ahead"
+        );
+    }
+    assert_eq!(attempts.load(Ordering::SeqCst), 40);
+
+    // "Retry-After: 0" schedules nothing: the retry is a blind one, and pays.
+    let attempts = Arc::new(AtomicU32::new(0));
+    let client = layer(Some(spent())).layer(limiter(attempts.clone(), "0"));
+    let res = client.oneshot(Request::new(String::new())).await.unwrap();
+    assert_eq!(res.status(), 429);
+    let stats = res.extensions().get::<RetryStats>().copied().unwrap();
+    assert_eq!(stats.gave_up, Some(GiveUp::RetryBudget));
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_zero_leaves_the_delay_to_the_backoff() {
+    let attempts = Arc::new(AtomicU32::new(0));
+    let start = tokio::time::Instant::now();
+    let res = layer(None)
+        .layer(limiter(attempts.clone(), "0"))
+        .oneshot(Request::new(String::new()))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    // The constant backoff's 10 ms, not an immediate retry.
+    assert_eq!(start.elapsed(), Duration::from_millis(10));
+}

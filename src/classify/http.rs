@@ -28,7 +28,8 @@ pub(crate) type ErrorFn = dyn Fn(&(dyn Error + 'static)) -> ErrorClass + Send + 
 /// | [`ErrorClass::Fatal`] error | failure | — | — |
 ///
 /// `Retry-After` is read in all its forms, and the `t` of an IETF `RateLimit` header
-/// without it (see [`retry_after::from_headers`]). Errors are classed by
+/// without it (see [`retry_after::from_headers`]); a delay of zero leaves the delay to the
+/// backoff (servers that round down say `0` for "under a second"). Errors are classed by
 /// [`default_error_class`] unless [`with_error_class`](Self::with_error_class) says
 /// otherwise.
 ///
@@ -102,7 +103,11 @@ impl Classify for HttpClassifier {
             outcome = outcome.with_resend(Resend::AnyMethod);
         }
         match retry_after::from_headers(res.headers(), attempt.wall_clock()) {
+            // No delay, or "0": servers that round down say 0 for "under a second"
+            // (tower_governor does), and retrying at once would be refused again. The
+            // backoff decides.
             None => outcome,
+            Some(after) if after.is_zero() => outcome,
             // The server said when: trust it, for the statuses whose header means that.
             Some(after)
                 if matches!(

@@ -301,7 +301,7 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         admit::within_limits(limits, self.attempts, elapsed, delay)?;
         admit::throttle_open(self.template.shared.retry_throttle.as_ref())?;
         // Last: passing it spends a token.
-        admit::budget_withdraw(self.template.shared.retry_budget.as_ref())?;
+        admit::budget_withdraw(self.template.shared.retry_budget.as_ref(), outcome)?;
         Ok(delay)
     }
 
