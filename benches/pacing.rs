@@ -25,7 +25,7 @@ fn open_destination(c: &mut Criterion) {
         b.iter(|| black_box(send(&mut bare, request())))
     });
     let mut paced = PacingLayer::builder()
-        .initial_window(0)
+        .with_initial_window(0)
         .build()
         .unwrap()
         .layer(Ok200);
@@ -49,8 +49,8 @@ fn drain(n: usize) {
             .build()
             .unwrap();
         let pacing = PacingLayer::builder()
-            .backoff(backoff)
-            .max_queue(n)
+            .with_backoff(backoff)
+            .with_max_queue(n)
             .build()
             .unwrap();
         let server = tower::service_fn(|request: Request<()>| async move {

@@ -31,15 +31,17 @@ use tower::ServiceBuilder;
 use tower::ServiceExt;
 use tower_backoff::body::DEFAULT_MAX_BYTES;
 use tower_backoff::classify::IDEMPOTENCY_KEY;
+use tower_backoff::client::{BoxHttpClient, box_http_client};
 use tower_backoff::{
-    ConstantBackOff, ExponentialBackOff, ReplayBody, RetryError, RetryLayer, RetryService,
-    RetrySettings, RetryStats,
+    ConstantBackOff, ExponentialBackOff, ReplayBody, RetryError, RetryLayer, RetrySettings,
+    RetryStats,
 };
 
 /// The upstream client without retries.
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
-/// The upstream client behind a retry layer.
-type RetryClient<B> = RetryService<B, HttpClient>;
+/// The upstream client behind a retry layer, boxed: its type names the bodies, not the
+/// middleware stack, and every route's client has the same type whatever its backoff.
+type RetryClient = BoxHttpClient<Full<Bytes>, hyper::body::Incoming>;
 
 /// The header telling how many upstream attempts an answer took.
 pub const ATTEMPTS: &str = "x-upstream-attempts";
@@ -50,8 +52,8 @@ pub const HANDLER_ATTEMPTS: &str = "x-handler-attempts";
 #[derive(Clone)]
 pub struct Gateway {
     upstream: SocketAddr,
-    search: RetryClient<ConstantBackOff>,
-    checkout: RetryClient<ExponentialBackOff>,
+    search: RetryClient,
+    checkout: RetryClient,
     plain: HttpClient,
 }
 
@@ -60,20 +62,24 @@ impl Gateway {
     pub fn new(upstream: SocketAddr) -> Self {
         let http: HttpClient = Client::builder(TokioExecutor::new()).build_http();
         // Searches: retried fast and often.
-        let search = ServiceBuilder::new()
-            .layer(
-                RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap())
-                    .settings(RetrySettings::new().with_max_attempts(5).expect("5 > 0")),
-            )
-            .service(http.clone());
+        let search = box_http_client(
+            ServiceBuilder::new()
+                .layer(
+                    RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap())
+                        .with_settings(RetrySettings::new().with_max_attempts(5).expect("5 > 0")),
+                )
+                .service(http.clone()),
+        );
         // Checkouts: fewer, slower retries, and POSTs only with an Idempotency-Key.
         let backoff = ExponentialBackOff::builder()
             .with_initial_interval(Duration::from_millis(50))
             .build()
             .expect("a valid backoff");
-        let checkout = ServiceBuilder::new()
-            .layer(RetryLayer::new(backoff))
-            .service(http.clone());
+        let checkout = box_http_client(
+            ServiceBuilder::new()
+                .layer(RetryLayer::new(backoff))
+                .service(http.clone()),
+        );
         Gateway {
             upstream,
             search,

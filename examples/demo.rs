@@ -22,6 +22,15 @@ use tower_backoff::{ExponentialBackOff, RetryEvent, RetryLayer, RetrySettings, R
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // `cargo run --example demo --features metrics` also prints what a metrics recorder
+    // received.
+    #[cfg(feature = "metrics")]
+    let metrics = {
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        recorder.install()?;
+        snapshotter
+    };
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     tokio::spawn(serve(listener));
@@ -32,7 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .with_multiplier(2.0)
         .build()?;
     let layer = RetryLayer::new(backoff)
-        .settings(RetrySettings::new().with_max_attempts(6)?)
+        .with_settings(RetrySettings::new().with_max_attempts(6)?)
         .on_retry(move |e: &RetryEvent<'_>| {
             let outcome = match e.status() {
                 Some(status) => status.to_string(),
@@ -53,12 +62,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 e.reason(),
             );
         });
+    // With the crate's `hyper` feature the layer reads hyper-util's errors and tells
+    // connect failures apart; without it they are "maybe sent" errors (retried for
+    // idempotent requests only).
     let client = ServiceBuilder::new()
         .layer(layer)
-        // With the crate's `hyper` feature the layer reads hyper-util's errors directly and
-        // tells connect failures apart; without it, boxing them lets the policy see them,
-        // but only as "maybe sent" errors (retried for idempotent requests only).
-        .map_err(tower::BoxError::from)
         .service(Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>());
 
     println!(
@@ -118,6 +126,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         waited.as_secs_f64(),
         start.elapsed().as_secs_f64(),
     );
+    #[cfg(feature = "metrics")]
+    {
+        println!("\nmetrics:");
+        let mut lines: Vec<String> = metrics
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(key, _, _, value)| {
+                let key = key.key();
+                let labels: Vec<String> = key
+                    .labels()
+                    .map(|l| format!("{}={}", l.key(), l.value()))
+                    .collect();
+                format!("  {}{{{}}} {value:?}", key.name(), labels.join(","))
+            })
+            .collect();
+        lines.sort();
+        lines.iter().for_each(|line| println!("{line}"));
+    }
     Ok(())
 }
 

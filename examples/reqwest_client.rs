@@ -1,9 +1,9 @@
 //! A `reqwest::Client` behind the retry layer, against a flaky server on loopback.
 //!
-//! `ReqwestService` (feature `reqwest`) is the one line of glue: it turns the client into a
-//! tower service of `http::Request`s. The server answers 503 with `Retry-After: 1` once,
-//! then 200. A streaming upload is made replayable (`replay_bodies`): buffered as it is
-//! sent, so the retry can send it again.
+//! `with_retry` (feature `reqwest`) puts the layer in front of the client and keeps
+//! reqwest's own types: the same builder, a `reqwest::Response` with its URL and `.text()`.
+//! The server answers 503 with `Retry-After: 1` to every other call. A streaming upload is
+//! buffered as it is sent, so the retry can send it again; no setup is needed for that.
 //!
 //! `cargo run --example reqwest_client --features reqwest` (about two seconds, loopback only).
 
@@ -18,16 +18,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
-use tower::{ServiceBuilder, ServiceExt};
-use tower_backoff::body::DEFAULT_MAX_BYTES;
-use tower_backoff::integrations::reqwest::ReqwestService;
+use tower_backoff::integrations::reqwest::ClientExt;
 use tower_backoff::{ExponentialBackOff, RetryEvent, RetryLayer, RetryStats};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let addr = flaky_server().await?;
-    let client = reqwest::Client::builder().no_proxy().build()?;
-
     let layer = RetryLayer::new(ExponentialBackOff::default()).on_retry(|e: &RetryEvent<'_>| {
         println!(
             "  {} {}: {}, retrying in {:?}",
@@ -37,13 +33,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             e.delay()
         );
     });
-    let service = ServiceBuilder::new()
-        .layer(layer.replay_bodies(DEFAULT_MAX_BYTES))
-        .service(ReqwestService::new(client));
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()?
+        .with_retry(layer);
 
     let start = Instant::now();
-    let req = Request::get(format!("http://{addr}/status")).body(Full::<Bytes>::default())?;
-    let res = service.clone().oneshot(req).await?;
+    let res = client.get(format!("http://{addr}/status")).send().await?;
     report(res, start).await?;
 
     // A streaming body (no length known up front): buffered as it goes, replayed on retry.
@@ -51,13 +47,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let chunks =
         (0..4).map(|i| Ok::<_, Infallible>(Frame::data(Bytes::from(format!("part {i};")))));
     let upload = reqwest::Body::wrap(StreamBody::new(tokio_stream::iter(chunks)));
-    let req = Request::put(format!("http://{addr}/upload")).body(upload)?;
-    let res = service.oneshot(req).await?;
+    let res = client
+        .put(format!("http://{addr}/upload"))
+        .body(upload)
+        .send()
+        .await?;
     report(res, start).await
 }
 
 async fn report(
-    res: http::Response<reqwest::Body>,
+    res: reqwest::Response,
     start: Instant,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let stats = res
@@ -66,10 +65,10 @@ async fn report(
         .copied()
         .unwrap_or_default();
     let status = res.status();
-    let body = res.into_body().collect().await?.to_bytes();
+    let url = res.url().clone();
+    let text = res.text().await?;
     println!(
-        "-> {status} {:?}: {} attempts in {:?}",
-        String::from_utf8_lossy(&body),
+        "-> {status} from {url} {text:?}: {} attempts in {:?}",
         stats.attempts,
         start.elapsed()
     );

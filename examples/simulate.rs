@@ -255,7 +255,7 @@ where
             .unwrap();
         let client = layered(
             RetryLayer::new(backoff)
-                .settings(settings)
+                .with_settings(settings)
                 .without_retry_budget(),
             server,
         );
@@ -533,7 +533,10 @@ fn pacing(seed: u64, initial_interval: Duration) -> PacingLayer {
         .with_seed(seed)
         .build()
         .unwrap();
-    PacingLayer::builder().backoff(backoff).build().unwrap()
+    PacingLayer::builder()
+        .with_backoff(backoff)
+        .build()
+        .unwrap()
 }
 
 /// The client under test, in front of `server`.
@@ -555,41 +558,41 @@ where
         Variant::NoRetry => BoxCloneService::new(server),
         Variant::Naive => layered(
             RetryLayer::new(backoff)
-                .settings(three)
+                .with_settings(three)
                 .without_retry_budget(),
             server,
         ),
-        Variant::Budget => layered(RetryLayer::new(backoff).settings(three), server),
+        Variant::Budget => layered(RetryLayer::new(backoff).with_settings(three), server),
         Variant::BudgetShortTtl => layered(
             RetryLayer::new(backoff)
-                .settings(three)
-                .retry_budget(RetryBudget::new(2 * SEC, 10, 0.2).unwrap()),
+                .with_settings(three)
+                .with_retry_budget(RetryBudget::new(2 * SEC, 10, 0.2).unwrap()),
             server,
         ),
         Variant::BudgetThrottle => layered(
             RetryLayer::new(backoff)
-                .settings(three)
-                .retry_throttle(RetryThrottle::default()),
+                .with_settings(three)
+                .with_retry_throttle(RetryThrottle::default()),
             server,
         ),
         // Pacing inside the retry layer (the recommended place): every attempt is paced.
         Variant::BudgetPacing => BoxCloneService::new(
             tower::ServiceBuilder::new()
                 .map_err(BoxError::from)
-                .layer(RetryLayer::new(backoff).settings(three))
+                .layer(RetryLayer::new(backoff).with_settings(three))
                 .layer(paced.clone())
                 .service(server),
         ),
         Variant::BudgetPacingFine => BoxCloneService::new(
             tower::ServiceBuilder::new()
                 .map_err(BoxError::from)
-                .layer(RetryLayer::new(backoff).settings(three))
+                .layer(RetryLayer::new(backoff).with_settings(three))
                 .layer(fine.clone())
                 .service(server),
         ),
         Variant::Patient => layered(
             RetryLayer::new(backoff)
-                .settings(patient)
+                .with_settings(patient)
                 .without_retry_budget(),
             server,
         ),
@@ -598,7 +601,7 @@ where
                 .map_err(BoxError::from)
                 .layer(
                     RetryLayer::new(backoff)
-                        .settings(three)
+                        .with_settings(three)
                         .without_retry_budget(),
                 )
                 .layer(paced.clone())
@@ -609,7 +612,7 @@ where
                 .map_err(BoxError::from)
                 .layer(
                     RetryLayer::new(backoff)
-                        .settings(patient)
+                        .with_settings(patient)
                         .without_retry_budget(),
                 )
                 .layer(paced.clone())

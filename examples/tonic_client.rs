@@ -27,7 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_initial_interval(Duration::from_millis(20))
         .build()?;
     let retry = RetryLayer::grpc(backoff)
-        .settings(RetrySettings::new().with_max_attempts(5)?)
+        .with_settings(RetrySettings::new().with_max_attempts(5)?)
         .on_retry(|e: &RetryEvent<'_>| {
             println!(
                 "  attempt {} failed ({}), retrying in {:?}",

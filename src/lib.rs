@@ -36,10 +36,19 @@
 //! # drop(client);
 //! ```
 //!
-//! What is retried, when and after how long is the [decision table](RetryLayer#decisions).
-//! Settings can differ per route ([`Routes`]) or per request (a [`RetrySettings`] in the
-//! request's extensions); every retry is reported to `tracing` and to an [`OnRetry`] hook,
-//! and the final response carries [`RetryStats`].
+//! What is retried, when and after how long is the [decision table](RetryLayer#decisions):
+//! a [classifier](classify) decides what each attempt's result means, the policy admits a
+//! retry or not, then acts. Settings can differ per route ([`Routes`]) or per request (a
+//! [`RetrySettings`] in the request's extensions); every retry is reported to `tracing` and
+//! to an [`OnRetry`] hook, every request given up on to an [`OnGiveUp`] hook, retried
+//! responses carry [`RetryStats`], and failures come back as a [`RetryError`] carrying them.
+//!
+//! # Runtime
+//!
+//! Retries wait on tokio's timer. Outside a tokio runtime the layer does not retry: the
+//! last response comes back with [`GiveUp::NoRuntime`]. Inside a runtime built without
+//! its time driver, tokio itself panics at the first retry, saying to call `enable_time`
+//! (or `enable_all`) on the runtime builder: tokio offers no way to detect it beforehand.
 //!
 //! Without tower, [`retry()`] runs any async operation under a backoff:
 //!
@@ -62,15 +71,31 @@
 //!
 //! | feature | what it adds |
 //! | --- | --- |
-//! | `hyper` | the default error classifier also reads `hyper::Error` and hyper-util's legacy client errors (connect failures are retried for every method) |
-//! | `reqwest` | [`integrations::reqwest::ReqwestService`]: a `reqwest::Client` as a tower service of `http::Request`; classification of `reqwest::Error` |
-//! | `tonic` | [`integrations::tonic::TonicRetryLayer`]: the gRPC preset fitted to a tonic `Channel`; classification of `tonic::transport::Error` |
+//! | `hyper` | the default error classifier also reads `hyper::Error`, hyper-util's legacy client errors and HTTP/2 refusals (connect failures and refused streams are retried for every method) |
+//! | `reqwest` | [`RetryClient`]: `reqwest_client.with_retry(layer)` sends reqwest's own requests through the layer and returns reqwest's own responses; classification of `reqwest::Error` |
+//! | `reqwest-0_12` | the same for reqwest 0.12, in `integrations::reqwest_0_12` |
+//! | `tonic` | [`TonicRetryLayer`]: the gRPC preset fitted to a tonic `Channel`; classification of `tonic::transport::Error` |
+//! | `metrics` | counters and histograms through the `metrics` facade (see [`metrics`]) |
 //!
-//! The default build depends only on tower, http, http-body, tokio (time), rand,
+//! The default build depends only on tower, http, http-body, tokio (time, rt), rand,
 //! pin-project-lite, httpdate, tracing and their small helpers.
+//!
+//! A client behind the layer has a long type; [`client::BoxHttpClient`] names it by its
+//! bodies only, for struct fields and axum's `State`.
+//!
+#![cfg_attr(
+    feature = "reqwest",
+    doc = "[`RetryClient`]: integrations::reqwest::RetryClient"
+)]
+#![cfg_attr(not(feature = "reqwest"), doc = "[`RetryClient`]: integrations")]
+#![cfg_attr(
+    feature = "tonic",
+    doc = "[`TonicRetryLayer`]: integrations::tonic::TonicRetryLayer"
+)]
+#![cfg_attr(not(feature = "tonic"), doc = "[`TonicRetryLayer`]: integrations")]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
-#![cfg_attr(docsrs, feature(doc_auto_cfg))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
 mod header;
@@ -112,7 +137,6 @@ pub use body::{Capped, Interrupted, ReplayBody, ReplayBodyLayer, ReplayBodyServi
 pub mod pacing;
 pub use pacing::{Pacing, PacingBuilder, PacingDeadline, PacingError, PacingLayer};
 
+pub mod client;
 pub mod integrations;
 pub mod metrics;
-
-// ---- end section G ----

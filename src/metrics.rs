@@ -12,9 +12,13 @@
 //! | `tower_backoff.give_ups` | counter | `why` | requests given up on, by [`GiveUp`] |
 //! | `tower_backoff.retry_budget.refusals` | counter | — | retries the shared budget refused |
 //! | `tower_backoff.retry_throttle.refusals` | counter | — | retries the throttle refused |
+//! | `tower_backoff.pacing.queue` | gauge | `server.address` | requests waiting for a destination's pace |
+//! | `tower_backoff.pacing.rate` | gauge | `server.address` | a destination's send rate (requests per second; 0 while it is not paced) |
 //!
-//! Labels are fixed words (`status_503`, `connect`, `retry_budget`, …): never a URI, so
-//! no credentials or unbounded label sets reach a metrics backend.
+//! Labels are fixed words (`status_503`, `connect`, `retry_budget`, …) or a destination's
+//! host and port, never a whole URI: no credentials reach a metrics backend, and the
+//! destinations are bounded by pacing's
+//! [`with_max_destinations`](crate::PacingBuilder::with_max_destinations).
 
 use crate::classify::RetryReason;
 use crate::layer::GiveUp;
@@ -34,9 +38,46 @@ pub mod names {
     pub const BUDGET_REFUSALS: &str = "tower_backoff.retry_budget.refusals";
     /// Retries refused by the retry throttle.
     pub const THROTTLE_REFUSALS: &str = "tower_backoff.retry_throttle.refusals";
+    /// Requests waiting for a destination's pace, labelled `server.address`.
+    pub const PACING_QUEUE: &str = "tower_backoff.pacing.queue";
+    /// A destination's send rate in requests per second, labelled `server.address`.
+    pub const PACING_RATE: &str = "tower_backoff.pacing.rate";
+}
+
+/// A destination's label, made once per destination (not per request).
+#[derive(Debug, Clone)]
+pub(crate) struct DestinationLabel {
+    #[cfg(feature = "metrics")]
+    address: metrics::SharedString,
+}
+
+impl DestinationLabel {
+    /// The label of the destination shown as `address` (host and port, no credentials).
+    pub(crate) fn new(address: &impl std::fmt::Display) -> Self {
+        #[cfg(not(feature = "metrics"))]
+        let _ = address;
+        Self {
+            #[cfg(feature = "metrics")]
+            address: metrics::SharedString::from(address.to_string()),
+        }
+    }
+}
+
+/// A destination's queue length and send rate (`None`: not paced).
+#[inline]
+pub(crate) fn pacing(destination: &DestinationLabel, queue: usize, rate: Option<f64>) {
+    #[cfg(feature = "metrics")]
+    {
+        let address = destination.address.clone();
+        metrics::gauge!(names::PACING_QUEUE, "server.address" => address.clone()).set(queue as f64);
+        metrics::gauge!(names::PACING_RATE, "server.address" => address).set(rate.unwrap_or(0.0));
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (destination, queue, rate);
 }
 
 /// The label value of a retry reason.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 pub(crate) fn reason_label(reason: RetryReason) -> &'static str {
     match reason {
         RetryReason::Status(status) => match status.as_u16() {
@@ -57,6 +98,7 @@ pub(crate) fn reason_label(reason: RetryReason) -> &'static str {
 }
 
 /// The label value of a give-up reason.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
 pub(crate) fn give_up_label(why: GiveUp) -> &'static str {
     match why {
         GiveUp::NotIdempotent => "not_idempotent",

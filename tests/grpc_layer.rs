@@ -1,35 +1,20 @@
 //! The gRPC preset of the retry layer (`RetryLayer::grpc`), on paused time against a
 //! scripted in-process service: decisions, pushback, backoff resets and attempt headers.
 
+mod support;
+
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::backoffs::Counting;
 use tokio::time::Instant;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 use tower_backoff::classify::GrpcClassifier;
 use tower_backoff::grpc::{Code, GrpcCodes};
-use tower_backoff::{BackOff, GiveUp, RetryLayer, RetrySettings, RetryStats};
+use tower_backoff::{GiveUp, RetryLayer, RetrySettings, RetryStats};
 
-const STEP: Duration = Duration::from_millis(100);
-
-/// 100 ms, 200 ms, 300 ms, …; counts its resets.
-#[derive(Clone, Default)]
-struct Counting {
-    n: u32,
-    resets: Arc<Mutex<u32>>,
-}
-
-impl BackOff for Counting {
-    fn next_backoff(&mut self) -> Option<Duration> {
-        self.n += 1;
-        Some(STEP * self.n)
-    }
-    fn reset(&mut self) {
-        self.n = 0;
-        *self.resets.lock().unwrap() += 1;
-    }
-}
+const STEP: Duration = Counting::STEP;
 
 /// A response: HTTP `status`, and `grpc-status`/pushback headers when given.
 fn grpc(status: u16, code: Option<Code>, pushback: Option<&str>) -> Response<String> {
@@ -92,7 +77,7 @@ fn previous(headers: &HeaderMap) -> Option<&str> {
 #[tokio::test(start_paused = true)]
 async fn unavailable_is_retried_with_backoff_and_attempt_headers() {
     let layer = RetryLayer::grpc(Counting::default())
-        .settings(RetrySettings::new().with_max_attempts(4).unwrap());
+        .with_settings(RetrySettings::new().with_max_attempts(4).unwrap());
     let unavailable = || grpc(200, Some(Code::Unavailable), None);
     let (res, seen) = run(layer, vec![unavailable(), unavailable()]).await;
     assert_eq!(res.headers()["grpc-status"], "0");
@@ -113,7 +98,7 @@ async fn pushback_is_waited_exactly_and_restarts_the_backoff() {
         .unwrap()
         .with_retry_after_jitter(0.0)
         .unwrap();
-    let layer = RetryLayer::grpc(backoff).settings(settings);
+    let layer = RetryLayer::grpc(backoff).with_settings(settings);
     let script = vec![
         grpc(200, Some(Code::Unavailable), None),
         grpc(200, Some(Code::Unavailable), None),
@@ -192,8 +177,8 @@ async fn the_http_preset_does_not_read_grpc_statuses() {
 #[tokio::test(start_paused = true)]
 async fn the_retried_codes_are_configurable() {
     let codes = GrpcCodes::empty().with(Code::Aborted);
-    let layer =
-        RetryLayer::new(Counting::default()).classifier(GrpcClassifier::new().with_codes(codes));
+    let layer = RetryLayer::new(Counting::default())
+        .with_classifier(GrpcClassifier::new().with_codes(codes));
     let script = vec![
         grpc(200, Some(Code::Aborted), None),
         grpc(200, Some(Code::Unavailable), None),

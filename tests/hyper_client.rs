@@ -5,6 +5,8 @@
 //! clock, so the waits are measured exactly.
 #![cfg(feature = "hyper")]
 
+mod support;
+
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
@@ -16,27 +18,15 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+use support::backoffs::Fixed;
+use support::time::{MS, SEC};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_backoff::{
-    BackOff, GiveUp, RetryError, RetryEvent, RetryLayer, RetryReason, RetrySettings, RetryStats,
+    GiveUp, RetryError, RetryEvent, RetryLayer, RetryReason, RetrySettings, RetryStats,
 };
-
-const MS: Duration = Duration::from_millis(1);
-const SEC: Duration = Duration::from_secs(1);
-
-/// A fixed 100 ms backoff (the strategies of the crate are tested elsewhere).
-#[derive(Clone, Debug)]
-struct Fixed;
-
-impl BackOff for Fixed {
-    fn next_backoff(&mut self) -> Option<Duration> {
-        Some(100 * MS)
-    }
-    fn reset(&mut self) {}
-}
 
 type Arrivals = Arc<Mutex<Vec<(Instant, Method)>>>;
 type Reply = fn(usize) -> Response<Full<Bytes>>;
@@ -124,7 +114,7 @@ async fn waits_for_retry_after_seconds_then_http_date_then_backs_off_on_429() {
     let client = ServiceBuilder::new()
         .layer(
             RetryLayer::new(Fixed)
-                .settings(
+                .with_settings(
                     RetrySettings::new()
                         .with_max_attempts(4)
                         .unwrap()

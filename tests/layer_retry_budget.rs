@@ -28,9 +28,9 @@ fn outage(
 
 fn layer(budget: Option<RetryBudget>) -> RetryLayer<ConstantBackOff> {
     let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap())
-        .settings(RetrySettings::new().with_max_attempts(3).unwrap());
+        .with_settings(RetrySettings::new().with_max_attempts(3).unwrap());
     match budget {
-        Some(budget) => layer.retry_budget(budget),
+        Some(budget) => layer.with_retry_budget(budget),
         None => layer.without_retry_budget(),
     }
 }
@@ -90,7 +90,7 @@ async fn the_default_layer_has_a_budget() {
     // RetryBudget::default(): 10 retries/s over 10 s = a floor of 100 retries, then 20 %.
     let attempts = run(
         RetryLayer::new(ConstantBackOff::new(Duration::from_millis(1)).unwrap())
-            .settings(RetrySettings::new().with_max_attempts(3).unwrap()),
+            .with_settings(RetrySettings::new().with_max_attempts(3).unwrap()),
         1000,
     )
     .await;
@@ -103,7 +103,7 @@ async fn the_default_layer_has_a_budget() {
 async fn the_throttle_stops_retries_after_a_few_failures_in_a_row() {
     // 10 tokens, 0.1 per success: retries only while more than 5 tokens are left.
     let throttle = RetryThrottle::new(10, 0.1).unwrap();
-    let layer = layer(None).retry_throttle(throttle.clone());
+    let layer = layer(None).with_retry_throttle(throttle.clone());
     // Request 1: three attempts (10 → 7 tokens); request 2: two (7 → 5, then no retry);
     // the other 48: one each.
     assert_eq!(run(layer.clone(), 50).await, 3 + 2 + 48);
@@ -119,7 +119,7 @@ async fn successes_refill_the_throttle_and_retries_resume() {
     let ok = tower::service_fn(|_req: Request<String>| async {
         Ok::<_, std::io::Error>(Response::new(String::new()))
     });
-    let service = layer(None).retry_throttle(throttle.clone()).layer(ok);
+    let service = layer(None).with_retry_throttle(throttle.clone()).layer(ok);
     // 61 successes: 6.1 tokens.
     for _ in 0..61 {
         service
@@ -133,7 +133,7 @@ async fn successes_refill_the_throttle_and_retries_resume() {
     // whose failure leaves 4.1: throttled.
     let attempts = Arc::new(AtomicU32::new(0));
     let failing = layer(None)
-        .retry_throttle(throttle)
+        .with_retry_throttle(throttle)
         .layer(outage(attempts.clone()));
     let res = failing
         .oneshot(Request::get("/").body(String::new()).unwrap())
@@ -145,4 +145,77 @@ async fn successes_refill_the_throttle_and_retries_resume() {
         res.extensions().get::<RetryStats>().unwrap().gave_up,
         Some(GiveUp::Throttled)
     );
+}
+
+/// A rate limiter: answers 429 with `retry_after` to the first attempt of each request,
+/// then 200; counts the attempts.
+fn limiter(
+    attempts: Arc<AtomicU32>,
+    retry_after: &'static str,
+) -> impl Service<
+    Request<String>,
+    Response = Response<String>,
+    Error = std::io::Error,
+    Future = impl Send,
+> + Clone {
+    tower::service_fn(move |req: Request<String>| {
+        attempts.fetch_add(1, Ordering::SeqCst);
+        let retried = req
+            .extensions()
+            .get::<tower_backoff::PacingDeadline>()
+            .is_some();
+        async move {
+            let res = if retried {
+                Response::builder().status(200)
+            } else {
+                Response::builder()
+                    .status(429)
+                    .header("retry-after", retry_after)
+            };
+            Ok::<_, std::io::Error>(res.body(String::new()).unwrap())
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_a_rate_limiter_scheduled_do_not_spend_the_budget() {
+    // A budget with nothing in it: no blind retry is allowed.
+    let spent = || RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap();
+    let attempts = Arc::new(AtomicU32::new(0));
+    let client = layer(Some(spent())).layer(limiter(attempts.clone(), "1"));
+    for _ in 0..20 {
+        let res = client
+            .clone()
+            .oneshot(Request::new(String::new()))
+            .await
+            .unwrap();
+        assert_eq!(
+            res.status(),
+            200,
+            "the server said when: the retry went ahead"
+        );
+    }
+    assert_eq!(attempts.load(Ordering::SeqCst), 40);
+
+    // "Retry-After: 0" schedules nothing: the retry is a blind one, and pays.
+    let attempts = Arc::new(AtomicU32::new(0));
+    let client = layer(Some(spent())).layer(limiter(attempts.clone(), "0"));
+    let res = client.oneshot(Request::new(String::new())).await.unwrap();
+    assert_eq!(res.status(), 429);
+    let stats = res.extensions().get::<RetryStats>().copied().unwrap();
+    assert_eq!(stats.gave_up, Some(GiveUp::RetryBudget));
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_zero_leaves_the_delay_to_the_backoff() {
+    let attempts = Arc::new(AtomicU32::new(0));
+    let start = tokio::time::Instant::now();
+    let res = layer(None)
+        .layer(limiter(attempts.clone(), "0"))
+        .oneshot(Request::new(String::new()))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    // The constant backoff's 10 ms, not an immediate retry.
+    assert_eq!(start.elapsed(), Duration::from_millis(10));
 }

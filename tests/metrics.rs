@@ -84,7 +84,7 @@ fn budget_refusals_are_counted() {
             let budget =
                 tower_backoff::budget::RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap();
             let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(250)).unwrap())
-                .retry_budget(budget);
+                .with_retry_budget(budget);
             let res = layer.layer(svc).oneshot(Request::new(String::new())).await;
             assert_eq!(res.unwrap().status(), 503);
         });
@@ -94,4 +94,39 @@ fn budget_refusals_are_counted() {
     let give_ups = format!("{}{{why=retry_budget}}", names::GIVE_UPS);
     assert_eq!(metrics[&give_ups], DebugValue::Counter(1));
     assert_eq!(metrics[names::ATTEMPTS], DebugValue::Counter(1));
+}
+
+#[test]
+fn pacing_reports_queue_and_rate_per_destination_without_credentials() {
+    let recorder = DebuggingRecorder::new();
+    metrics::with_local_recorder(&recorder, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // Refuses every request: the destination gets paced.
+            let svc = tower::service_fn(|_: Request<String>| async {
+                Ok::<_, Infallible>(Response::builder().status(429).body(String::new()).unwrap())
+            });
+            let pacing = tower_backoff::PacingLayer::builder().build().unwrap();
+            let client = pacing.layer(svc);
+            for _ in 0..3 {
+                let req = Request::get("http://user:secret@api.example:8080/x")
+                    .body(String::new())
+                    .unwrap();
+                let _ = client.clone().oneshot(req).await;
+            }
+        });
+    });
+    let metrics = snapshot(&recorder);
+    let rate = format!("{}{{server.address=api.example:8080}}", names::PACING_RATE);
+    match &metrics[&rate] {
+        DebugValue::Gauge(rate) => assert!(rate.into_inner() > 0.0, "paced at {rate}"),
+        other => panic!("not a gauge: {other:?}"),
+    }
+    let queue = format!("{}{{server.address=api.example:8080}}", names::PACING_QUEUE);
+    assert!(metrics.contains_key(&queue), "{metrics:?}");
+    assert!(metrics.keys().all(|k| !k.contains("secret")));
 }

@@ -100,8 +100,8 @@ async fn a_lone_retry_after_among_successes_does_not_close_the_destination() {
 async fn a_wait_beyond_max_wait_or_the_deadline_fails_fast() {
     let log = Log::default();
     let pacing = PacingLayer::builder()
-        .backoff(backoff(100))
-        .max_wait(secs(3))
+        .with_backoff(backoff(100))
+        .with_max_wait(secs(3))
         .build()
         .unwrap();
     let mut client = pacing.layer(scripted(&log));
@@ -163,8 +163,8 @@ async fn a_deadline_later_than_the_wait_lets_the_request_wait() {
 async fn a_hostile_retry_after_is_capped() {
     let log = Log::default();
     let pacing = PacingLayer::builder()
-        .backoff(backoff(100))
-        .max_wait(secs(3600))
+        .with_backoff(backoff(100))
+        .with_max_wait(secs(3600))
         .build()
         .unwrap();
     let mut client = pacing.layer(scripted(&log));
@@ -187,7 +187,10 @@ async fn a_hostile_retry_after_is_capped() {
 
     // A smaller cap applies the same way; zero ignores the header entirely.
     for (cap, expected) in [(secs(7), Some(secs(7))), (Duration::ZERO, None)] {
-        let pacing = PacingLayer::builder().max_cooldown(cap).build().unwrap();
+        let pacing = PacingLayer::builder()
+            .with_max_cooldown(cap)
+            .build()
+            .unwrap();
         let mut client = pacing.layer(scripted(&log));
         send(&mut client, get_ra("http://a/503", "60"))
             .await
@@ -276,8 +279,8 @@ async fn hyper_client_waits_out_a_real_servers_retry_after() {
 async fn a_cool_down_that_starts_while_requests_wait_holds_them_too() {
     let log = Log::default();
     let pacing = PacingLayer::builder()
-        .backoff(backoff(100))
-        .initial_window(1)
+        .with_backoff(backoff(100))
+        .with_initial_window(1)
         .build()
         .unwrap();
     let client = pacing.layer(scripted(&log));
@@ -307,9 +310,9 @@ async fn a_cool_down_that_starts_while_requests_wait_holds_them_too() {
 async fn waiting_requests_that_cannot_wait_out_a_new_cool_down_fail_at_once() {
     let log = Log::default();
     let pacing = PacingLayer::builder()
-        .backoff(backoff(100))
-        .initial_window(1)
-        .max_wait(secs(1))
+        .with_backoff(backoff(100))
+        .with_initial_window(1)
+        .with_max_wait(secs(1))
         .build()
         .unwrap();
     let client = pacing.layer(scripted(&log));

@@ -68,24 +68,26 @@ fn invalid_settings_are_config_errors() {
     ];
     for (statuses, value) in cases {
         let err: ConfigError = PacingLayer::builder()
-            .slow_down_on(statuses)
+            .with_slow_down_on(statuses)
             .build()
             .unwrap_err();
         assert_eq!((err.field(), err.value()), ("slow_down_on", value));
     }
     let invalid = [
         (
-            PacingLayer::builder().max_queue(0).build(),
+            PacingLayer::builder().with_max_queue(0).build(),
             "max_queue",
             "0",
         ),
         (
-            PacingLayer::builder().max_destinations(0).build(),
+            PacingLayer::builder().with_max_destinations(0).build(),
             "max_destinations",
             "0",
         ),
         (
-            PacingLayer::builder().idle_timeout(Duration::ZERO).build(),
+            PacingLayer::builder()
+                .with_idle_timeout(Duration::ZERO)
+                .build(),
             "idle_timeout",
             "0ns",
         ),
@@ -96,12 +98,12 @@ fn invalid_settings_are_config_errors() {
     }
     assert!(
         PacingLayer::builder()
-            .max_queue(1)
-            .max_destinations(1)
-            .idle_timeout(Duration::from_nanos(1))
-            .slow_down_on([status(400), status(599)])
-            .max_wait(Duration::MAX)
-            .max_cooldown(Duration::MAX)
+            .with_max_queue(1)
+            .with_max_destinations(1)
+            .with_idle_timeout(Duration::from_nanos(1))
+            .with_slow_down_on([status(400), status(599)])
+            .with_max_wait(Duration::MAX)
+            .with_max_cooldown(Duration::MAX)
             .build()
             .is_ok()
     );
@@ -183,7 +185,10 @@ async fn a_real_refusing_server_does_not_hold_requests_to_a_healthy_one() {
     let (bad, bad_hits) =
         upstream::serve(|_, _| upstream::reply(503, &[("retry-after", "5")], "")).await;
     let (good, good_hits) = upstream::serve(|_, _| upstream::reply(200, &[], "ok")).await;
-    let pacing = PacingLayer::builder().max_wait(secs(1)).build().unwrap();
+    let pacing = PacingLayer::builder()
+        .with_max_wait(secs(1))
+        .build()
+        .unwrap();
     let client = pacing.layer(Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>());
     let request = |addr: std::net::SocketAddr| {
         Request::get(format!("http://{addr}/"))
@@ -208,9 +213,9 @@ async fn a_real_refusing_server_does_not_hold_requests_to_a_healthy_one() {
 async fn idle_destinations_are_forgotten_and_their_number_is_bounded() {
     let log = Log::default();
     let pacing = PacingLayer::builder()
-        .backoff(backoff(100))
-        .max_destinations(100)
-        .idle_timeout(secs(10))
+        .with_backoff(backoff(100))
+        .with_max_destinations(100)
+        .with_idle_timeout(secs(10))
         .build()
         .unwrap();
     let mut client = pacing.layer(scripted(&log));

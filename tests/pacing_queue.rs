@@ -29,7 +29,7 @@ async fn a_burst_from_a_new_client_is_slow_started() {
     let log = Log::default();
     let start = Instant::now();
     let client = PacingLayer::builder()
-        .initial_window(0)
+        .with_initial_window(0)
         .build()
         .unwrap()
         .layer(scripted(&log));
@@ -46,8 +46,8 @@ async fn a_burst_from_a_new_client_is_slow_started() {
 async fn a_queued_request_fails_when_its_max_wait_runs_out_and_a_dropped_one_frees_its_place() {
     let log = Log::default();
     let pacing = PacingLayer::builder()
-        .backoff(backoff(100))
-        .max_wait(ms(250))
+        .with_backoff(backoff(100))
+        .with_max_wait(ms(250))
         .build()
         .unwrap();
     let client = pacing.layer(scripted(&log));
@@ -147,8 +147,8 @@ async fn a_waiting_request_readies_its_own_clone_of_the_inner_service() {
 async fn a_slow_healthy_server_loses_no_request_of_a_burst() {
     let log = Log::default();
     let pacing = PacingLayer::builder()
-        .backoff(backoff(100))
-        .max_wait(secs(1))
+        .with_backoff(backoff(100))
+        .with_max_wait(secs(1))
         .build()
         .unwrap();
     let client = pacing.layer(scripted(&log));
@@ -230,8 +230,8 @@ async fn a_response_future_that_is_not_polled_does_not_hold_the_queue() {
 async fn a_full_queue_fails_fast_and_a_dropped_waiter_frees_its_place() {
     let log = Log::default();
     let pacing = PacingLayer::builder()
-        .backoff(backoff(100))
-        .max_queue(2)
+        .with_backoff(backoff(100))
+        .with_max_queue(2)
         .build()
         .unwrap();
     let mut client = pacing.layer(scripted(&log));
@@ -281,7 +281,10 @@ async fn no_request_is_sent_after_its_deadline() {
 
     // Waiting for a slow start's window, which never fails for max_wait: it fails at
     // its deadline, unsent.
-    let pacing = PacingLayer::builder().initial_window(1).build().unwrap();
+    let pacing = PacingLayer::builder()
+        .with_initial_window(1)
+        .build()
+        .unwrap();
     let client = pacing.layer(scripted(&log));
     let busy = tokio::spawn(client.clone().oneshot(get("http://b/200?sleep=5000")));
     tokio::time::sleep(ms(1)).await;
@@ -306,8 +309,8 @@ async fn no_request_is_sent_after_its_deadline() {
 async fn ten_thousand_waiters_are_all_served() {
     let log = Log::default();
     let pacing = PacingLayer::builder()
-        .backoff(backoff(100))
-        .max_queue(10_000)
+        .with_backoff(backoff(100))
+        .with_max_queue(10_000)
         .build()
         .unwrap();
     let mut client = pacing.layer(scripted(&log));
@@ -340,8 +343,8 @@ async fn concurrent_tasks_on_many_threads_all_finish() {
         })
     };
     let pacing = PacingLayer::builder()
-        .max_wait(ms(20))
-        .max_queue(64)
+        .with_max_wait(ms(20))
+        .with_max_queue(64)
         .build()
         .unwrap();
     let client = pacing.layer(server);

@@ -77,8 +77,8 @@ async fn successes_speed_the_client_up_and_it_opens_after_a_quiet_period() {
 async fn zero_max_wait_sheds_every_request_that_would_wait() {
     let log = Log::default();
     let pacing = PacingLayer::builder()
-        .backoff(backoff(100))
-        .max_wait(Duration::ZERO)
+        .with_backoff(backoff(100))
+        .with_max_wait(Duration::ZERO)
         .build()
         .unwrap();
     let mut client = pacing.layer(scripted(&log));
@@ -109,8 +109,8 @@ async fn only_slow_down_statuses_slow_down() {
 
     // Unless configured so.
     let pacing = PacingLayer::builder()
-        .backoff(backoff(100))
-        .slow_down_on([StatusCode::BAD_GATEWAY])
+        .with_backoff(backoff(100))
+        .with_slow_down_on([StatusCode::BAD_GATEWAY])
         .build()
         .unwrap();
     let mut client = pacing.layer(scripted(&log));
@@ -237,8 +237,8 @@ async fn a_rate_limited_burst_completes_near_the_limit_with_few_429s() {
 async fn refusals_of_requests_already_in_flight_raise_the_delay_once() {
     let log = Log::default();
     let pacing = PacingLayer::builder()
-        .backoff(backoff(100))
-        .initial_window(0)
+        .with_backoff(backoff(100))
+        .with_initial_window(0)
         .build()
         .unwrap();
     let client = pacing.layer(scripted(&log));
@@ -276,8 +276,8 @@ async fn an_outage_is_probed_and_its_waiting_requests_succeed_after_it() {
         })
     };
     let pacing = PacingLayer::builder()
-        .backoff(backoff(10))
-        .initial_window(0)
+        .with_backoff(backoff(10))
+        .with_initial_window(0)
         .build()
         .unwrap();
     let client = pacing.layer(server);
@@ -311,8 +311,8 @@ async fn huge_delays_do_not_overflow() {
         .build()
         .unwrap();
     let pacing = PacingLayer::builder()
-        .backoff(huge)
-        .max_cooldown(Duration::MAX)
+        .with_backoff(huge)
+        .with_max_cooldown(Duration::MAX)
         .build()
         .unwrap();
     let mut client = pacing.layer(scripted(&log));

@@ -1,7 +1,10 @@
 //! Property tests of the core strategies: the bounds hold for every valid configuration.
 
+mod support;
+
 use proptest::prelude::*;
 use std::time::Duration;
+use support::backoffs::Replay;
 use tower_backoff::{BackOff, BackOffExt, ExponentialBackOff};
 
 /// `d × factor` computed the way the crate does (saturating, through `f64` seconds), so the
@@ -155,21 +158,6 @@ proptest! {
             }
             Ok(())
         })?;
-    }
-}
-
-/// Hands out a fixed list of delays, then stops.
-struct Replay(Vec<Duration>, usize);
-
-impl BackOff for Replay {
-    fn next_backoff(&mut self) -> Option<Duration> {
-        let d = self.0.get(self.1).copied();
-        self.1 += 1;
-        d
-    }
-
-    fn reset(&mut self) {
-        self.1 = 0;
     }
 }
 

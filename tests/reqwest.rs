@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::upstream::{self, reply};
 use tower::{ServiceBuilder, ServiceExt};
-use tower_backoff::integrations::reqwest::ReqwestService;
+use tower_backoff::integrations::reqwest::{ClientExt, ReqwestService, RetryClient};
 use tower_backoff::{
     ConstantBackOff, GiveUp, ReplayBodyLayer, RetryEvent, RetryLayer, RetryReason, RetrySettings,
     RetryStats,
@@ -25,7 +25,7 @@ use tower_backoff::{
 const BACKOFF: Duration = Duration::from_secs(10);
 
 fn layer() -> RetryLayer<ConstantBackOff> {
-    RetryLayer::new(ConstantBackOff::new(BACKOFF).unwrap()).settings(
+    RetryLayer::new(ConstantBackOff::new(BACKOFF).unwrap()).with_settings(
         RetrySettings::new()
             .with_max_elapsed(Duration::from_secs(60))
             .unwrap(),
@@ -198,4 +198,188 @@ async fn a_relative_uri_is_an_error() {
         .await
         .unwrap_err();
     assert!(err.is_builder(), "{err:?}");
+}
+
+// ---- RetryClient: reqwest's own request and response types ----
+
+/// A GET answered 503 is retried after `Retry-After`; the caller gets reqwest's own
+/// response, with the URL it asked for, its body as `.text()`, and the retry statistics.
+#[tokio::test(start_paused = true)]
+async fn retry_client_returns_reqwests_response_after_a_503() {
+    let (addr, arrivals) = upstream::serve(|n, _| match n {
+        0 => reply(503, &[("retry-after", "1")], "busy"),
+        _ => reply(200, &[], "ok"),
+    })
+    .await;
+    let client = client().with_retry(layer());
+    let url = format!("http://{addr}/items?page=2");
+
+    let res: reqwest::Response = client.get(&url).send().await.unwrap();
+
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.url().as_str(), url);
+    assert_eq!(res.extensions().get::<RetryStats>().unwrap().attempts, 2);
+    assert_eq!(res.text().await.unwrap(), "ok");
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(arrivals.len(), 2);
+    assert!(arrivals[1].at - arrivals[0].at >= Duration::from_secs(1));
+}
+
+/// The response's URL is where reqwest ended up, after redirects, not the one asked for.
+#[tokio::test(start_paused = true)]
+async fn retry_client_response_url_follows_redirects() {
+    let (addr, _) = upstream::serve(|n, _| match n {
+        0 => reply(302, &[("location", "/moved")], ""),
+        _ => reply(200, &[], "here"),
+    })
+    .await;
+    let client = RetryClient::new(client(), layer());
+    let res = client
+        .get(format!("http://{addr}/old"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.url().as_str(), format!("http://{addr}/moved"));
+    assert_eq!(res.text().await.unwrap(), "here");
+}
+
+/// A POST answered 429 is retried (the server did not act on it) and its body is sent
+/// again whole — an in-memory body is replayed whatever the streaming cap.
+#[tokio::test(start_paused = true)]
+async fn retry_client_replays_a_post_body_after_a_429() {
+    let (addr, arrivals) = upstream::serve(|n, _| match n {
+        0 => reply(429, &[("retry-after", "0")], "slow down"),
+        _ => reply(201, &[], "created"),
+    })
+    .await;
+    let client = client().with_retry(layer()).with_max_replay_bytes(16);
+    let order = format!(r#"{{"item":42,"note":"{}"}}"#, "x".repeat(4096));
+
+    let res = client
+        .post(format!("http://{addr}/orders"))
+        .header("content-type", "application/json")
+        .body(order.clone())
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(arrivals.len(), 2);
+    for arrival in arrivals.iter() {
+        assert_eq!(arrival.method, Method::POST);
+        assert_eq!(arrival.body, order.as_bytes());
+        assert_eq!(arrival.headers["content-type"], "application/json");
+    }
+}
+
+/// A `reqwest::Request` with a streaming body, sent with `execute`: buffered as it is sent
+/// and replayed on the retry.
+#[tokio::test(start_paused = true)]
+async fn retry_client_executes_a_streaming_request_and_replays_it() {
+    let (addr, arrivals) = upstream::serve(|n, _| match n {
+        0 => reply(503, &[("retry-after", "0")], "busy"),
+        _ => reply(201, &[], "created"),
+    })
+    .await;
+    let client = client().with_retry(layer());
+    let request = client
+        .client()
+        .put(format!("http://{addr}/upload"))
+        .body(stream_body(8, 1024))
+        .build()
+        .unwrap();
+
+    let res = client.execute(request).await.unwrap();
+
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(arrivals.len(), 2);
+    assert_eq!(arrivals[0].body.len(), 8 * 1024);
+    assert_eq!(arrivals[1].body, arrivals[0].body);
+}
+
+/// A streaming body longer than the replay cap is sent once and not retried.
+#[tokio::test(start_paused = true)]
+async fn retry_client_does_not_retry_a_stream_past_the_cap() {
+    let (addr, arrivals) = upstream::serve(|n, _| match n {
+        0 => reply(503, &[("retry-after", "0")], "busy"),
+        _ => reply(201, &[], "created"),
+    })
+    .await;
+    let client = client().with_retry(layer()).with_max_replay_bytes(1024);
+
+    let res = client
+        .put(format!("http://{addr}/upload"))
+        .body(stream_body(8, 1024))
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let stats = res.extensions().get::<RetryStats>().unwrap();
+    assert_eq!(stats.gave_up, Some(GiveUp::BodyNotReplayable));
+    assert_eq!(arrivals.lock().unwrap().len(), 1);
+}
+
+/// Connection refused: the error still says so, and holds reqwest's error.
+#[tokio::test(start_paused = true)]
+async fn retry_client_reports_connect_errors() {
+    let addr = upstream::refused_addr();
+    let client = client().with_retry(RetryLayer::new(
+        ConstantBackOff::new(Duration::from_millis(100)).unwrap(),
+    ));
+    let err = client
+        .post(format!("http://{addr}/orders"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.is_connect(), "{err:?}");
+    assert!(err.reqwest().is_some_and(|e| e.url().is_some()));
+}
+
+/// A URL reqwest refuses is an error of the send, not a panic.
+#[tokio::test]
+async fn retry_client_reports_a_bad_url() {
+    let client = client().with_retry(layer());
+    let err = client.get("not a url").send().await.unwrap_err();
+    assert!(
+        err.reqwest().is_some_and(reqwest::Error::is_builder),
+        "{err:?}"
+    );
+}
+
+/// A per-request timeout set on the builder bounds every attempt: it survives the trip
+/// through the layer (reqwest keeps it in the request's extensions).
+#[tokio::test(start_paused = true)]
+async fn retry_client_keeps_the_per_request_timeout() {
+    // A server that accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(Mutex::new(Vec::new()));
+    let held = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            held.lock().unwrap().push(stream);
+        }
+    });
+    let client = client().with_retry(RetryLayer::new(
+        ConstantBackOff::new(Duration::from_millis(100)).unwrap(),
+    ));
+
+    let sent = client
+        .get(format!("http://{addr}/slow"))
+        .timeout(Duration::from_secs(2))
+        .send();
+    let err = tokio::time::timeout(Duration::from_secs(60), sent)
+        .await
+        .expect("the per-request timeout was lost")
+        .unwrap_err();
+
+    assert!(err.is_timeout(), "{err:?}");
+    assert!(
+        accepted.lock().unwrap().len() >= 2,
+        "a timed-out GET is retried"
+    );
 }

@@ -1,21 +1,16 @@
 //! The shared retry budget, driven with virtual time.
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use proptest::prelude::*;
+use support::time::{ms, secs};
 use tokio::time::advance;
 use tower::retry::budget::Budget;
 use tower_backoff::budget::RetryBudget;
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
-fn ms(m: u64) -> Duration {
-    Duration::from_millis(m)
-}
 
 /// Withdraws until refused (at most `limit` times); returns how many were allowed.
 fn drain(budget: &RetryBudget, limit: u64) -> u64 {

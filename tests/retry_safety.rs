@@ -130,7 +130,7 @@ async fn a_retry_waits_for_a_held_body_only_until_the_deadline() {
     let client = ServiceBuilder::new()
         .layer(
             layer()
-                .settings(settings)
+                .with_settings(settings)
                 .on_give_up(move |e: &GiveUpEvent<'_>| log.lock().unwrap().push(e.why()))
                 .replay_bodies(DEFAULT_MAX_BYTES),
         )
@@ -252,7 +252,7 @@ async fn clients_told_the_same_delay_come_back_spread_never_sooner() {
         };
         std::future::ready(Ok::<_, Infallible>(res))
     });
-    let client = layer().seed(7).layer(svc);
+    let client = layer().with_seed(7).layer(svc);
     let calls = (0..20).map(|_| client.clone().oneshot(Request::new(String::new())));
     let results = futures_join(calls).await;
     assert!(results.iter().all(|r| r.as_ref().unwrap().status() == 200));
@@ -296,7 +296,7 @@ async fn exactness_is_one_setting_away() {
         std::future::ready(Ok::<_, Infallible>(res))
     });
     let res = layer()
-        .settings(settings)
+        .with_settings(settings)
         .layer(svc)
         .oneshot(Request::new(String::new()))
         .await
@@ -412,7 +412,7 @@ async fn grpc_stays_grpc_whatever_settings_come_after() {
         std::future::ready(Ok::<_, Infallible>(res))
     });
     let client = RetryLayer::grpc(ConstantBackOff::new(10 * MS).unwrap())
-        .settings(RetrySettings::new())
+        .with_settings(RetrySettings::new())
         .layer(svc);
     let res = client
         .oneshot(Request::post("/pkg.Svc/Call").body(String::new()).unwrap())
@@ -440,7 +440,7 @@ async fn an_attempt_timeout_lets_a_get_retry_and_never_resends_a_post() {
         }
     });
     let settings = RetrySettings::new().with_attempt_timeout(SEC).unwrap();
-    let client = layer().settings(settings).layer(svc);
+    let client = layer().with_settings(settings).layer(svc);
     let start = Instant::now();
     let res = client
         .clone()
@@ -496,7 +496,7 @@ async fn the_throttle_counts_attempts_as_grpc_a6_does() {
         let status = script.lock().unwrap().remove(0);
         std::future::ready(Ok::<_, Infallible>(response(status)))
     });
-    let mut client = layer().retry_throttle(throttle.clone()).layer(svc);
+    let mut client = layer().with_retry_throttle(throttle.clone()).layer(svc);
     let mut send = async || {
         (&mut client)
             .oneshot(Request::get("/").body(String::new()).unwrap())

@@ -26,7 +26,7 @@ async fn channel(url: String) -> Channel {
 
 /// The gRPC preset with `max_attempts`, waiting pushbacks exactly (no spread).
 fn grpc_layer(max_attempts: u32) -> RetryLayer<ConstantBackOff> {
-    RetryLayer::grpc(ConstantBackOff::new(STEP).unwrap()).settings(
+    RetryLayer::grpc(ConstantBackOff::new(STEP).unwrap()).with_settings(
         RetrySettings::new()
             .with_max_attempts(max_attempts)
             .unwrap()
@@ -139,7 +139,7 @@ async fn codes_can_be_added_to_the_set() {
     let url = server.clone().serve().await;
     let codes = GrpcCodes::DEFAULT_RETRYABLE.with(GrpcCode::Aborted);
     let layer = RetryLayer::new(ConstantBackOff::new(STEP).unwrap())
-        .classifier(GrpcClassifier::new().with_codes(codes));
+        .with_classifier(GrpcClassifier::new().with_codes(codes));
     let channel = ServiceBuilder::new()
         .layer(TonicRetryLayer::new(layer))
         .service(channel(url).await);

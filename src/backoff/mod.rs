@@ -46,6 +46,12 @@ use std::time::Duration;
 /// b.reset();
 /// assert_eq!(b.next_backoff(), Some(Duration::from_secs(1)));
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a backoff strategy",
+    label = "expected a `BackOff`",
+    note = "pass a strategy from `tower_backoff::backoff`: `ExponentialBackOff::default()`, `ConstantBackOff::new(delay).unwrap()`, `ZeroBackOff`, …",
+    note = "a fixed delay is `ConstantBackOff::new(delay).unwrap()`; a type of yours needs `impl BackOff` (`next_backoff` and `reset`)"
+)]
 pub trait BackOff {
     /// The delay to wait before the next retry, or `None` if no retry should be made.
     fn next_backoff(&mut self) -> Option<Duration>;

@@ -43,9 +43,11 @@
 //! # }
 //! ```
 
+mod clone_body;
 mod layer;
 mod replay;
 
+pub use clone_body::CloneBody;
 pub use layer::{ReplayBodyLayer, ReplayBodyService};
 pub use replay::{Capped, DEFAULT_MAX_BYTES, Interrupted, ReplayBody};
 

@@ -105,11 +105,12 @@ const FAST_PATH_LIMIT: u32 = 1 << 31;
 ///
 /// # How the retry layer uses it
 ///
-/// The retry policy, cloned once per request, holds a clone of the budget. It deposits
-/// once per logical request, when it clones the request for the first attempt (tower's
-/// `Retry` calls `clone_request` before every attempt: only the first one deposits, so
-/// that retries never fund further retries), and withdraws before each
-/// retry, giving up on the request when the withdrawal is refused.
+/// The retry layer shares one budget between every request of the layer. It deposits once
+/// per logical request, when the request starts (retries never fund further retries),
+/// and withdraws before each retry, giving up on the request when the withdrawal is
+/// refused — except for a retry a rate limiter scheduled (a 429 with a `Retry-After`
+/// above zero): that server is up and said when it takes the request again, so the retry
+/// is not the extra load on a failing server that the budget guards against.
 ///
 /// # Example
 ///

@@ -29,7 +29,7 @@ const MILLI: u64 = 1_000;
 /// fail (9 % with the defaults).
 ///
 /// Off by default; add it with
-/// [`RetryLayer::retry_throttle`](crate::RetryLayer::retry_throttle). Clones share one
+/// [`RetryLayer::with_retry_throttle`](crate::RetryLayer::with_retry_throttle). Clones share one
 /// bucket. Lock-free: one atomic read-modify-write per outcome.
 ///
 /// ```

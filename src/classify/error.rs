@@ -62,6 +62,13 @@ impl ErrorClass {
 ///     fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> { Some(self) }
 /// }
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "the retry layer cannot classify errors of type `{Self}`: it does not implement `AsError`",
+    label = "the inner service's error type must implement `tower_backoff::classify::AsError`",
+    note = "for hyper or hyper-util's legacy client (`hyper::Error`, `hyper_util::client::legacy::Error`), enable the `hyper` feature of tower-backoff",
+    note = "for an error type of yours it is one line: `impl AsError for MyError {{ fn as_error(&self) -> Option<&(dyn std::error::Error + 'static)> {{ Some(self) }} }}`",
+    note = "or map the error to `Box<dyn std::error::Error + Send + Sync>` (`tower::ServiceExt::map_err(Into::into)`), which implements it"
+)]
 pub trait AsError {
     /// This error as a `dyn Error`, or `None` when it carries nothing to inspect.
     fn as_error(&self) -> Option<&(dyn Error + 'static)>;

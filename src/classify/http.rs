@@ -19,7 +19,7 @@ pub(crate) type ErrorFn = dyn Fn(&(dyn Error + 'static)) -> ErrorClass + Send + 
 /// |---|---|---|---|
 /// | 429 Too Many Requests | retry | any method: refused before processing | `Retry-After`, exactly |
 /// | 503 Service Unavailable | retry | if idempotent | `Retry-After`, exactly |
-/// | other status of the request's [`StatusSet`] (502, 504, 408 by default) | retry | if idempotent | `Retry-After`, at least |
+/// | other status of the request's [`StatusSet`](super::StatusSet) (502, 504, 408 by default) | retry | if idempotent | `Retry-After`, at least |
 /// | other 4xx and 5xx | failure | — | — |
 /// | any other status (1xx–3xx) | success | — | — |
 /// | [`ErrorClass::Connect`] error | retry | any method: never reached the server | — |
@@ -28,7 +28,8 @@ pub(crate) type ErrorFn = dyn Fn(&(dyn Error + 'static)) -> ErrorClass + Send + 
 /// | [`ErrorClass::Fatal`] error | failure | — | — |
 ///
 /// `Retry-After` is read in all its forms, and the `t` of an IETF `RateLimit` header
-/// without it (see [`retry_after::from_headers`]). Errors are classed by
+/// without it (see [`retry_after::from_headers`]); a delay of zero leaves the delay to the
+/// backoff (servers that round down say `0` for "under a second"). Errors are classed by
 /// [`default_error_class`] unless [`with_error_class`](Self::with_error_class) says
 /// otherwise.
 ///
@@ -102,7 +103,11 @@ impl Classify for HttpClassifier {
             outcome = outcome.with_resend(Resend::AnyMethod);
         }
         match retry_after::from_headers(res.headers(), attempt.wall_clock()) {
+            // No delay, or "0": servers that round down say 0 for "under a second"
+            // (tower_governor does), and retrying at once would be refused again. The
+            // backoff decides.
             None => outcome,
+            Some(after) if after.is_zero() => outcome,
             // The server said when: trust it, for the statuses whose header means that.
             Some(after)
                 if matches!(

@@ -13,7 +13,7 @@
 //!   of Trailers-Only responses and the server's pushback, as gRPC's retry design (A6) says.
 //!
 //! A classifier of your own plugs in with
-//! [`RetryLayer::classifier`](crate::RetryLayer::classifier); it may delegate to the
+//! [`RetryLayer::with_classifier`](crate::RetryLayer::with_classifier); it may delegate to the
 //! built-in ones:
 //!
 //! ```
@@ -41,7 +41,7 @@
 //! }
 //!
 //! let layer = RetryLayer::new(ConstantBackOff::new(std::time::Duration::from_millis(10)).unwrap())
-//!     .classifier(Transient500(HttpClassifier::new()));
+//!     .with_classifier(Transient500(HttpClassifier::new()));
 //! # drop(layer);
 //! ```
 //!

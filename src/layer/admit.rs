@@ -8,9 +8,9 @@ use super::settings::RetrySettings;
 use super::stats::GiveUp;
 use crate::body::ReplayGuard;
 use crate::budget::{RetryBudget, RetryThrottle};
-use crate::classify::{RequestHead, Resend, is_idempotent};
+use crate::classify::{Outcome, RequestHead, Resend, RetryReason, is_idempotent};
 use crate::limits::Limits;
-use http::Request;
+use http::{Request, StatusCode};
 use std::time::Duration;
 
 /// A request the server may have acted on goes out again only if sending it twice is
@@ -71,10 +71,21 @@ pub(crate) fn throttle_open(throttle: Option<&RetryThrottle>) -> Result<(), Give
     }
 }
 
-/// The client's shared retry budget, if any, pays for the retry.
-pub(crate) fn budget_withdraw(budget: Option<&RetryBudget>) -> Result<(), GiveUp> {
+/// The client's shared retry budget, if any, pays for the retry — unless the server
+/// scheduled it: a 429 with a `Retry-After` comes from a server that is up and says when it
+/// will take the request again, so the retry is not extra load on a failing server, which
+/// is what the budget guards against. (Outages answer 503s, resets and refused
+/// connections: those retries always pay.)
+pub(crate) fn budget_withdraw(
+    budget: Option<&RetryBudget>,
+    outcome: &Outcome,
+) -> Result<(), GiveUp> {
+    let scheduled = outcome.reason() == Some(RetryReason::Status(StatusCode::TOO_MANY_REQUESTS))
+        && outcome
+            .server_delay()
+            .is_some_and(|delay| !delay.duration().is_zero());
     match budget {
-        Some(budget) if !budget.withdraw() => Err(GiveUp::RetryBudget),
+        Some(budget) if !scheduled && !budget.withdraw() => Err(GiveUp::RetryBudget),
         _ => Ok(()),
     }
 }
@@ -149,9 +160,39 @@ mod tests {
         throttle.record(crate::budget::ThrottleOutcome::RetryableFailure);
         assert_eq!(throttle_open(Some(&throttle)), Err(GiveUp::Throttled));
 
-        assert_eq!(budget_withdraw(None), Ok(()));
+        let unavailable = Outcome::retry(RetryReason::Status(StatusCode::SERVICE_UNAVAILABLE));
+        assert_eq!(budget_withdraw(None, &unavailable), Ok(()));
         let budget = RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap();
-        assert_eq!(budget_withdraw(Some(&budget)), Err(GiveUp::RetryBudget));
+        assert_eq!(
+            budget_withdraw(Some(&budget), &unavailable),
+            Err(GiveUp::RetryBudget)
+        );
+    }
+
+    #[test]
+    fn a_retry_the_server_scheduled_does_not_spend_the_budget() {
+        use crate::classify::ServerDelay;
+        let spent = RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap();
+        let too_many = Outcome::retry(RetryReason::Status(StatusCode::TOO_MANY_REQUESTS));
+        let scheduled = too_many.with_server_delay(ServerDelay::Exactly(SEC));
+        assert_eq!(budget_withdraw(Some(&spent), &scheduled), Ok(()));
+        // Without a delay, or with "0", the server scheduled nothing.
+        assert_eq!(
+            budget_withdraw(Some(&spent), &too_many),
+            Err(GiveUp::RetryBudget)
+        );
+        let now = too_many.with_server_delay(ServerDelay::Exactly(Duration::ZERO));
+        assert_eq!(
+            budget_withdraw(Some(&spent), &now),
+            Err(GiveUp::RetryBudget)
+        );
+        // A 503 with Retry-After (an outage page, say) still pays.
+        let outage = Outcome::retry(RetryReason::Status(StatusCode::SERVICE_UNAVAILABLE))
+            .with_server_delay(ServerDelay::Exactly(SEC));
+        assert_eq!(
+            budget_withdraw(Some(&spent), &outage),
+            Err(GiveUp::RetryBudget)
+        );
     }
 
     #[test]

@@ -26,26 +26,19 @@ pub(crate) fn plan<B: BackOff>(
     jitter: &mut Draw<'_>,
     time_left: Duration,
 ) -> Result<Duration, GiveUp> {
-    if let Some(delay) = server
-        && backoff
-            .remaining()
-            .is_some_and(|left| delay.duration() > left)
-    {
-        return Err(GiveUp::BackOff);
-    }
     let server_said = match server {
-        Some(ServerDelay::Restart(asked)) => {
-            backoff.reset();
-            return Ok(spread(
-                capped(asked, settings)?,
-                settings,
-                jitter,
-                time_left,
-            ));
-        }
         Some(delay) => Some((delay, capped(delay.duration(), settings)?)),
         None => None,
     };
+    if let Some((_, asked)) = server_said
+        && backoff.remaining().is_some_and(|left| asked > left)
+    {
+        return Err(GiveUp::BackOff);
+    }
+    if let Some((ServerDelay::Restart(_), asked)) = server_said {
+        backoff.reset();
+        return Ok(spread(asked, settings, jitter, time_left));
+    }
     let ours = backoff.next_backoff().ok_or(GiveUp::BackOff)?;
     Ok(match server_said {
         Some((ServerDelay::AtLeast(_), asked)) if ours >= asked => ours,

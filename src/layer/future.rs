@@ -4,6 +4,7 @@ use super::error::{AttemptTimedOut, RetryError};
 use super::policy::{RetryPolicy, Step};
 use super::stats::GiveUp;
 use crate::backoff::BackOff;
+use crate::body::CloneBody;
 use crate::body::ReplayGuard;
 use crate::classify::{Outcome, RetryReason};
 use crate::limits::LimitReached;
@@ -32,7 +33,7 @@ pin_project! {
         request: Option<Request<ReqB>>,
         // The failed attempt's result, kept while its retry waits, returned if the retry
         // cannot start after all.
-        last: Option<(Result<S::Response, BoxError>, RetryReason)>,
+        last: Option<Box<(Result<S::Response, BoxError>, RetryReason)>>,
         timeout: Option<Pin<Box<Sleep>>>,
     }
 }
@@ -44,7 +45,9 @@ pin_project! {
         Attempt { #[pin] future: F },
         // A retry waits: first for its delay, then (`for_body`) for the previous attempt to
         // hand the body back, until the request's deadline.
-        Waiting { #[pin] sleep: Sleep, for_body: bool },
+        // (Boxed: a request that succeeds at once never waits, and should not carry a timer
+        // in its future.)
+        Waiting { sleep: Pin<Box<Sleep>>, for_body: bool },
     }
 }
 
@@ -97,7 +100,7 @@ where
     B: BackOff + Clone,
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
-    ReqB: Clone,
+    ReqB: CloneBody,
 {
     type Output = Result<Response<ResB>, RetryError>;
 
@@ -138,18 +141,15 @@ where
                         }
                         Step::Retry(delay) => {
                             let reason = outcome.reason().unwrap_or(RetryReason::Transport);
-                            *this.last = Some((result, reason));
+                            *this.last = Some(Box::new((result, reason)));
                             this.state.set(State::Waiting {
-                                sleep: tokio::time::sleep(delay),
+                                sleep: Box::pin(tokio::time::sleep(delay)),
                                 for_body: false,
                             });
                         }
                     }
                 }
-                StateProj::Waiting {
-                    mut sleep,
-                    for_body,
-                } => {
+                StateProj::Waiting { sleep, for_body } => {
                     if !*for_body {
                         ready!(sleep.as_mut().poll(cx));
                     }
@@ -171,7 +171,7 @@ where
                         };
                         if let Some(why) = why {
                             let (result, reason) =
-                                this.last.take().expect("a retry keeps its last result");
+                                *this.last.take().expect("a retry keeps its last result");
                             this.policy.give_up(request, reason, why);
                             return Poll::Ready(finish(this.policy, result, Some(why)));
                         }

@@ -82,6 +82,11 @@ impl<'a> RetryEvent<'a> {
 /// is_hook(&hook);
 /// is_hook(&());
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a retry hook",
+    label = "expected a closure `Fn(&RetryEvent<'_>)`",
+    note = "a hook is a closure taking the event by reference and returning nothing: `|event: &RetryEvent<'_>| tracing::info!(delay = ?event.delay())`"
+)]
 pub trait OnRetry {
     /// Called once per retry, before waiting.
     fn on_retry(&self, event: &RetryEvent<'_>);
@@ -91,6 +96,9 @@ impl OnRetry for () {
     fn on_retry(&self, _: &RetryEvent<'_>) {}
 }
 
+// Not recommended so that anything else is reported as "not a retry hook", not as a
+// missing `Fn` implementation.
+#[diagnostic::do_not_recommend]
 impl<F> OnRetry for F
 where
     F: Fn(&RetryEvent<'_>),

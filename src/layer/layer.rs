@@ -48,7 +48,7 @@ use tower_layer::{Layer, Stack};
 /// This table is the default [`HttpClassifier`](crate::classify::HttpClassifier)'s. gRPC
 /// calls are read by the [`GrpcClassifier`] of [`RetryLayer::grpc`]: the `grpc-status` of
 /// a Trailers-Only response decides, whatever the method, and a server's pushback sets the
-/// delay. A classifier of your own plugs in with [`RetryLayer::classifier`].
+/// delay. A classifier of your own plugs in with [`RetryLayer::with_classifier`].
 ///
 /// The retried statuses are configurable ([`RetrySettings::with_status`],
 /// [`RetrySettings::with_statuses`]); [`RetrySettings::with_retry_non_idempotent`] gives
@@ -79,8 +79,8 @@ use tower_layer::{Layer, Stack};
 /// use tower_backoff::{ConstantBackOff, RetryEvent, RetryLayer, RetrySettings, Routes};
 ///
 /// let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)).unwrap())
-///     .settings(RetrySettings::new().with_max_attempts(4)?)
-///     .routes(Routes::new().route(Method::POST, "/orders", RetrySettings::disabled())?)
+///     .with_settings(RetrySettings::new().with_max_attempts(4)?)
+///     .with_routes(Routes::new().route(Method::POST, "/orders", RetrySettings::disabled())?)
 ///     .on_retry(|e: &RetryEvent<'_>| eprintln!("retry #{} in {:?}", e.attempt(), e.delay()));
 /// let service = ServiceBuilder::new()
 ///     .layer(layer)
@@ -111,7 +111,7 @@ impl<B: BackOff> RetryLayer<B> {
     /// fits it to tonic's body type).
     ///
     /// Reading outcomes as gRPC calls is a property of the layer: settings given afterwards,
-    /// to [`settings`](Self::settings) or per route, change limits and delays, never that.
+    /// to [`with_settings`](Self::with_settings) or per route, change limits and delays, never that.
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -132,7 +132,7 @@ impl<B: BackOff> RetryLayer<B> {
     ///     async move { Ok::<_, std::io::Error>(res.unwrap()) }
     /// });
     /// let layer = RetryLayer::grpc(ConstantBackOff::new(Duration::from_millis(50)).unwrap())
-    ///     .settings(RetrySettings::new().with_max_attempts(4)?);
+    ///     .with_settings(RetrySettings::new().with_max_attempts(4)?);
     /// let client = ServiceBuilder::new().layer(layer).service(server);
     ///
     /// let call = http::Request::post("/pkg.Service/Method").body(String::new()).unwrap();
@@ -143,12 +143,12 @@ impl<B: BackOff> RetryLayer<B> {
     /// # }
     /// ```
     pub fn grpc(backoff: B) -> Self {
-        Self::new(backoff).classifier(GrpcClassifier::new())
+        Self::new(backoff).with_classifier(GrpcClassifier::new())
     }
 
     /// Reads the outcome of each attempt with `classifier` instead of the default
     /// [`HttpClassifier`](crate::classify::HttpClassifier) (see [`crate::classify`]).
-    pub fn classifier<C: Classify>(mut self, classifier: C) -> Self {
+    pub fn with_classifier<C: Classify>(mut self, classifier: C) -> Self {
         self.shared_mut().classifier = Arc::new(classifier);
         self
     }
@@ -158,13 +158,13 @@ impl<B: BackOff> RetryLayer<B> {
     }
 
     /// The settings of requests that match no route and carry no settings of their own.
-    pub fn settings(mut self, settings: RetrySettings) -> Self {
+    pub fn with_settings(mut self, settings: RetrySettings) -> Self {
         self.shared_mut().settings = settings;
         self
     }
 
     /// Chooses settings per request (first match wins; see [`Routes`]).
-    pub fn routes(mut self, routes: Routes) -> Self {
+    pub fn with_routes(mut self, routes: Routes) -> Self {
         self.shared_mut().routes = routes;
         self
     }
@@ -190,14 +190,14 @@ impl<B: BackOff> RetryLayer<B> {
 
     /// Draws the spread of server-requested delays from a generator seeded with `seed`,
     /// for reproducible tests and simulations (each request still draws its own stream).
-    pub fn seed(mut self, seed: u64) -> Self {
+    pub fn with_seed(mut self, seed: u64) -> Self {
         self.shared_mut().jitter = Jitter::seeded(seed);
         self
     }
 
     /// Reads the wall clock (for `Retry-After` HTTP-dates) with `clock` instead of
     /// `SystemTime::now` — for tests and simulations.
-    pub fn wall_clock<F>(mut self, clock: F) -> Self
+    pub fn with_wall_clock<F>(mut self, clock: F) -> Self
     where
         F: Fn() -> SystemTime + Send + Sync + 'static,
     {
@@ -211,7 +211,7 @@ impl<B: BackOff> RetryLayer<B> {
     ///
     /// Every layer has one by default: [`RetryBudget::default()`], created by
     /// [`RetryLayer::new`].
-    pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
+    pub fn with_retry_budget(mut self, budget: RetryBudget) -> Self {
         self.shared_mut().retry_budget = Some(budget);
         self
     }
@@ -231,7 +231,7 @@ impl<B: BackOff> RetryLayer<B> {
     /// is started while it is at most half full — so a server that is down entirely gets
     /// no retries at all after a few failures. Off by default; combines with the retry
     /// budget (both must allow a retry).
-    pub fn retry_throttle(mut self, throttle: RetryThrottle) -> Self {
+    pub fn with_retry_throttle(mut self, throttle: RetryThrottle) -> Self {
         self.shared_mut().retry_throttle = Some(throttle);
         self
     }

@@ -301,7 +301,7 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         admit::within_limits(limits, self.attempts, elapsed, delay)?;
         admit::throttle_open(self.template.shared.retry_throttle.as_ref())?;
         // Last: passing it spends a token.
-        admit::budget_withdraw(self.template.shared.retry_budget.as_ref())?;
+        admit::budget_withdraw(self.template.shared.retry_budget.as_ref(), outcome)?;
         Ok(delay)
     }
 
@@ -404,7 +404,7 @@ impl<B: fmt::Debug> fmt::Debug for RetryPolicy<B> {
 impl<B, ReqB, ResB, E> tower::retry::Policy<Request<ReqB>, Response<ResB>, E> for RetryPolicy<B>
 where
     B: BackOff + Clone,
-    ReqB: Clone,
+    ReqB: crate::body::CloneBody,
     E: AsError,
 {
     type Future = RetryDelay;

@@ -5,6 +5,7 @@ use super::future::ResponseFuture;
 use super::policy::{RetryPolicy, clone_request};
 use super::stats::RetryStats;
 use crate::backoff::BackOff;
+use crate::body::CloneBody;
 use crate::classify::RequestHead;
 use http::{Request, Response};
 use std::error::Error;
@@ -56,7 +57,7 @@ where
     B: BackOff + Clone,
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone,
     S::Error: Into<BoxError>,
-    ReqB: Clone,
+    ReqB: CloneBody,
 {
     type Response = Response<ResB>;
     type Error = RetryError;

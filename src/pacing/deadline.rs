@@ -8,7 +8,7 @@ use tokio::time::Instant;
 /// cool-down would hold it longer, it fails at once with
 /// [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong), and so does a request
 /// that arrives after its deadline. The limit applies on top of
-/// [`max_wait`](crate::PacingBuilder::max_wait): the shorter of the two wins. A retry
+/// [`with_max_wait`](crate::PacingBuilder::with_max_wait): the shorter of the two wins. A retry
 /// layer puts the request's deadline into every attempt.
 ///
 /// ```

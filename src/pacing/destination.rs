@@ -10,6 +10,7 @@ use super::rate::{Mode, Rate};
 use super::settings::Settings;
 use super::window::Window;
 use crate::backoff::ResponsiveBackOff;
+use crate::metrics::DestinationLabel;
 use http::{HeaderMap, StatusCode};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
@@ -22,6 +23,7 @@ pub(crate) struct Destination {
     key: Key,
     settings: Settings,
     state: Mutex<State>,
+    label: DestinationLabel,
 }
 
 #[derive(Debug)]
@@ -160,6 +162,7 @@ impl Destination {
         let window = Window::new(settings.initial_window, now);
         let rate = Rate::new(backoff, window.limit().is_some(), now);
         Self {
+            label: DestinationLabel::new(&key),
             key,
             settings,
             state: Mutex::new(State {
@@ -203,6 +206,7 @@ impl Destination {
         }
         let id = s.queue.push(now);
         tracing::trace!(to = %self.key, "pacing: request waits");
+        self.report(&s);
         Admit::Queue(Ticket {
             destination: Arc::clone(self),
             id,
@@ -249,6 +253,7 @@ impl Destination {
             if s.queue.remove(id) {
                 s.queue.wake_head(now);
             }
+            self.report(s);
             tracing::debug!(to = %self.key, %error, "pacing: waiting request fails");
             Turn::Fail(error)
         };
@@ -294,6 +299,7 @@ impl Destination {
             Ok(grant) => {
                 s.queue.pop_front();
                 s.queue.wake_head(now);
+                self.report(&s);
                 Turn::Go(grant)
             }
             Err(at) if out_of_time(&mut s) => {
@@ -314,6 +320,12 @@ impl Destination {
         if s.queue.remove(id) {
             s.queue.wake_head(now);
         }
+        self.report(&s);
+    }
+
+    /// Reports the queue and the rate to the `metrics` facade (feature `metrics`).
+    fn report(&self, s: &State) {
+        crate::metrics::pacing(&self.label, s.queue.len(), s.rate.rate());
     }
 
     fn release(&self, now: Instant) {
@@ -375,6 +387,7 @@ impl Destination {
             // The first in line may go sooner at the new pace (or the window has room).
             s.queue.wake_head(now);
         }
+        self.report(&s);
     }
 
     /// The spacing between sends, zero unless paced.

@@ -31,7 +31,7 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum PacingError {
     /// Waiting for the destination's pace or cool-down would take `wait`, more than the
-    /// request's `max_wait`: the smaller of [`max_wait`](crate::PacingBuilder::max_wait)
+    /// request's `max_wait`: the smaller of [`with_max_wait`](crate::PacingBuilder::with_max_wait)
     /// and the time left until its [`PacingDeadline`](crate::PacingDeadline). Both are
     /// zero for a request whose deadline had already passed when it arrived.
     #[non_exhaustive]
@@ -42,7 +42,7 @@ pub enum PacingError {
         max_wait: Duration,
     },
     /// The destination's queue already holds
-    /// [`max_queue`](crate::PacingBuilder::max_queue) waiting requests.
+    /// [`with_max_queue`](crate::PacingBuilder::with_max_queue) waiting requests.
     #[non_exhaustive]
     QueueFull {
         /// The bound of the destination's queue.

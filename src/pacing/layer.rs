@@ -29,14 +29,14 @@ use tower_layer::Layer;
 ///
 /// | setting | default | why |
 /// |---|---|---|
-/// | [`max_wait`](PacingBuilder::max_wait) | [`DEFAULT_MAX_WAIT`](Self::DEFAULT_MAX_WAIT), 30 s | room to drain a burst of a rate limit's typical 10 s window; past that a caller usually prefers an error it can act on |
-/// | [`initial_window`](PacingBuilder::initial_window) | [`DEFAULT_INITIAL_WINDOW`](Self::DEFAULT_INITIAL_WINDOW), 4 | a burst to an unknown server learns its limit from a few requests, not all of them |
-/// | [`max_cooldown`](PacingBuilder::max_cooldown) | [`DEFAULT_MAX_COOLDOWN`](Self::DEFAULT_MAX_COOLDOWN), 5 min | a broken or hostile `Retry-After` cannot stall a destination for hours |
-/// | [`slow_down_on`](PacingBuilder::slow_down_on) | [`DEFAULT_SLOW_DOWN`](Self::DEFAULT_SLOW_DOWN): 429, 503 | the two statuses by which a server says "too much" |
-/// | [`backoff`](PacingBuilder::backoff) | [`default_backoff`](Self::default_backoff) | the probing delay, tuned for HTTP latencies, not for batch jobs |
-/// | [`max_queue`](PacingBuilder::max_queue) | [`DEFAULT_MAX_QUEUE`](Self::DEFAULT_MAX_QUEUE), 4096 per destination | a burst of thousands still queues; a flood fails fast instead of growing memory |
-/// | [`max_destinations`](PacingBuilder::max_destinations) | [`DEFAULT_MAX_DESTINATIONS`](Self::DEFAULT_MAX_DESTINATIONS), 4096 | bounded memory for a client calling any number of hosts |
-/// | [`idle_timeout`](PacingBuilder::idle_timeout) | [`DEFAULT_IDLE_TIMEOUT`](Self::DEFAULT_IDLE_TIMEOUT), 60 s | a destination not used for a minute is forgotten (its learned rate is stale by then) |
+/// | [`with_max_wait`](PacingBuilder::with_max_wait) | [`DEFAULT_MAX_WAIT`](Self::DEFAULT_MAX_WAIT), 30 s | room to drain a burst of a rate limit's typical 10 s window; past that a caller usually prefers an error it can act on |
+/// | [`with_initial_window`](PacingBuilder::with_initial_window) | [`DEFAULT_INITIAL_WINDOW`](Self::DEFAULT_INITIAL_WINDOW), 4 | a burst to an unknown server learns its limit from a few requests, not all of them |
+/// | [`with_max_cooldown`](PacingBuilder::with_max_cooldown) | [`DEFAULT_MAX_COOLDOWN`](Self::DEFAULT_MAX_COOLDOWN), 5 min | a broken or hostile `Retry-After` cannot stall a destination for hours |
+/// | [`with_slow_down_on`](PacingBuilder::with_slow_down_on) | [`DEFAULT_SLOW_DOWN`](Self::DEFAULT_SLOW_DOWN): 429, 503 | the two statuses by which a server says "too much" |
+/// | [`with_backoff`](PacingBuilder::with_backoff) | [`default_backoff`](Self::default_backoff) | the probing delay, tuned for HTTP latencies, not for batch jobs |
+/// | [`with_max_queue`](PacingBuilder::with_max_queue) | [`DEFAULT_MAX_QUEUE`](Self::DEFAULT_MAX_QUEUE), 4096 per destination | a burst of thousands still queues; a flood fails fast instead of growing memory |
+/// | [`with_max_destinations`](PacingBuilder::with_max_destinations) | [`DEFAULT_MAX_DESTINATIONS`](Self::DEFAULT_MAX_DESTINATIONS), 4096 | bounded memory for a client calling any number of hosts |
+/// | [`with_idle_timeout`](PacingBuilder::with_idle_timeout) | [`DEFAULT_IDLE_TIMEOUT`](Self::DEFAULT_IDLE_TIMEOUT), 60 s | a destination not used for a minute is forgotten (its learned rate is stale by then) |
 ///
 /// ```
 /// use std::time::Duration;
@@ -46,7 +46,7 @@ use tower_layer::Layer;
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 /// let pacing = PacingLayer::builder()
-///     .max_wait(Duration::from_secs(2))
+///     .with_max_wait(Duration::from_secs(2))
 ///     .build()?;
 /// let mut client = ServiceBuilder::new()
 ///     .layer(pacing.clone())
@@ -212,7 +212,7 @@ impl PacingLayer {
     }
 
     /// How many destinations' states are kept (at most
-    /// [`max_destinations`](PacingBuilder::max_destinations)).
+    /// [`with_max_destinations`](PacingBuilder::with_max_destinations)).
     pub fn destinations(&self) -> usize {
         self.shared.destinations()
     }
@@ -256,23 +256,23 @@ impl<S> Layer<S> for PacingLayer {
 /// use tower_backoff::backoff::ResponsiveBackOff;
 ///
 /// let pacing = PacingLayer::builder()
-///     .backoff(
+///     .with_backoff(
 ///         ResponsiveBackOff::builder()
 ///             .with_initial_interval(Duration::from_millis(50))
 ///             .with_max_interval(Duration::from_secs(2))
 ///             .build()?,
 ///     )
-///     .max_wait(Duration::from_secs(3))
-///     .max_cooldown(Duration::from_secs(60))
-///     .slow_down_on([StatusCode::TOO_MANY_REQUESTS, StatusCode::BAD_GATEWAY])
-///     .max_queue(1_000)
-///     .max_destinations(100)
-///     .idle_timeout(Duration::from_secs(30))
+///     .with_max_wait(Duration::from_secs(3))
+///     .with_max_cooldown(Duration::from_secs(60))
+///     .with_slow_down_on([StatusCode::TOO_MANY_REQUESTS, StatusCode::BAD_GATEWAY])
+///     .with_max_queue(1_000)
+///     .with_max_destinations(100)
+///     .with_idle_timeout(Duration::from_secs(30))
 ///     .build()?;
 ///
-/// let err = PacingLayer::builder().slow_down_on([StatusCode::OK]).build().unwrap_err();
+/// let err = PacingLayer::builder().with_slow_down_on([StatusCode::OK]).build().unwrap_err();
 /// assert_eq!((err.field(), err.value()), ("slow_down_on", "200"));
-/// let err = PacingLayer::builder().max_queue(0).build().unwrap_err();
+/// let err = PacingLayer::builder().with_max_queue(0).build().unwrap_err();
 /// assert_eq!((err.field(), err.value()), ("max_queue", "0"));
 /// # drop(pacing);
 /// # Ok::<(), tower_backoff::ConfigError>(())
@@ -311,7 +311,7 @@ impl PacingBuilder {
     /// answers nothing but refusals (the learned rate has nothing to go by then). Pass a
     /// clone of one you keep to watch its [`metrics`](ResponsiveBackOff::metrics).
     /// Default: [`PacingLayer::default_backoff`].
-    pub fn backoff(mut self, backoff: ResponsiveBackOff) -> Self {
+    pub fn with_backoff(mut self, backoff: ResponsiveBackOff) -> Self {
         self.backoff = Some(backoff);
         self
     }
@@ -324,7 +324,7 @@ impl PacingBuilder {
     /// its [`PacingDeadline`](crate::PacingDeadline) does). Zero never waits for a pace:
     /// every request that would have to fails fast (load shedding). Any duration is
     /// valid.
-    pub fn max_wait(mut self, max_wait: Duration) -> Self {
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
         self.settings.max_wait = max_wait;
         self
     }
@@ -332,7 +332,7 @@ impl PacingBuilder {
     /// The longest cool-down a response's `Retry-After` (or `RateLimit`) can impose;
     /// longer requests are cut to it. Zero ignores those headers: slow-down responses
     /// then only lower the destination's rate. Any duration is valid.
-    pub fn max_cooldown(mut self, max_cooldown: Duration) -> Self {
+    pub fn with_max_cooldown(mut self, max_cooldown: Duration) -> Self {
         self.settings.max_cooldown = max_cooldown;
         self
     }
@@ -343,23 +343,23 @@ impl PacingBuilder {
     /// server or long-polls hold others back about a second, never fail them), until the
     /// first refusal or [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW) requests in flight.
     /// Zero skips the slow start: destinations start open. Any value is valid.
-    pub fn initial_window(mut self, requests: u32) -> Self {
+    pub fn with_initial_window(mut self, requests: u32) -> Self {
         self.settings.initial_window = requests;
         self
     }
 
     /// The statuses that slow a destination down (replacing the default set); every other
     /// status counts as a success. Each must be a 4xx or 5xx, and the set not empty.
-    pub fn slow_down_on(mut self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
+    pub fn with_slow_down_on(mut self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
         self.slow_down = statuses.into_iter().collect();
         self
     }
 
     /// How many requests may wait for one destination; when that many wait, new ones
     /// fail at once with [`PacingError::QueueFull`](crate::PacingError::QueueFull).
-    /// At least 1 (use [`max_wait`](Self::max_wait) zero to shed every request that
+    /// At least 1 (use [`with_max_wait`](Self::with_max_wait) zero to shed every request that
     /// would wait).
-    pub fn max_queue(mut self, requests: usize) -> Self {
+    pub fn with_max_queue(mut self, requests: usize) -> Self {
         self.settings.max_queue = requests;
         self
     }
@@ -367,7 +367,7 @@ impl PacingBuilder {
     /// How many destinations' states are kept. When that many are kept, new destinations
     /// take the place of idle ones; with none idle, their requests are sent unpaced. At
     /// least 1.
-    pub fn max_destinations(mut self, destinations: usize) -> Self {
+    pub fn with_max_destinations(mut self, destinations: usize) -> Self {
         self.settings.max_destinations = destinations;
         self
     }
@@ -375,7 +375,7 @@ impl PacingBuilder {
     /// How long a destination with nothing in flight, waiting or cooling down is kept;
     /// then its learned rate is forgotten (when the next new destination arrives: an
     /// idle client does no work). Greater than zero.
-    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+    pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
         self.settings.idle_timeout = idle;
         self
     }

@@ -11,8 +11,8 @@
 //! - **Per destination.** Each destination has its own rate, queue, slow start, probing
 //!   delay and cool-down. A destination's refusals never delay or fail requests to
 //!   another; requests to different destinations take no common lock but to find their
-//!   destination. Destinations idle for [`idle_timeout`](PacingBuilder::idle_timeout) are
-//!   forgotten, and at most [`max_destinations`](PacingBuilder::max_destinations) are
+//!   destination. Destinations idle for [`with_idle_timeout`](PacingBuilder::with_idle_timeout) are
+//!   forgotten, and at most [`with_max_destinations`](PacingBuilder::with_max_destinations) are
 //!   kept, so a client calling millions of hosts does not grow without end.
 //! - **Only refusals slow a destination down.** A response whose status is a slow-down
 //!   status (429 and 503 by default) lowers its rate; successes raise it. Until a
@@ -24,7 +24,7 @@
 //!   every waiting request at once, and a waiting crowd leaves at the pace, never as a
 //!   herd. A request whose future is not polled when its turn comes is passed over after
 //!   a few milliseconds, so it never holds the others; a dropped request leaves the
-//!   queue. The queue is bounded ([`max_queue`](PacingBuilder::max_queue)): when it is
+//!   queue. The queue is bounded ([`with_max_queue`](PacingBuilder::with_max_queue)): when it is
 //!   full, a new request fails at once with [`PacingError::QueueFull`].
 //! - **Down on refusals, once per round.** A refusal lowers the rate to just under what
 //!   the server actually served since the previous refusal (×0.97) — a server that
@@ -50,7 +50,7 @@
 //!   refusal (the rate then starts from what was served) or with 64 requests in flight.
 //! - **Cool-downs.** A slow-down response with `Retry-After` (or a `RateLimit` reset,
 //!   read by [`retry_after::from_headers`](crate::retry_after::from_headers)) closes its
-//!   destination until then (capped by [`max_cooldown`](PacingBuilder::max_cooldown),
+//!   destination until then (capped by [`with_max_cooldown`](PacingBuilder::with_max_cooldown),
 //!   5 min by default) *when most of its recent answers are refusals*: an API whose
 //!   quota is spent, or that is down. One shed request among many successes does not
 //!   close a destination for everyone; it lowers the rate, and the retry layer honours
@@ -58,7 +58,7 @@
 //!   (those that cannot wait it out fail at once); when it ends, they leave at the pace,
 //!   not in a burst.
 //! - **Fail fast.** A request to a destination that refused lately never waits longer
-//!   than [`max_wait`](PacingBuilder::max_wait) (30 s by default): when the wait expected
+//!   than [`with_max_wait`](PacingBuilder::with_max_wait) (30 s by default): when the wait expected
 //!   on arrival (the cool-down, or its place in the queue at the rate, or at the ceiling
 //!   the rate is growing back to) is longer, it fails at once with
 //!   [`PacingError::WaitTooLong`], unsent; if the pace drops while it waits, it fails
@@ -100,7 +100,7 @@
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-//! let pacing = PacingLayer::builder().max_wait(Duration::from_secs(1)).build()?;
+//! let pacing = PacingLayer::builder().with_max_wait(Duration::from_secs(1)).build()?;
 //! let mut calls = 0;
 //! let server = tower::service_fn(move |_: http::Request<String>| {
 //!     calls += 1;

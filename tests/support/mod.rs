@@ -1,5 +1,8 @@
 #![allow(dead_code)]
 
+pub mod backoffs;
 pub mod echo;
 pub mod pacing;
+pub mod scripted;
+pub mod time;
 pub mod upstream;

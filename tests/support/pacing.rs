@@ -104,7 +104,7 @@ pub fn backoff(threshold: u32) -> ResponsiveBackOff {
 
 pub fn layer(threshold: u32) -> PacingLayer {
     PacingLayer::builder()
-        .backoff(backoff(threshold))
+        .with_backoff(backoff(threshold))
         .build()
         .unwrap()
 }

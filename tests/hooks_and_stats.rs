@@ -1,0 +1,198 @@
+//! What `RetryLayer` tells about its retries: the `on_retry` hook, the `RetryStats` of the
+//! final response, and one tracing event per retry.
+
+mod support;
+
+use http::StatusCode;
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::scripted::Reply::*;
+use support::scripted::{attempts_layer, get, layer, post, run, stats};
+use support::time::{MS, SEC};
+use tower_backoff::{RetryEvent, RetryReason, RetryStats};
+
+// ---- hook and stats ----
+
+#[tokio::test(start_paused = true)]
+async fn the_hook_sees_every_retry() {
+    type Seen = (
+        u32,
+        Duration,
+        RetryReason,
+        Option<StatusCode>,
+        Option<Duration>,
+        String,
+    );
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let sink = seen.clone();
+    let hooked = attempts_layer(5).on_retry(move |e: &RetryEvent<'_>| {
+        sink.lock().unwrap().push((
+            e.attempt(),
+            e.delay(),
+            e.reason(),
+            e.status(),
+            e.retry_after(),
+            format!("{} {} {}", e.method(), e.uri(), e.error().is_some()),
+        ));
+    });
+    let (res, _) = run(
+        hooked,
+        post(),
+        &[
+            WithHeader(429, "retry-after", b"2"),
+            Error(io::ErrorKind::ConnectionRefused),
+            Status(429),
+        ],
+    )
+    .await;
+    assert_eq!(res.unwrap().status(), 200);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            (
+                1,
+                2 * SEC,
+                RetryReason::Status(StatusCode::TOO_MANY_REQUESTS),
+                Some(StatusCode::TOO_MANY_REQUESTS),
+                Some(2 * SEC),
+                "POST / false".to_owned()
+            ),
+            (
+                2,
+                200 * MS,
+                RetryReason::Connect,
+                None,
+                None,
+                "POST / true".to_owned()
+            ),
+            (
+                3,
+                300 * MS,
+                RetryReason::Status(StatusCode::TOO_MANY_REQUESTS),
+                Some(StatusCode::TOO_MANY_REQUESTS),
+                None,
+                "POST / false".to_owned()
+            ),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_stats_the_response_carries_no_extension_but_retries_the_same() {
+    let (res, arrivals) = run(layer().without_stats(), get(), &[Status(503)]).await;
+    let res = res.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(arrivals, [Duration::ZERO, 100 * MS]);
+    assert!(res.extensions().get::<RetryStats>().is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_final_response_carries_attempts_and_time_waited() {
+    let (res, _) = run(layer(), get(), &[]).await;
+    assert_eq!(
+        stats(&res.unwrap()),
+        RetryStats {
+            attempts: 1,
+            waited: Duration::ZERO,
+            gave_up: None,
+        }
+    );
+    let (res, _) = run(
+        layer(),
+        get(),
+        &[WithHeader(503, "retry-after", b"1"), Slow(SEC, 502)],
+    )
+    .await;
+    // Time inside attempts is not "waited".
+    assert_eq!(
+        stats(&res.unwrap()),
+        RetryStats {
+            attempts: 3,
+            waited: SEC + 200 * MS,
+            gave_up: None,
+        }
+    );
+}
+
+// ---- tracing ----
+
+thread_local! {
+    /// The events seen on this thread while capturing.
+    static CAPTURED: std::cell::RefCell<Option<Vec<String>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A global subscriber recording each event's fields as `name=value` text, on the threads
+/// that asked for it (a global one, so no other test's callsite caching can hide events).
+struct Capture;
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0 += &format!("{}={:?} ", field.name(), value);
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut fields = Fields(String::new());
+        event.record(&mut fields);
+        CAPTURED.with(|c| {
+            if let Some(events) = c.borrow_mut().as_mut() {
+                events.push(fields.0);
+            }
+        });
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_retry_is_a_tracing_event_with_attempt_delay_reason_and_status() {
+    // Only this test installs a global subscriber.
+    tracing::subscriber::set_global_default(Capture).unwrap();
+    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
+    let (res, _) = run(
+        layer(),
+        get(),
+        &[
+            WithHeader(429, "retry-after", b"2"),
+            Error(io::ErrorKind::ConnectionRefused),
+        ],
+    )
+    .await;
+    assert_eq!(res.unwrap().status(), 200);
+    let events = CAPTURED.with(|c| c.borrow_mut().take().unwrap());
+    let retries: Vec<&String> = events
+        .iter()
+        .filter(|e| e.contains("retrying request"))
+        .collect();
+    assert_eq!(retries.len(), 2, "{events:?}");
+    assert!(
+        retries[0].contains(
+            "http.request.resend_count=1 http.request.method=GET server.address=\"\" \
+             http.response.status_code=429 delay=2s reason=status 429"
+        ),
+        "{}",
+        retries[0]
+    );
+    assert!(
+        retries[1].contains("http.request.resend_count=2 http.request.method=GET"),
+        "{}",
+        retries[1]
+    );
+    assert!(
+        retries[1].contains("delay=200ms reason=connect error"),
+        "{}",
+        retries[1]
+    );
+}
