@@ -66,14 +66,22 @@ use tokio::time::{Instant, Sleep};
 /// ```
 pub struct RetryPolicy<B> {
     template: Arc<Template<B>>,
-    /// This request's backoff: a copy of the template's, made at its first retry.
-    backoff: Option<B>,
+    /// What only a retried request needs (its backoff, its random stream), made at its
+    /// first retry: boxed, so that the response future of a request that succeeds at once
+    /// stays small and allocates nothing for it.
+    retry: Option<Box<Retrying<B>>>,
     /// The request's own settings or its route's; `None`: the layer's.
     settings: Option<RetrySettings>,
     start: Instant,
     attempts: u32,
     waited: Duration,
     retrying: bool,
+}
+
+/// The state of a request that is being retried.
+struct Retrying<B> {
+    /// A copy of the template's backoff, reset.
+    backoff: B,
     /// Drawn from the layer's generator at the first spread delay of the request.
     jitter: Option<Jitter>,
 }
@@ -89,13 +97,12 @@ impl<B> Clone for RetryPolicy<B> {
     fn clone(&self) -> Self {
         Self {
             template: Arc::clone(&self.template),
-            backoff: None,
+            retry: None,
             settings: None,
             start: self.start,
             attempts: 0,
             waited: Duration::ZERO,
             retrying: false,
-            jitter: None,
         }
     }
 }
@@ -114,9 +121,9 @@ impl<B> RetryPolicy<B> {
         let shared = Arc::unwrap_or_clone(shared);
         Self {
             template: Arc::new(Template { backoff, shared }),
-            backoff: None,
+            retry: None,
             settings: None,
-            jitter: None,
+
             start: Instant::now(),
             attempts: 0,
             waited: Duration::ZERO,
@@ -280,20 +287,23 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         // The first retry of this request gets its backoff, fresh. (Not the first attempt,
         // so a request that succeeds at once does not pay for it.)
         let template = &self.template;
-        let backoff = self.backoff.get_or_insert_with(|| {
+        let retrying = &mut **self.retry.get_or_insert_with(|| {
             let mut backoff = template.backoff.clone();
             backoff.reset();
-            backoff
+            Box::new(Retrying {
+                backoff,
+                jitter: None,
+            })
         });
         let elapsed = Instant::now().saturating_duration_since(self.start);
         let time_left = limits.max_elapsed().saturating_sub(elapsed);
         let server = outcome.server_delay();
         let delay = delay::plan(
-            backoff,
+            &mut retrying.backoff,
             server,
             settings,
             &mut delay::Draw {
-                own: &mut self.jitter,
+                own: &mut retrying.jitter,
                 layer: &self.template.shared.jitter,
             },
             time_left,
