@@ -479,7 +479,7 @@ enum Variant {
     NoRetry,
     Naive,
     Budget,
-    BudgetShortTtl,
+    BudgetFinagle,
     BudgetThrottle,
     BudgetPacing,
     BudgetPacingFine,
@@ -494,8 +494,8 @@ impl Variant {
         match self {
             Variant::NoRetry => "no retry",
             Variant::Naive => "naive retry (3 attempts, no budget)",
-            Variant::Budget => "RetryLayer default (3 attempts, budget 10 s / 10/s / 20 %)",
-            Variant::BudgetShortTtl => "RetryLayer, budget ttl 2 s",
+            Variant::Budget => "RetryLayer default (3 attempts, budget 1 s / 10/s / 10 %)",
+            Variant::BudgetFinagle => "RetryLayer, Finagle's budget (10 s / 10/s / 20 %)",
             Variant::BudgetThrottle => "RetryLayer default + RetryThrottle (10 tokens, 0.1)",
             Variant::BudgetPacing => "RetryLayer default + PacingLayer::new() inside",
             Variant::BudgetPacingFine => "RetryLayer default + PacingLayer, initial interval 1 ms",
@@ -514,7 +514,7 @@ const VARIANTS: [Variant; 7] = [
     Variant::NoRetry,
     Variant::Naive,
     Variant::Budget,
-    Variant::BudgetShortTtl,
+    Variant::BudgetFinagle,
     Variant::BudgetThrottle,
     Variant::BudgetPacing,
     Variant::BudgetPacingFine,
@@ -563,10 +563,10 @@ where
             server,
         ),
         Variant::Budget => layered(RetryLayer::new(backoff).with_settings(three), server),
-        Variant::BudgetShortTtl => layered(
+        Variant::BudgetFinagle => layered(
             RetryLayer::new(backoff)
                 .with_settings(three)
-                .with_retry_budget(RetryBudget::new(2 * SEC, 10, 0.2).unwrap()),
+                .with_retry_budget(RetryBudget::new(10 * SEC, 10, 0.2).unwrap()),
             server,
         ),
         Variant::BudgetThrottle => layered(

@@ -80,18 +80,18 @@ async fn ratio_is_exact_where_floats_are_not() {
 
 #[tokio::test(start_paused = true)]
 async fn default_budget_has_the_documented_values() {
-    assert_eq!(RetryBudget::DEFAULT_TTL, secs(10));
+    assert_eq!(RetryBudget::DEFAULT_TTL, secs(1));
     assert_eq!(RetryBudget::DEFAULT_MIN_PER_SEC, 10);
-    assert_eq!(RetryBudget::DEFAULT_RETRY_RATIO, 0.2);
+    assert_eq!(RetryBudget::DEFAULT_RETRY_RATIO, 0.1);
     let budget = RetryBudget::default();
-    assert_eq!(budget.ttl(), secs(10));
+    assert_eq!(budget.ttl(), secs(1));
     assert_eq!(budget.min_per_sec(), 10);
-    assert_eq!(budget.retry_ratio(), 0.2);
-    assert_eq!(budget.available(), 100);
+    assert_eq!(budget.retry_ratio(), 0.1);
+    assert_eq!(budget.available(), 10);
     for _ in 0..1000 {
         budget.deposit();
     }
-    assert_eq!(budget.available(), 300);
+    assert_eq!(budget.available(), 110);
 }
 
 #[tokio::test(start_paused = true)]

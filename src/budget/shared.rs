@@ -87,7 +87,7 @@ const FAST_PATH_LIMIT: u32 = 1 << 31;
 /// turns into an outage that sustains itself.
 ///
 /// A budget caps the *extra* load instead: retries can add at most `retry_ratio` of the
-/// healthy traffic (20 % by default) plus the small floor, however many requests fail. Scattered failures are
+/// healthy traffic (10 % by default) plus the small floor, however many requests fail. Scattered failures are
 /// still retried almost always, because they cost little of the budget; during an outage
 /// the budget runs dry within seconds and the clients send barely more than their normal
 /// load, giving the server room to recover. Keep a per-request limit too: the budget
@@ -97,19 +97,25 @@ const FAST_PATH_LIMIT: u32 = 1 << 31;
 ///
 /// # Defaults
 ///
-/// [`RetryBudget::default()`] uses Finagle's defaults, whose budget design this follows
-/// (gRPC's retry throttling works on the same principle):
-/// [`DEFAULT_TTL`](RetryBudget::DEFAULT_TTL) 10 s,
+/// [`RetryBudget::default()`]:
+/// [`DEFAULT_TTL`](RetryBudget::DEFAULT_TTL) 1 s,
 /// [`DEFAULT_MIN_PER_SEC`](RetryBudget::DEFAULT_MIN_PER_SEC) 10,
-/// [`DEFAULT_RETRY_RATIO`](RetryBudget::DEFAULT_RETRY_RATIO) 0.2.
+/// [`DEFAULT_RETRY_RATIO`](RetryBudget::DEFAULT_RETRY_RATIO) 0.1.
+///
+/// The design follows Finagle's budget (gRPC's retry throttling works on the same
+/// principle), but not its defaults of 10 s and 20 %: a window holds the allowance earned
+/// before an outage, and spends it in the outage's first seconds. With 10 s and 20 %, a
+/// 3 s outage at 250 requests per second gets 1.86 attempts per request; with 1 s and 10 %,
+/// 1.14 (see `docs/BENCHMARKS.md`). Pass Finagle's values to [`RetryBudget::new`] to
+/// have them.
 ///
 /// # How the retry layer uses it
 ///
 /// The retry layer shares one budget between every request of the layer. It deposits once
 /// per logical request, when the request starts (retries never fund further retries),
 /// and withdraws before each retry, giving up on the request when the withdrawal is
-/// refused — except for a retry a rate limiter scheduled (a 429 with a `Retry-After`
-/// above zero): that server is up and said when it takes the request again, so the retry
+/// refused — except for a retry a rate limiter scheduled (a 429 with a `Retry-After`,
+/// even `0`): that server is up and said when it takes the request again, so the retry
 /// is not the extra load on a failing server that the budget guards against.
 ///
 /// # Example
@@ -158,20 +164,21 @@ struct Inner {
 }
 
 impl RetryBudget {
-    /// How long a request or a retry counts in the budget: 10 s. Long enough to smooth out
-    /// bursts so the ratio applies to the traffic rate, short enough that the budget
-    /// follows a change of traffic within seconds.
-    pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+    /// How long a request or a retry counts in the budget: 1 s. Long enough to smooth out
+    /// a burst of failures over ten slots, short enough that an outage cannot spend the
+    /// allowance of the healthy seconds before it.
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(1);
 
     /// Retries allowed per second regardless of traffic: 10. Lets a quiet client retry its
     /// occasional failure, while 10 extra requests per second and per client is a load no
     /// server notices.
     pub const DEFAULT_MIN_PER_SEC: u32 = 10;
 
-    /// Retries allowed per request: 0.2. Retries add at most 20 % to the load of a failing
-    /// server, within the usual capacity headroom, yet a scattered failure rate up to 1 in
-    /// 5 is still retried in full.
-    pub const DEFAULT_RETRY_RATIO: f64 = 0.2;
+    /// Retries allowed per request: 0.1. With the floor, retries add at most about 15 % to
+    /// the load of a failing server at a few hundred requests per second, within the
+    /// usual capacity headroom, yet a scattered failure rate up to 1 in 10 (and any
+    /// failure rate of a client sending under 100 requests per second) is retried in full.
+    pub const DEFAULT_RETRY_RATIO: f64 = 0.1;
 
     /// The shortest window accepted: 1 s (as Finagle). The floor is a rate per second.
     pub const MIN_TTL: Duration = Duration::from_secs(1);

@@ -103,11 +103,13 @@ impl Classify for HttpClassifier {
             outcome = outcome.with_resend(Resend::AnyMethod);
         }
         match retry_after::from_headers(res.headers(), attempt.wall_clock()) {
-            // No delay, or "0": servers that round down say 0 for "under a second"
-            // (tower_governor does), and retrying at once would be refused again. The
-            // backoff decides.
             None => outcome,
-            Some(after) if after.is_zero() => outcome,
+            // "0": servers that round down say 0 for "under a second" (tower_governor
+            // does), and retrying at once would be refused again. The backoff decides
+            // (a floor of zero), but the server did schedule the retry.
+            Some(after) if after.is_zero() => {
+                outcome.with_server_delay(ServerDelay::AtLeast(after))
+            }
             // The server said when: trust it, for the statuses whose header means that.
             Some(after)
                 if matches!(

@@ -72,18 +72,17 @@ pub(crate) fn throttle_open(throttle: Option<&RetryThrottle>) -> Result<(), Give
 }
 
 /// The client's shared retry budget, if any, pays for the retry — unless the server
-/// scheduled it: a 429 with a `Retry-After` comes from a server that is up and says when it
-/// will take the request again, so the retry is not extra load on a failing server, which
-/// is what the budget guards against. (Outages answer 503s, resets and refused
-/// connections: those retries always pay.)
+/// scheduled it: a 429 with a `Retry-After` (even `0`, which rate limiters that round down
+/// send) comes from a server that is up and says when it will take the request again, so
+/// the retry is not extra load on a failing server, which is what the budget guards
+/// against. (Outages answer 503s, resets and refused connections: those retries always
+/// pay.)
 pub(crate) fn budget_withdraw(
     budget: Option<&RetryBudget>,
     outcome: &Outcome,
 ) -> Result<(), GiveUp> {
     let scheduled = outcome.reason() == Some(RetryReason::Status(StatusCode::TOO_MANY_REQUESTS))
-        && outcome
-            .server_delay()
-            .is_some_and(|delay| !delay.duration().is_zero());
+        && outcome.server_delay().is_some();
     match budget {
         Some(budget) if !scheduled && !budget.withdraw() => Err(GiveUp::RetryBudget),
         _ => Ok(()),
@@ -176,14 +175,11 @@ mod tests {
         let too_many = Outcome::retry(RetryReason::Status(StatusCode::TOO_MANY_REQUESTS));
         let scheduled = too_many.with_server_delay(ServerDelay::Exactly(SEC));
         assert_eq!(budget_withdraw(Some(&spent), &scheduled), Ok(()));
-        // Without a delay, or with "0", the server scheduled nothing.
+        // "Retry-After: 0" (a floor of zero) is scheduled too; no Retry-After is not.
+        let now = too_many.with_server_delay(ServerDelay::AtLeast(Duration::ZERO));
+        assert_eq!(budget_withdraw(Some(&spent), &now), Ok(()));
         assert_eq!(
             budget_withdraw(Some(&spent), &too_many),
-            Err(GiveUp::RetryBudget)
-        );
-        let now = too_many.with_server_delay(ServerDelay::Exactly(Duration::ZERO));
-        assert_eq!(
-            budget_withdraw(Some(&spent), &now),
             Err(GiveUp::RetryBudget)
         );
         // A 503 with Retry-After (an outage page, say) still pays.
