@@ -95,6 +95,11 @@ const RATE_LIMIT_RESET: &str = "ratelimit-reset";
 /// The remaining-quota field of drafts up to 06.
 const RATE_LIMIT_REMAINING: &str = "ratelimit-remaining";
 
+/// The de facto remaining-quota field (GitHub's, and many APIs' before the drafts).
+const X_RATE_LIMIT_REMAINING: &str = "x-ratelimit-remaining";
+/// The de facto reset field that goes with it: seconds, or a Unix timestamp.
+const X_RATE_LIMIT_RESET: &str = "x-ratelimit-reset";
+
 /// A `RateLimit-Reset` above this many seconds is a Unix timestamp, not a delay.
 ///
 /// 10⁹ s is 31.7 years as a delay — no server means that — and 2001-09-09 as a timestamp,
@@ -162,7 +167,13 @@ fn legacy_reset(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     {
         return None;
     }
-    let reset = delay_seconds(trim_ows(headers.get(RATE_LIMIT_RESET)?.as_bytes()))?;
+    reset_in(headers.get(RATE_LIMIT_RESET)?, now)
+}
+
+/// A reset field's value: seconds from now, or past [`RESET_TIMESTAMP_THRESHOLD`] a Unix
+/// timestamp.
+fn reset_in(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
+    let reset = delay_seconds(trim_ows(value.as_bytes()))?;
     if reset.as_secs() <= RESET_TIMESTAMP_THRESHOLD {
         return Some(reset);
     }
@@ -172,7 +183,90 @@ fn legacy_reset(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     })
 }
 
+/// What a response says of the quota its sender still grants: how many requests, and
+/// when that count resets (if it says).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QuotaLeft {
+    pub(crate) remaining: u64,
+    pub(crate) reset: Option<Duration>,
+}
+
+/// The quota a response reports, from the first of these that has a remaining count: the
+/// `RateLimit` field (drafts 08 and later; its tightest quota), `RateLimit-Remaining` with
+/// `RateLimit-Reset` (older drafts), `X-RateLimit-Remaining` with `X-RateLimit-Reset`
+/// (GitHub's and many others'). A reset above 10⁹ is a Unix timestamp, as for
+/// `RateLimit-Reset`.
+pub(crate) fn quota(headers: &HeaderMap, now: SystemTime) -> Option<QuotaLeft> {
+    if let Some((remaining, reset)) = rate_limit::tightest(headers.get_all(RATE_LIMIT)) {
+        return Some(QuotaLeft { remaining, reset });
+    }
+    [
+        (RATE_LIMIT_REMAINING, RATE_LIMIT_RESET),
+        (X_RATE_LIMIT_REMAINING, X_RATE_LIMIT_RESET),
+    ]
+    .into_iter()
+    .find_map(|(remaining, reset)| {
+        let remaining = header::digits(trim_ows(headers.get(remaining)?.as_bytes()))?;
+        let reset = headers.get(reset).and_then(|value| reset_in(value, now));
+        Some(QuotaLeft { remaining, reset })
+    })
+}
+
 /// `1*DIGIT` as whole seconds, saturating at `u64::MAX` seconds; `None` if not all digits.
 fn delay_seconds(bytes: &[u8]) -> Option<Duration> {
     header::digits(bytes).map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(fields: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in fields {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn quota_from_each_convention_first_one_wins() {
+        let now = UNIX_EPOCH + Duration::from_secs(2_000_000_000);
+        let secs = Duration::from_secs;
+        let left = |remaining, reset| Some(QuotaLeft { remaining, reset });
+        // express-rate-limit's draft-8 field, on a success.
+        let express = headers(&[("ratelimit", r#""50-in-1sec"; r=49; t=1"#)]);
+        assert_eq!(quota(&express, now), left(49, Some(secs(1))));
+        // Older drafts, the reset in seconds.
+        let drafts = headers(&[("ratelimit-remaining", "0"), ("ratelimit-reset", "30")]);
+        assert_eq!(quota(&drafts, now), left(0, Some(secs(30))));
+        // GitHub's: the reset as a Unix timestamp.
+        let github = headers(&[
+            ("x-ratelimit-remaining", " 4999 "),
+            ("x-ratelimit-reset", "2000000060"),
+        ]);
+        assert_eq!(quota(&github, now), left(4999, Some(secs(60))));
+        // tower_governor's: a remaining count, no reset.
+        let governor = headers(&[("x-ratelimit-remaining", "0")]);
+        assert_eq!(quota(&governor, now), left(0, None));
+        // The newest convention wins over the older ones.
+        let both = headers(&[
+            ("ratelimit", r#"a;r=3;t=2"#),
+            ("x-ratelimit-remaining", "0"),
+        ]);
+        assert_eq!(quota(&both, now), left(3, Some(secs(2))));
+        // Nothing usable: no quota.
+        for fields in [
+            &[][..],
+            &[("x-ratelimit-remaining", "-1")],
+            &[
+                ("x-ratelimit-remaining", "many"),
+                ("x-ratelimit-reset", "1"),
+            ],
+            &[("x-ratelimit-reset", "1")],
+            &[("ratelimit", "a;t=1")],
+        ] {
+            assert_eq!(quota(&headers(fields), now), None, "{fields:?}");
+        }
+    }
 }

@@ -6,6 +6,7 @@ use super::cooldown::Cooldown;
 use super::error::PacingError;
 use super::key::Key;
 use super::queue::{Queue, Watch};
+use super::quota::Quota;
 use super::rate::{Mode, Rate};
 use super::settings::Settings;
 use super::window::Window;
@@ -14,7 +15,7 @@ use crate::metrics::DestinationLabel;
 use http::{HeaderMap, StatusCode};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 /// One destination's pacing.
@@ -32,14 +33,25 @@ struct State {
     window: Window,
     queue: Queue,
     cooldown: Cooldown,
+    quota: Quota,
     /// The last request or response: an idle destination is forgotten after a while.
     last_active: Instant,
 }
 
 impl State {
-    /// Whether the destination refused lately: its pace or cool-down then limit waits.
+    /// Whether the destination refused lately (or said its quota is spent): its pace,
+    /// cool-down or quota reset then limit waits.
     fn is_throttled(&mut self, now: Instant) -> bool {
-        self.rate.is_throttled() || self.cooldown.until(now).is_some()
+        self.rate.is_throttled()
+            || self.cooldown.until(now).is_some()
+            || self.quota.spent_until(now).is_some()
+    }
+
+    /// Until when the destination is closed: a cool-down, or a spent quota.
+    fn closed_until(&mut self, now: Instant) -> Option<Instant> {
+        let cooldown = self.cooldown.until(now);
+        let quota = self.quota.spent_until(now);
+        cooldown.max(quota)
     }
 }
 
@@ -115,14 +127,29 @@ pub(crate) enum Turn {
 pub(crate) struct Grant {
     destination: Arc<Destination>,
     round: u64,
+    /// Its number among the destination's sends.
+    number: u64,
 }
 
 impl Grant {
     /// Learns from the response to this request, sent at `sent`.
     pub(crate) fn record(&self, sent: Instant, status: StatusCode, headers: &HeaderMap) {
+        let sent = Sent {
+            round: self.round,
+            number: self.number,
+            at: sent,
+        };
         self.destination
-            .record(self.round, sent, status, headers, Instant::now());
+            .record(sent, status, headers, Instant::now());
     }
+}
+
+/// When and in which round a request was sent.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    round: u64,
+    number: u64,
+    at: Instant,
 }
 
 impl Drop for Grant {
@@ -170,6 +197,7 @@ impl Destination {
                 window,
                 queue: Queue::default(),
                 cooldown: Cooldown::default(),
+                quota: Quota::default(),
                 last_active: now,
             }),
         }
@@ -186,7 +214,7 @@ impl Destination {
         s.last_active = now;
         let max_wait = limits.end.saturating_duration_since(now);
         let mut wait = s.rate.expected_wait(s.queue.len(), now);
-        if let Some(until) = s.cooldown.until(now) {
+        if let Some(until) = s.closed_until(now) {
             wait = wait.max(until - now);
         }
         if wait > max_wait {
@@ -215,7 +243,7 @@ impl Destination {
 
     /// Sends now if the destination lets a request go, else says when it may.
     fn try_go(self: &Arc<Self>, s: &mut State, now: Instant) -> Result<Grant, Instant> {
-        if let Some(until) = s.cooldown.until(now) {
+        if let Some(until) = s.closed_until(now) {
             return Err(until);
         }
         match s.rate.mode() {
@@ -240,6 +268,7 @@ impl Destination {
         Ok(Grant {
             destination: Arc::clone(self),
             round: s.rate.round(),
+            number: s.quota.sent(),
         })
     }
 
@@ -260,8 +289,8 @@ impl Destination {
         if limits.deadline.is_some_and(|deadline| now > deadline) {
             return fail(&mut s, limits.too_long(Duration::ZERO, now));
         }
-        // A cool-down that started while the request waited applies to it.
-        if let Some(until) = s.cooldown.until(now)
+        // A cool-down (or spent quota) that started while the request waited applies to it.
+        if let Some(until) = s.closed_until(now)
             && until > limits.end
         {
             return fail(&mut s, limits.too_long(until - now, now));
@@ -337,20 +366,17 @@ impl Destination {
         }
     }
 
-    /// Learns from the response to a request sent at `sent` during `round`.
-    fn record(
-        &self,
-        round: u64,
-        sent: Instant,
-        status: StatusCode,
-        headers: &HeaderMap,
-        now: Instant,
-    ) {
+    /// Learns from the response to a request `sent`.
+    fn record(&self, sent: Sent, status: StatusCode, headers: &HeaderMap, now: Instant) {
         let refused = self.settings.slow_down.contains(status);
         let mut s = self.lock();
         s.last_active = now;
-        s.rate.responded(sent, now);
-        if refused && round != s.rate.round() {
+        s.rate.responded(sent.at, now);
+        if let Some(left) = crate::retry_after::quota(headers, SystemTime::now()) {
+            s.quota
+                .learn(sent.number, left, self.settings.max_cooldown, now);
+        }
+        if refused && sent.round != s.rate.round() {
             // The refusal of a request sent at the old pace: the pace already went down
             // for it (TCP, likewise, backs off once per round trip).
             return;
@@ -376,14 +402,16 @@ impl Destination {
                 s.queue.wake_head(now);
             }
         } else {
-            if s.rate.mode() == Mode::Start {
+            // A destination that reports no room left is not sent more at once, or faster.
+            let grow = !s.quota.is_full();
+            if s.rate.mode() == Mode::Start && grow {
                 s.window.grow();
                 if s.window.limit().is_none() {
                     s.rate.open();
                 }
             }
             let idle = s.queue.is_empty();
-            s.rate.succeeded(idle, now);
+            s.rate.succeeded(idle, grow, now);
             // The first in line may go sooner at the new pace (or the window has room).
             s.queue.wake_head(now);
         }
@@ -416,7 +444,7 @@ impl Destination {
         let mut s = self.lock();
         s.window.in_flight() == 0
             && s.queue.is_empty()
-            && s.cooldown.until(now).is_none()
+            && s.closed_until(now).is_none()
             && later(s.last_active, idle) <= now
     }
 }

@@ -57,9 +57,17 @@
 //!   the header for that request. A cool-down also holds the requests already waiting
 //!   (those that cannot wait it out fail at once); when it ends, they leave at the pace,
 //!   not in a burst.
-//! - **Fail fast.** A request to a destination that refused lately never waits longer
+//! - **Quotas the server reports.** A response that says how many requests its sender
+//!   still grants (the `RateLimit` field of the IETF drafts, `RateLimit-Remaining`, or
+//!   `X-RateLimit-Remaining`) is believed: once the requests sent since use that room up,
+//!   the destination holds its requests until the reset the response gave (capped by
+//!   [`with_max_cooldown`](PacingBuilder::with_max_cooldown)), instead of sending what
+//!   it has said it will refuse; and while it reports no room left, it is neither sent
+//!   more at once nor faster. Without a reset time nothing is held on that account.
+//! - **Fail fast.** A request to a destination that refused lately (or said its quota
+//!   is spent) never waits longer
 //!   than [`with_max_wait`](PacingBuilder::with_max_wait) (30 s by default): when the wait expected
-//!   on arrival (the cool-down, or its place in the queue at the rate, or at the ceiling
+//!   on arrival (the cool-down or quota reset, or its place in the queue at the rate, or at the ceiling
 //!   the rate is growing back to) is longer, it fails at once with
 //!   [`PacingError::WaitTooLong`], unsent; if the pace drops while it waits, it fails
 //!   when its max wait runs out. No request is ever sent after its own
@@ -137,6 +145,7 @@ mod key;
 mod layer;
 mod meter;
 mod queue;
+mod quota;
 mod rate;
 mod service;
 mod settings;

@@ -167,8 +167,9 @@ impl Rate {
         self.responses.add(now);
     }
 
-    /// A success; `idle` when no request waits (pacing may then stop).
-    pub(crate) fn succeeded(&mut self, idle: bool, now: Instant) {
+    /// A success; `idle` when no request waits (pacing may then stop); `grow` unless the
+    /// destination reported no room for more.
+    pub(crate) fn succeeded(&mut self, idle: bool, grow: bool, now: Instant) {
         if !self.backoff.current().is_zero() {
             self.backoff.on_success();
         }
@@ -214,6 +215,8 @@ impl Rate {
                     }
                     _ => FAST_GAIN,
                 };
+                // A destination that reports no room left is not pushed faster.
+                let gain = if grow { gain } else { 0.0 };
                 self.mode = Mode::Paced { rate: rate + gain };
             }
         }

@@ -24,6 +24,27 @@ pub(super) fn reset(lines: GetAll<'_, HeaderValue>) -> Option<Duration> {
     longest.map(Duration::from_secs)
 }
 
+/// The quota with the fewest units left (`r`), and its reset (`t`; the longest among those
+/// tied), over every line of the field: what bounds the next requests.
+///
+/// `None` when no member has an `r`, when the field is absent, or when any line is not a
+/// valid Structured Field List.
+pub(super) fn tightest(lines: GetAll<'_, HeaderValue>) -> Option<(u64, Option<Duration>)> {
+    let mut tightest: Option<(u64, Option<u64>)> = None;
+    for line in lines {
+        let mut parser = Parser::new(line.as_bytes());
+        parser.list(|member| {
+            let Some(r) = member.remaining else { return };
+            tightest = match tightest {
+                Some((left, _)) if r > left => tightest,
+                Some((left, reset)) if r == left => Some((left, reset.max(member.reset))),
+                _ => Some((r, member.reset)),
+            };
+        })?;
+    }
+    tightest.map(|(left, reset)| (left, reset.map(Duration::from_secs)))
+}
+
 /// The parameters of one list member that matter here; negative values are dropped.
 #[derive(Default)]
 struct Member {
@@ -336,6 +357,36 @@ mod tests {
             list(r#"a;n=%"caf%c3%a9";d=@1700000000;r=0;t=9"#),
             Some(vec![(Some(0), Some(9))])
         );
+    }
+
+    fn tightest_of(lines: &[&str]) -> Option<(u64, Option<Duration>)> {
+        let mut headers = http::HeaderMap::new();
+        for line in lines {
+            headers.append("ratelimit", HeaderValue::from_str(line).unwrap());
+        }
+        tightest(headers.get_all("ratelimit"))
+    }
+
+    #[test]
+    fn the_tightest_quota_bounds_the_next_requests() {
+        let secs = Duration::from_secs;
+        assert_eq!(
+            tightest_of(&[r#""burst";r=3;t=1, "day";r=100;t=3600"#]),
+            Some((3, Some(secs(1))))
+        );
+        // Ties keep the longest reset; lines are one list.
+        assert_eq!(
+            tightest_of(&[r#""burst";r=0;t=1"#, r#""day";r=0;t=60, "x";t=5"#]),
+            Some((0, Some(secs(60))))
+        );
+        assert_eq!(tightest_of(&["a;r=7"]), Some((7, None)));
+        assert_eq!(tightest_of(&["a;t=7"]), None);
+        assert_eq!(
+            tightest_of(&["a;r=0", "b;r=1;t=1,"]),
+            None,
+            "one bad line voids all"
+        );
+        assert_eq!(tightest_of(&[]), None);
     }
 
     #[test]

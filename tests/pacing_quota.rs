@@ -1,0 +1,171 @@
+//! A destination that reports its quota (`RateLimit`, `X-RateLimit-Remaining`) is not sent
+//! what it has already said it will refuse.
+
+mod support;
+
+use http::{Request, Response, StatusCode};
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use support::pacing::*;
+use tokio::time::Instant;
+use tower::{Layer, Service, ServiceBuilder, ServiceExt};
+use tower_backoff::{ExponentialBackOff, PacingError, PacingLayer, RetryLayer};
+
+/// What the limiter saw: answers by status.
+#[derive(Clone, Default)]
+struct Seen {
+    ok: Arc<AtomicUsize>,
+    refused: Arc<AtomicUsize>,
+}
+
+/// A fixed-window limiter as express-rate-limit runs one: `limit` requests per window of
+/// 1 s, opened by the first request after the previous one ended, every answer carrying
+/// `RateLimit: "w";r=<left>;t=<seconds to the window's end, rounded up>`; a refusal is a
+/// 429 with `Retry-After`. Answers after 1 ms.
+fn fixed_window(
+    limit: usize,
+    seen: &Seen,
+) -> impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future: Send>
++ Clone
++ Send
++ 'static {
+    let window: Arc<Mutex<Option<(Instant, usize)>>> = Arc::default();
+    let seen = seen.clone();
+    tower::service_fn(move |_: Request<()>| {
+        let (window, seen) = (window.clone(), seen.clone());
+        async move {
+            tokio::time::sleep(ms(1)).await;
+            let now = Instant::now();
+            let mut window = window.lock().unwrap();
+            let (start, hits) = match *window {
+                Some((start, hits)) if now < start + secs(1) => (start, hits + 1),
+                _ => (now, 1),
+            };
+            *window = Some((start, hits));
+            let reset = (start + secs(1) - now).as_secs_f64().ceil() as u64;
+            let left = limit.saturating_sub(hits);
+            let response = if hits <= limit {
+                seen.ok.fetch_add(1, Ordering::SeqCst);
+                Response::builder().status(200)
+            } else {
+                seen.refused.fetch_add(1, Ordering::SeqCst);
+                Response::builder()
+                    .status(429)
+                    .header("retry-after", reset.to_string())
+            };
+            let response = response.header("ratelimit", format!("\"w\";r={left};t={reset}"));
+            Ok(response.body(()).unwrap())
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reported_quota_is_never_overrun_by_a_burst() {
+    let seen = Seen::default();
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(ExponentialBackOff::default()))
+        .layer(PacingLayer::new())
+        .service(fixed_window(50, &seen));
+    let start = Instant::now();
+    // 150 GETs, 20 at a time.
+    let next = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..20)
+        .map(|_| {
+            let (client, next) = (client.clone(), next.clone());
+            tokio::spawn(async move {
+                while next.fetch_add(1, Ordering::SeqCst) < 150 {
+                    let res = client.clone().oneshot(get("http://api.example/")).await;
+                    assert_eq!(res.unwrap().status(), StatusCode::OK);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    assert_eq!(seen.ok.load(Ordering::SeqCst), 150);
+    // Each window's 50 are sent, then the rest wait for its end: not one refusal...
+    assert_eq!(seen.refused.load(Ordering::SeqCst), 0);
+    // ...and no time lost either: three windows.
+    let took = start.elapsed();
+    assert!(took >= secs(2) && took < secs(3), "took {took:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quota_spent_for_longer_than_max_wait_fails_fast_unsent() {
+    let log = Log::default();
+    let calls = log.clone();
+    // A daily quota, spent by this very success.
+    let server = tower::service_fn(move |req: Request<()>| {
+        calls
+            .0
+            .lock()
+            .unwrap()
+            .push((Instant::now(), req.uri().to_string()));
+        async {
+            let res = Response::builder()
+                .header("ratelimit", "\"day\";r=0;t=86400")
+                .body(())
+                .unwrap();
+            Ok::<_, Infallible>(res)
+        }
+    });
+    let pacing = PacingLayer::builder()
+        .with_max_wait(secs(30))
+        .build()
+        .unwrap();
+    let mut client = ServiceBuilder::new()
+        .map_err(BoxError::from)
+        .layer(pacing.clone())
+        .service(server);
+    send(&mut client, get("http://api.example/")).await.unwrap();
+    let err = send(&mut client, get("http://api.example/"))
+        .await
+        .unwrap_err();
+    // Held until the reset, capped by max_cooldown (5 min): more than the 30 s max wait.
+    assert!(matches!(
+        pacing_error(&err),
+        PacingError::WaitTooLong { .. }
+    ));
+    assert_eq!(log.len(), 1, "the second request was never sent");
+    let api = authority("api.example");
+    assert_eq!(
+        pacing.cooldown(&api),
+        None,
+        "a spent quota is not a cool-down"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_room_reported_without_a_reset_holds_nothing() {
+    // tower_governor's success headers: a remaining count and no reset. Nothing to wait
+    // for, so nothing waits (a destination that never refuses is never slowed).
+    let log = Log::default();
+    let calls = log.clone();
+    let server = tower::service_fn(move |req: Request<()>| {
+        calls
+            .0
+            .lock()
+            .unwrap()
+            .push((Instant::now(), req.uri().to_string()));
+        async {
+            let res = Response::builder()
+                .header("x-ratelimit-remaining", "0")
+                .body(())
+                .unwrap();
+            Ok::<_, Infallible>(res)
+        }
+    });
+    let client = layer(1).layer(server);
+    let start = Instant::now();
+    for _ in 0..20 {
+        client
+            .clone()
+            .oneshot(get("http://api.example/"))
+            .await
+            .unwrap();
+    }
+    assert_eq!(log.len(), 20);
+    assert_eq!(start.elapsed(), secs(0));
+}
