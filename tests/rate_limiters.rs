@@ -136,7 +136,11 @@ async fn governor_recommended_stack_completes_a_burst() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn express_recommended_stack_completes_a_burst() {
-    recommended_stack_completes(Kind::Express).await;
+    // express-rate-limit reports its quota (`RateLimit: ...; r=<left>; t=<reset>`) on
+    // every answer: pacing holds what would overrun it, so nothing is refused.
+    if let Some((_, count)) = recommended_stack_completes(Kind::Express).await {
+        assert_eq!(count.refused, 0, "{count:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -373,8 +373,10 @@ impl Destination {
         s.last_active = now;
         s.rate.responded(sent.at, now);
         if let Some(left) = crate::retry_after::quota(headers, SystemTime::now()) {
-            s.quota
-                .learn(sent.number, left, self.settings.max_cooldown, now);
+            // In flight: this request (its grant is still held) and the others.
+            let others = s.window.in_flight().saturating_sub(1);
+            let max_reset = self.settings.max_cooldown;
+            s.quota.learn(sent.number, left, others, max_reset, now);
         }
         if refused && sent.round != s.rate.round() {
             // The refusal of a request sent at the old pace: the pace already went down

@@ -41,12 +41,17 @@ impl Quota {
         number
     }
 
-    /// Learns what the response to send `number` reports, capping a reset at `max_reset`:
-    /// the sends made after that one spend the reported room too.
+    /// Learns what the response to send `number` reports, capping a reset at `max_reset`.
+    ///
+    /// The `others` requests still in flight spend the reported room too: whether sent
+    /// after this one or before it (a request sent earlier may reach the server later, on
+    /// a connection still being set up), the count the response reports may not include
+    /// them yet.
     pub(crate) fn learn(
         &mut self,
         number: u64,
         left: QuotaLeft,
+        others: u32,
         max_reset: Duration,
         now: Instant,
     ) {
@@ -57,10 +62,9 @@ impl Quota {
         {
             return;
         }
-        let after = self.sent.saturating_sub(number).saturating_sub(1);
         let remaining = i64::try_from(left.remaining).unwrap_or(i64::MAX);
         self.known = Some(Known {
-            credit: remaining.saturating_sub(i64::try_from(after).unwrap_or(i64::MAX)),
+            credit: remaining.saturating_sub(i64::from(others)),
             reset: left.reset.map(|reset| later(now, reset.min(max_reset))),
             basis: number,
         });
@@ -107,12 +111,12 @@ mod tests {
         for _ in 0..3 {
             quota.sent();
         }
-        // The first response says 3 left: the three sent after it spent them.
-        quota.learn(first, left(3, Some(SEC)), Duration::MAX, now);
+        // The first response says 3 left: the other three in flight spend them.
+        quota.learn(first, left(3, Some(SEC)), 3, Duration::MAX, now);
         assert!(quota.is_full());
         assert_eq!(quota.spent_until(now), Some(now + SEC));
         // A stale report (an older send's, arriving late) changes nothing.
-        quota.learn(older, left(40, Some(SEC)), Duration::MAX, now);
+        quota.learn(older, left(40, Some(SEC)), 0, Duration::MAX, now);
         assert_eq!(quota.spent_until(now), Some(now + SEC));
         // At the reset the count starts over.
         assert_eq!(quota.spent_until(now + SEC), None);
@@ -124,15 +128,15 @@ mod tests {
         let now = Instant::now();
         let mut quota = Quota::default();
         let n = quota.sent();
-        quota.learn(n, left(0, None), Duration::MAX, now);
+        quota.learn(n, left(0, None), 0, Duration::MAX, now);
         assert!(quota.is_full());
         assert_eq!(quota.spent_until(now), None);
         let n = quota.sent();
-        quota.learn(n, left(0, Some(3600 * SEC)), 5 * SEC, now);
+        quota.learn(n, left(0, Some(3600 * SEC)), 0, 5 * SEC, now);
         assert_eq!(quota.spent_until(now), Some(now + 5 * SEC));
         // Room reported: not full, nothing held.
         let n = quota.sent();
-        quota.learn(n, left(2, Some(SEC)), Duration::MAX, now);
+        quota.learn(n, left(2, Some(SEC)), 0, Duration::MAX, now);
         assert!(!quota.is_full());
         assert_eq!(quota.spent_until(now), None);
     }
