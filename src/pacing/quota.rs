@@ -63,9 +63,21 @@ impl Quota {
             return;
         }
         let remaining = i64::try_from(left.remaining).unwrap_or(i64::MAX);
+        let mut credit = remaining.saturating_sub(i64::from(others));
+        let mut reset = left.reset.map(|reset| later(now, reset.min(max_reset)));
+        // Until the reported reset, the room only shrinks: two requests on two connections
+        // may be counted in one order and answered in the other, and the report that
+        // arrives last is then not the newest count.
+        if let Some(known) = &self.known
+            && let Some(until) = known.reset
+            && until > now
+        {
+            credit = credit.min(known.credit);
+            reset = reset.max(Some(until));
+        }
         self.known = Some(Known {
-            credit: remaining.saturating_sub(i64::from(others)),
-            reset: left.reset.map(|reset| later(now, reset.min(max_reset))),
+            credit,
+            reset,
             basis: number,
         });
     }
@@ -134,10 +146,29 @@ mod tests {
         let n = quota.sent();
         quota.learn(n, left(0, Some(3600 * SEC)), 0, 5 * SEC, now);
         assert_eq!(quota.spent_until(now), Some(now + 5 * SEC));
-        // Room reported: not full, nothing held.
+        // Past the reset, room reported: not full, nothing held.
+        let later = now + 5 * SEC;
         let n = quota.sent();
-        quota.learn(n, left(2, Some(SEC)), 0, Duration::MAX, now);
+        quota.learn(n, left(2, Some(SEC)), 0, Duration::MAX, later);
         assert!(!quota.is_full());
-        assert_eq!(quota.spent_until(now), None);
+        assert_eq!(quota.spent_until(later), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn before_its_reset_a_quota_only_shrinks() {
+        // Sends 0 and 1 on two connections; the server counts 1 first (9 left), then 0
+        // (8 left), and the answers arrive in send order.
+        let now = Instant::now();
+        let mut quota = Quota::default();
+        let (zero, one) = (quota.sent(), quota.sent());
+        quota.learn(zero, left(8, Some(SEC)), 1, Duration::MAX, now);
+        quota.learn(one, left(9, Some(SEC)), 0, Duration::MAX, now);
+        // Not 9: when 0's answer came, 1 was in flight and might not have been counted
+        // yet (8 − 1), and 1's later answer cannot raise that.
+        for _ in 0..7 {
+            assert_eq!(quota.spent_until(now), None);
+            quota.sent();
+        }
+        assert_eq!(quota.spent_until(now), Some(now + SEC));
     }
 }
