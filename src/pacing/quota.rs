@@ -67,13 +67,17 @@ impl Quota {
         let mut reset = left.reset.map(|reset| later(now, reset.min(max_reset)));
         // Until the reported reset, the room only shrinks: two requests on two connections
         // may be counted in one order and answered in the other, and the report that
-        // arrives last is then not the newest count.
+        // arrives last is then not the newest count. And the earliest reset holds: each
+        // is at or after the true one (a reset in whole seconds is rounded up, and counts
+        // from when the server answered), so the earliest is the closest. (Clients that
+        // shared one limit and each waited for a late estimate came back late together,
+        // and those that came back first took the whole next window.)
         if let Some(known) = &self.known
             && let Some(until) = known.reset
             && until > now
         {
             credit = credit.min(known.credit);
-            reset = reset.max(Some(until));
+            reset = Some(reset.map_or(until, |reset| reset.min(until)));
         }
         self.known = Some(Known {
             credit,
