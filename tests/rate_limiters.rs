@@ -172,37 +172,51 @@ async fn healthy_destination_sees_no_failure_beside_a_limited_one() {
     assert!(Summary::of(&limited_outcomes).ok > 0);
 }
 
-// ---- The targets of issue #10 not met today (1 and 3): measured by `examples/limiters.rs`, with
-// ---- their figures in docs/BENCHMARKS.md ("Real rate limiters"). Run them with
-// ---- `cargo test --features hyper --test rate_limiters -- --ignored`.
+// ---- The targets of issue #10 at full size. Those not met today are ignored, and
+// ---- measured by `examples/limiters.rs`, their figures in docs/BENCHMARKS.md ("Real rate
+// ---- limiters"). Run them with `cargo test --features hyper --test rate_limiters -- --ignored`.
 
 /// Target 1 at full size: 300 GETs, 20 at a time, 50 r/s: all succeed within 1.1× the
 /// ideal 6 s, under 5 % of attempts refused, with the README's recommended stack.
+async fn target_1(kind: Kind) {
+    let Some(limiter) = start_or_skip(kind, RateLimit::TARGET).await else {
+        return;
+    };
+    let counts = Counts::default();
+    let client = Stack::RetryPacing.build(&counts);
+    let outcomes = drive::burst(client, &limiter.url("/items"), 300, 20, TIMEOUT).await;
+    let s = Summary::of(&outcomes);
+    let c = counts.total();
+    assert_eq!(s.ok, 300, "{}: {:?}", kind.name(), s.failures);
+    assert!(
+        s.elapsed.as_secs_f64() <= 6.6,
+        "{}: {:?}",
+        kind.name(),
+        s.elapsed
+    );
+    assert!(
+        (c.refused as f64) < 0.05 * c.attempts as f64,
+        "{}: {c:?}",
+        kind.name()
+    );
+}
+
+/// Met against express-rate-limit, which reports its quota with every answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "target 1 (≤ 1.1× ideal, < 5 % refused with RetryLayer + PacingLayer) is not met today"]
-async fn target_1_recommended_stack_completes_a_burst_near_the_limit() {
-    for kind in Kind::ALL {
-        let Some(limiter) = start_or_skip(kind, RateLimit::TARGET).await else {
-            continue;
-        };
-        let counts = Counts::default();
-        let client = Stack::RetryPacing.build(&counts);
-        let outcomes = drive::burst(client, &limiter.url("/items"), 300, 20, TIMEOUT).await;
-        let s = Summary::of(&outcomes);
-        let c = counts.total();
-        assert_eq!(s.ok, 300, "{}: {:?}", kind.name(), s.failures);
-        assert!(
-            s.elapsed.as_secs_f64() <= 6.6,
-            "{}: {:?}",
-            kind.name(),
-            s.elapsed
-        );
-        assert!(
-            (c.refused as f64) < 0.05 * c.attempts as f64,
-            "{}: {c:?}",
-            kind.name()
-        );
-    }
+async fn target_1_express_recommended_stack_completes_a_burst_near_the_limit() {
+    target_1(Kind::Express).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "target 1 against tower_governor is not met today: 6-8.5 % of attempts refused"]
+async fn target_1_governor_recommended_stack_completes_a_burst_near_the_limit() {
+    target_1(Kind::Governor).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "target 1 against HAProxy is not met today: 1.4-1.9x the ideal time, 10-14 % refused"]
+async fn target_1_haproxy_recommended_stack_completes_a_burst_near_the_limit() {
+    target_1(Kind::Haproxy).await;
 }
 
 /// Target 2: a limited destination does not slow a healthy one down: the healthy one's
