@@ -60,6 +60,26 @@ fn fixed_window(
     })
 }
 
+/// A server that answers every request `200 OK` with the header `name: value`, logging it.
+fn reporting(
+    log: &Log,
+    name: &'static str,
+    value: &'static str,
+) -> impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future: Send>
++ Clone
++ Send
++ 'static {
+    let log = log.clone();
+    tower::service_fn(move |req: Request<()>| {
+        log.0
+            .lock()
+            .unwrap()
+            .push((Instant::now(), req.uri().to_string()));
+        let res = Response::builder().header(name, value).body(()).unwrap();
+        std::future::ready(Ok(res))
+    })
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_reported_quota_is_never_overrun_by_a_burst() {
     let seen = Seen::default();
@@ -95,22 +115,8 @@ async fn a_reported_quota_is_never_overrun_by_a_burst() {
 #[tokio::test(start_paused = true)]
 async fn a_quota_spent_for_longer_than_max_wait_fails_fast_unsent() {
     let log = Log::default();
-    let calls = log.clone();
     // A daily quota, spent by this very success.
-    let server = tower::service_fn(move |req: Request<()>| {
-        calls
-            .0
-            .lock()
-            .unwrap()
-            .push((Instant::now(), req.uri().to_string()));
-        async {
-            let res = Response::builder()
-                .header("ratelimit", "\"day\";r=0;t=86400")
-                .body(())
-                .unwrap();
-            Ok::<_, Infallible>(res)
-        }
-    });
+    let server = reporting(&log, "ratelimit", "\"day\";r=0;t=86400");
     let pacing = PacingLayer::builder()
         .with_max_wait(secs(30))
         .build()
@@ -142,21 +148,7 @@ async fn no_room_reported_without_a_reset_holds_nothing() {
     // tower_governor's success headers: a remaining count and no reset. Nothing to wait
     // for, so nothing waits (a destination that never refuses is never slowed).
     let log = Log::default();
-    let calls = log.clone();
-    let server = tower::service_fn(move |req: Request<()>| {
-        calls
-            .0
-            .lock()
-            .unwrap()
-            .push((Instant::now(), req.uri().to_string()));
-        async {
-            let res = Response::builder()
-                .header("x-ratelimit-remaining", "0")
-                .body(())
-                .unwrap();
-            Ok::<_, Infallible>(res)
-        }
-    });
+    let server = reporting(&log, "x-ratelimit-remaining", "0");
     let client = layer(1).layer(server);
     let start = Instant::now();
     for _ in 0..20 {
