@@ -16,8 +16,8 @@
 //!   kept, so a client calling millions of hosts does not grow without end.
 //! - **Only refusals slow a destination down.** A response whose status is a slow-down
 //!   status (429 and 503 by default) lowers its rate; successes raise it. Until a
-//!   destination refuses, no request to it ever fails for waiting: slow, healthy servers
-//!   and long-polls are not throttled.
+//!   destination refuses (or reports its quota spent, see below), no request to it ever
+//!   fails for waiting: slow, healthy servers and long-polls are not throttled.
 //! - **Paced: one queue, one at a time.** While a destination is paced, its requests
 //!   leave one at a time, at most `rate` per second, in arrival order. Only the first in
 //!   line sleeps, until its slot, and reads the pace *then*: a faster pace applies to
