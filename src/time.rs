@@ -47,6 +47,11 @@ pub(crate) fn instant_after(at: Instant, d: Duration) -> Instant {
         .unwrap_or(at)
 }
 
+/// An instant that never comes, in practice: about 30 years after `now`.
+pub(crate) fn never(now: Instant) -> Instant {
+    instant_after(now, FAR_FUTURE)
+}
+
 /// Whether a wait of `wait`, starting `elapsed` into a time limit of `max_elapsed`, ends
 /// within it (ending exactly at the limit counts as within). Saturating.
 ///
@@ -100,6 +105,16 @@ mod tests {
             now + Duration::from_secs(5)
         );
         assert_eq!(instant_after(now, Duration::MAX), now + FAR_FUTURE);
+        assert!(instant_after(now, Duration::MAX) > now + Duration::from_secs(86_400 * 365));
+        assert_eq!(never(now), now + FAR_FUTURE);
+    }
+
+    #[test]
+    fn seconds_saturate_at_both_ends() {
+        // (Were pacing's own helpers' assertions, before pacing used these.)
+        assert_eq!(from_secs_f64(-1.0), Duration::ZERO);
+        assert_eq!(from_secs_f64(f64::NAN), Duration::ZERO);
+        assert_eq!(from_secs_f64(f64::INFINITY), Duration::MAX);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The cool-down of a destination that refuses everything with `Retry-After`.
 
-use super::clock::later;
+use crate::time::instant_after;
 use http::HeaderMap;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
@@ -61,7 +61,7 @@ impl Cooldown {
         if cooldown.is_zero() {
             return None;
         }
-        let until = later(now, cooldown);
+        let until = instant_after(now, cooldown);
         if self.until(now).is_some_and(|current| current >= until) {
             return None;
         }

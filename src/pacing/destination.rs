@@ -1,7 +1,6 @@
 //! The pacing state of one destination: its rate, slow-start window, queue and
 //! cool-down, behind its own lock.
 
-use super::clock::{later, never};
 use super::cooldown::Cooldown;
 use super::error::PacingError;
 use super::key::Key;
@@ -12,6 +11,7 @@ use super::settings::Settings;
 use super::window::Window;
 use crate::backoff::ResponsiveBackOff;
 use crate::metrics::DestinationLabel;
+use crate::time::{instant_after, never};
 use http::{HeaderMap, StatusCode};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
@@ -69,7 +69,7 @@ pub(crate) struct Limits {
 
 impl Limits {
     pub(crate) fn new(now: Instant, max_wait: Duration, deadline: Option<Instant>) -> Self {
-        let end = later(now, max_wait);
+        let end = instant_after(now, max_wait);
         Self {
             since: now,
             end: deadline.map_or(end, |deadline| deadline.min(end)),
@@ -447,6 +447,6 @@ impl Destination {
         s.window.in_flight() == 0
             && s.queue.is_empty()
             && s.closed_until(now).is_none()
-            && later(s.last_active, idle) <= now
+            && instant_after(s.last_active, idle) <= now
     }
 }

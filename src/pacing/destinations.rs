@@ -1,8 +1,8 @@
 //! The destinations a client paces: a bounded map, idle ones forgotten.
 
-use super::clock::later;
 use super::destination::Destination;
 use super::key::Key;
+use crate::time::instant_after;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -58,9 +58,9 @@ impl Destinations {
         if let Some(destination) = map.entries.get(key) {
             return Some(Arc::clone(destination));
         }
-        let due = later(map.swept_at, self.idle) <= now;
+        let due = instant_after(map.swept_at, self.idle) <= now;
         let full = map.entries.len() >= self.max;
-        if due || (full && later(map.swept_at, FULL_SWEEP_PAUSE) <= now) {
+        if due || (full && instant_after(map.swept_at, FULL_SWEEP_PAUSE) <= now) {
             let idle = self.idle;
             map.entries.retain(|_, d| !d.is_idle(idle, now));
             map.swept_at = now;

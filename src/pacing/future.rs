@@ -1,10 +1,10 @@
 //! The response future of [`Pacing`](super::Pacing).
 
 use super::BoxError;
-use super::clock::later;
 use super::destination::{Grant, Limits, Ticket, Turn};
 use super::error::PacingError;
 use super::queue::RECHECK;
+use crate::time::instant_after;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use std::future::Future;
@@ -133,7 +133,7 @@ where
                         Turn::At(at) => at.min(limits.wake_by(Instant::now())),
                         Turn::Wait => {
                             let now = Instant::now();
-                            limits.wake_by(now).min(later(now, RECHECK))
+                            limits.wake_by(now).min(instant_after(now, RECHECK))
                         }
                     };
                     if sleep.deadline() != target {

@@ -134,7 +134,6 @@
 //! # }
 //! ```
 
-mod clock;
 mod cooldown;
 mod deadline;
 mod destination;

@@ -1,6 +1,6 @@
 //! The queue of requests waiting for their turn at one destination.
 
-use super::clock::later;
+use crate::time::instant_after;
 use std::collections::{HashMap, VecDeque};
 use std::task::Waker;
 use std::time::Duration;
@@ -136,9 +136,9 @@ impl Queue {
         let Some(front) = self.front() else {
             return Watch::Wait;
         };
-        let due = |w: &Waiter| w.expected_at.filter(|at| later(*at, GRACE) > now);
+        let due = |w: &Waiter| w.expected_at.filter(|at| instant_after(*at, GRACE) > now);
         let first = self.waiters.get(&front).and_then(|w| w.expected_at);
-        if first.is_some_and(|at| later(at, GRACE) <= now) {
+        if first.is_some_and(|at| instant_after(at, GRACE) <= now) {
             return Watch::SkipFront;
         }
         let mut earliest = first;
@@ -165,7 +165,7 @@ impl Queue {
         }
         let _ = steps;
         match earliest {
-            Some(at) if found => Watch::At(later(at, GRACE)),
+            Some(at) if found => Watch::At(instant_after(at, GRACE)),
             _ => Watch::Wait,
         }
     }
@@ -246,7 +246,9 @@ impl Queue {
                 skip = false;
                 continue;
             }
-            let stalled = w.expected_at.is_some_and(|at| later(at, GRACE) <= now);
+            let stalled = w
+                .expected_at
+                .is_some_and(|at| instant_after(at, GRACE) <= now);
             if let Some(waker) = &w.waker {
                 waker.wake_by_ref();
             }

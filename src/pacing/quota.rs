@@ -6,8 +6,8 @@
 //! its requests until the quota resets, and one that reports no room left is not pushed
 //! faster.
 
-use super::clock::later;
 use crate::retry_after::QuotaLeft;
+use crate::time::instant_after;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -64,7 +64,9 @@ impl Quota {
         }
         let remaining = i64::try_from(left.remaining).unwrap_or(i64::MAX);
         let mut credit = remaining.saturating_sub(i64::from(others));
-        let mut reset = left.reset.map(|reset| later(now, reset.min(max_reset)));
+        let mut reset = left
+            .reset
+            .map(|reset| instant_after(now, reset.min(max_reset)));
         // Until the reported reset, the room only shrinks: two requests on two connections
         // may be counted in one order and answered in the other, and the report that
         // arrives last is then not the newest count. And the earliest reset holds: each

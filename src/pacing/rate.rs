@@ -1,8 +1,8 @@
 //! The send rate of a destination, learned from its refusals and successes.
 
-use super::clock::{later, secs_f64};
 use super::meter::Meter;
 use crate::backoff::ResponsiveBackOff;
+use crate::time::{from_secs_f64, instant_after};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -116,7 +116,7 @@ impl Rate {
     /// The spacing between sends, while paced.
     pub(crate) fn spacing(&self) -> Option<Duration> {
         match self.mode {
-            Mode::Paced { rate } => Some(secs_f64(1.0 / rate)),
+            Mode::Paced { rate } => Some(from_secs_f64(1.0 / rate)),
             Mode::Probe { interval } => Some(interval),
             Mode::Start | Mode::Open => None,
         }
@@ -134,7 +134,10 @@ impl Rate {
     /// When the next paced send may go (`None`: not paced).
     pub(crate) fn next_slot(&self, now: Instant) -> Option<Instant> {
         let spacing = self.spacing()?;
-        Some(self.last_send.map_or(now, |last| later(last, spacing)))
+        Some(
+            self.last_send
+                .map_or(now, |last| instant_after(last, spacing)),
+        )
     }
 
     /// Takes the slot opening at `next` (at or before `now`).
@@ -156,7 +159,7 @@ impl Rate {
             (Mode::Paced { rate }, Some(ceiling)) => Some(rate.max(ceiling)),
             _ => None,
         };
-        let queued = drain.map_or(Duration::ZERO, |rate| secs_f64(queued as f64 / rate));
+        let queued = drain.map_or(Duration::ZERO, |rate| from_secs_f64(queued as f64 / rate));
         next.saturating_duration_since(now).saturating_add(queued)
     }
 

@@ -1,6 +1,6 @@
 //! The slow-start window of a destination.
 
-use super::clock::later;
+use crate::time::instant_after;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -53,7 +53,7 @@ impl Window {
             if self.in_flight < limit {
                 return None;
             }
-            let grow_at = later(self.progress_at, STALL);
+            let grow_at = instant_after(self.progress_at, STALL);
             if now < grow_at {
                 return Some(grow_at);
             }
