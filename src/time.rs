@@ -111,7 +111,6 @@ mod tests {
 
     #[test]
     fn seconds_saturate_at_both_ends() {
-        // (Were pacing's own helpers' assertions, before pacing used these.)
         assert_eq!(from_secs_f64(-1.0), Duration::ZERO);
         assert_eq!(from_secs_f64(f64::NAN), Duration::ZERO);
         assert_eq!(from_secs_f64(f64::INFINITY), Duration::MAX);
