@@ -156,8 +156,17 @@ pub fn from_headers(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     headers
         .get(http::header::RETRY_AFTER)
         .and_then(|value| parse(value, now))
-        .or_else(|| rate_limit::reset(headers.get_all(RATE_LIMIT)))
+        .or_else(|| exhausted_reset(headers))
         .or_else(|| legacy_reset(headers, now))
+}
+
+/// The largest `t` among the `RateLimit` members with `r=0`: the quotas that explain a
+/// refusal (the tightest quota has `r=0` exactly when one is exhausted).
+fn exhausted_reset(headers: &HeaderMap) -> Option<Duration> {
+    match rate_limit::tightest(headers.get_all(RATE_LIMIT))? {
+        (0, reset) => reset,
+        _ => None,
+    }
 }
 
 /// `RateLimit-Reset` of drafts up to 06, ignored when `RateLimit-Remaining` says quota is left.

@@ -1,8 +1,7 @@
 //! The cool-down of a destination that refuses everything with `Retry-After`.
 
 use crate::time::instant_after;
-use http::HeaderMap;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// Weight of one response in a destination's refusal share.
@@ -44,20 +43,19 @@ impl Cooldown {
         }
     }
 
-    /// After a refusal: starts (or extends) a cool-down as the response's `Retry-After`
-    /// (or `RateLimit`) asks, at most `max`, if the destination mostly refuses. Returns
-    /// its end when it starts or moves.
+    /// After a refusal: starts (or extends) a cool-down for the delay the response
+    /// `asked` (its `Retry-After`, or `RateLimit` reset), at most `max`, if the destination
+    /// mostly refuses. Returns its end when it starts or moves.
     pub(crate) fn start(
         &mut self,
-        headers: &HeaderMap,
+        asked: Option<Duration>,
         max: Duration,
         now: Instant,
     ) -> Option<Instant> {
         if max.is_zero() || self.refusals.is_none_or(|share| share <= COOL_SHARE) {
             return None;
         }
-        let asked = crate::retry_after::from_headers(headers, SystemTime::now())?;
-        let cooldown = asked.min(max);
+        let cooldown = asked?.min(max);
         if cooldown.is_zero() {
             return None;
         }
@@ -73,6 +71,12 @@ impl Cooldown {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderMap;
+    use std::time::SystemTime;
+
+    fn asked(headers: &HeaderMap) -> Option<Duration> {
+        crate::retry_after::from_headers(headers, SystemTime::now())
+    }
 
     #[tokio::test(start_paused = true)]
     async fn only_a_destination_that_mostly_refuses_cools_down() {
@@ -84,21 +88,24 @@ mod tests {
             cooldown.record(false);
         }
         cooldown.record(true);
-        assert_eq!(cooldown.start(&headers, Duration::MAX, now), None);
+        assert_eq!(cooldown.start(asked(&headers), Duration::MAX, now), None);
         for _ in 0..6 {
             cooldown.record(true);
         }
         let until = now + Duration::from_secs(5);
-        assert_eq!(cooldown.start(&headers, Duration::MAX, now), Some(until));
+        assert_eq!(
+            cooldown.start(asked(&headers), Duration::MAX, now),
+            Some(until)
+        );
         assert_eq!(cooldown.until(now), Some(until));
         assert_eq!(cooldown.until(until), None);
         // Capped, and zero ignores the header.
         let mut fresh = Cooldown::default();
         fresh.record(true);
         let cap = Duration::from_secs(2);
-        assert_eq!(fresh.start(&headers, cap, now), Some(now + cap));
+        assert_eq!(fresh.start(asked(&headers), cap, now), Some(now + cap));
         let mut off = Cooldown::default();
         off.record(true);
-        assert_eq!(off.start(&headers, Duration::ZERO, now), None);
+        assert_eq!(off.start(asked(&headers), Duration::ZERO, now), None);
     }
 }

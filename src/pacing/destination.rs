@@ -42,9 +42,7 @@ impl State {
     /// Whether the destination refused lately (or said its quota is spent): its pace,
     /// cool-down or quota reset then limit waits.
     fn is_throttled(&mut self, now: Instant) -> bool {
-        self.rate.is_throttled()
-            || self.cooldown.until(now).is_some()
-            || self.quota.spent_until(now).is_some()
+        self.rate.is_throttled() || self.closed_until(now).is_some()
     }
 
     /// Until when the destination is closed: a cool-down, or a spent quota.
@@ -219,7 +217,7 @@ impl Destination {
         }
         if wait > max_wait {
             tracing::debug!(to = %self.key, ?wait, ?max_wait, "pacing: request would wait too long");
-            return Admit::Fail(PacingError::WaitTooLong { wait, max_wait });
+            return Admit::Fail(limits.too_long(wait, now));
         }
         if s.queue.is_empty()
             && let Ok(grant) = self.try_go(&mut s, now)
@@ -369,10 +367,16 @@ impl Destination {
     /// Learns from the response to a request `sent`.
     fn record(&self, sent: Sent, status: StatusCode, headers: &HeaderMap, now: Instant) {
         let refused = self.settings.slow_down.contains(status);
+        // Parsed before the lock: other requests to the destination wait for it.
+        let wall = SystemTime::now();
+        let quota = crate::retry_after::quota(headers, wall);
+        let asked = refused
+            .then(|| crate::retry_after::from_headers(headers, wall))
+            .flatten();
         let mut s = self.lock();
         s.last_active = now;
         s.rate.responded(sent.at, now);
-        if let Some(left) = crate::retry_after::quota(headers, SystemTime::now()) {
+        if let Some(left) = quota {
             // In flight: this request (its grant is still held) and the others.
             let others = s.window.in_flight().saturating_sub(1);
             let max_reset = self.settings.max_cooldown;
@@ -393,7 +397,7 @@ impl Destination {
             s.rate.refused(window, now);
             s.window.close();
             tracing::debug!(to = %self.key, mode = ?s.rate.mode(), %status, "pacing: destination slows down");
-            let cooling = s.cooldown.start(headers, self.settings.max_cooldown, now);
+            let cooling = s.cooldown.start(asked, self.settings.max_cooldown, now);
             if let Some(until) = cooling {
                 tracing::debug!(to = %self.key, cooldown = ?(until - now), "pacing: destination cools down");
             }

@@ -7,23 +7,6 @@ use http::HeaderValue;
 use http::header::GetAll;
 use std::time::Duration;
 
-/// The largest `t` among the members with `r=0`, over every line of the field.
-///
-/// `None` when no member is exhausted, when the field is absent, or when any line is not a
-/// valid Structured Field List.
-pub(super) fn reset(lines: GetAll<'_, HeaderValue>) -> Option<Duration> {
-    let mut longest: Option<u64> = None;
-    for line in lines {
-        let mut parser = Parser::new(line.as_bytes());
-        parser.list(|member| {
-            if let (Some(0), Some(t)) = (member.remaining, member.reset) {
-                longest = Some(longest.map_or(t, |l| l.max(t)));
-            }
-        })?;
-    }
-    longest.map(Duration::from_secs)
-}
-
 /// The quota with the fewest units left (`r`), and its reset (`t`; the longest among those
 /// tied), over every line of the field: what bounds the next requests.
 ///
