@@ -124,3 +124,18 @@ async fn the_backoff_starts_fresh_for_each_logical_request() {
         }
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_largest_time_limit_saturates_instead_of_overflowing() {
+    // `Duration::MAX` is a valid limit ("no limit"): the deadline it makes must not
+    // overflow the clock when a retry marks it.
+    let settings = exact().with_max_elapsed(Duration::MAX).unwrap();
+    let (res, arrivals) = run(
+        layer().with_settings(settings),
+        get(),
+        &[Status(503), Status(200)],
+    )
+    .await;
+    assert_eq!(res.unwrap().status(), 200);
+    assert_eq!(arrivals.len(), 2);
+}

@@ -43,7 +43,9 @@ async fn a_503_get_is_retried_and_the_response_is_reqwests_own() {
     assert_eq!(res.text().await.unwrap(), "ok");
     let arrivals = arrivals.lock().unwrap();
     assert_eq!(arrivals.len(), 2);
-    assert!(arrivals[1].at - arrivals[0].at >= Duration::from_secs(1));
+    let gap = arrivals[1].at - arrivals[0].at;
+    // The server's second, not the backoff's ten.
+    assert!(gap >= Duration::from_secs(1) && gap < BACKOFF, "{gap:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -85,4 +87,21 @@ async fn the_response_url_follows_redirects() {
         .await
         .unwrap();
     assert_eq!(res.url().as_str(), format!("http://{addr}/moved"));
+}
+
+/// reqwest 0.12's own verdicts decide, as for 0.13: a request that cannot be built is
+/// never retried, a refused connection is a connect error (resent for every method).
+#[tokio::test]
+async fn reqwest_0_12_errors_are_classified_by_reqwest_verdict() {
+    use tower_backoff::classify::{ErrorClass, default_error_class};
+    let unbuildable = client().get("http://").build().unwrap_err();
+    assert!(unbuildable.is_builder());
+    assert_eq!(default_error_class(&unbuildable), ErrorClass::Fatal);
+    let refused = client()
+        .get(format!("http://{}/", upstream::refused_addr()))
+        .send()
+        .await
+        .unwrap_err();
+    assert!(refused.is_connect());
+    assert_eq!(default_error_class(&refused), ErrorClass::Connect);
 }

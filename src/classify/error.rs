@@ -187,6 +187,23 @@ fn next_in_chain<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a (dyn Error + 's
     e.source()
 }
 
+/// reqwest's verdict, the same for each supported version: a builder error (no host, a bad
+/// URL), a redirect loop and an undecodable response fail the same way every time;
+/// `is_connect()` is reqwest's own proof that nothing was sent.
+#[cfg(any(feature = "reqwest", feature = "reqwest-0_12"))]
+macro_rules! reqwest_verdict {
+    ($e:expr) => {{
+        let e = $e;
+        if e.is_builder() || e.is_redirect() || e.is_decode() {
+            ErrorClass::Fatal
+        } else if e.is_connect() {
+            ErrorClass::Connect
+        } else {
+            ErrorClass::Transport
+        }
+    }};
+}
+
 /// What `e` itself (not its sources) says, when it is an error of a known library.
 fn verdict(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
     // The pacing layer turned the request away (a wait too long, a full queue): an immediate retry would be refused
@@ -218,7 +235,11 @@ fn verdict(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
     }
     #[cfg(feature = "reqwest")]
     if let Some(e) = e.downcast_ref::<reqwest::Error>() {
-        return Some(reqwest_verdict(e));
+        return Some(reqwest_verdict!(e));
+    }
+    #[cfg(feature = "reqwest-0_12")]
+    if let Some(e) = e.downcast_ref::<reqwest012::Error>() {
+        return Some(reqwest_verdict!(e));
     }
     #[cfg(feature = "tonic")]
     if e.is::<tonic::ConnectError>() {
@@ -238,19 +259,6 @@ fn h2_verdict(e: &h2::Error) -> Option<ErrorClass> {
         Some(ErrorClass::Unprocessed)
     } else {
         None
-    }
-}
-
-/// A builder error (no host, a bad URL), a redirect loop and an undecodable response fail
-/// the same way every time; `is_connect()` is reqwest's own proof that nothing was sent.
-#[cfg(feature = "reqwest")]
-fn reqwest_verdict(e: &reqwest::Error) -> ErrorClass {
-    if e.is_builder() || e.is_redirect() || e.is_decode() {
-        ErrorClass::Fatal
-    } else if e.is_connect() {
-        ErrorClass::Connect
-    } else {
-        ErrorClass::Transport
     }
 }
 

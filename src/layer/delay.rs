@@ -87,9 +87,9 @@ fn spread(
         return asked;
     }
     let room = time_left.saturating_sub(asked);
-    let most = asked.mul_f64(fraction).min(room);
+    let most = crate::time::mul_f64(asked, fraction).min(room);
     let extra = jitter.uniform(0.0, most.as_secs_f64());
-    asked.saturating_add(Duration::from_secs_f64(extra))
+    asked.saturating_add(crate::time::from_secs_f64(extra))
 }
 
 #[cfg(test)]
@@ -108,6 +108,23 @@ mod tests {
 
     fn exact() -> RetrySettings {
         RetrySettings::new().with_retry_after_jitter(0.0).unwrap()
+    }
+
+    #[test]
+    fn the_largest_server_delay_spreads_without_overflow() {
+        let (mut own, layer) = seeded(1);
+        let mut jitter = Draw {
+            own: &mut own,
+            layer: &layer,
+        };
+        let huge = Duration::from_secs(u64::MAX);
+        let settings = RetrySettings::new()
+            .with_max_retry_after(Duration::MAX)
+            .unwrap()
+            .with_retry_after_jitter(1.0)
+            .unwrap();
+        let delay = spread(huge, &settings, &mut jitter, Duration::MAX);
+        assert!(delay >= huge);
     }
 
     #[test]

@@ -175,7 +175,7 @@ impl<B> RetryPolicy<B> {
 
     /// The instant past which no attempt of this request starts.
     pub(crate) fn deadline(&self) -> Instant {
-        self.start + self.current_settings().limits().max_elapsed()
+        crate::time::instant_after(self.start, self.current_settings().limits().max_elapsed())
     }
 
     /// Puts the request's deadline into `req`, so that a pacing layer inside never starts
