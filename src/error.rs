@@ -1,6 +1,10 @@
-//! The error every fallible constructor of this crate returns.
+//! The error every fallible constructor of this crate returns, and the boxed error the
+//! layers carry.
 
 use std::fmt;
+
+/// Any error, boxed: what a layer's inner service's errors become.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// An invalid configuration value, naming the field and the value that was rejected.
 ///

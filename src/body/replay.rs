@@ -12,7 +12,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use super::ReplayGuard;
 
-type BoxError = Box<dyn StdError + Send + Sync>;
+use crate::error::BoxError;
 
 /// How many bytes of a request body [`ReplayBody`] buffers by default: 64 KiB.
 ///

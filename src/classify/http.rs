@@ -77,14 +77,18 @@ impl HttpClassifier {
 
 /// The outcome of an error of class `class`, for classifiers that read errors alike.
 pub(crate) fn error_outcome(class: ErrorClass) -> Outcome {
-    match class {
-        ErrorClass::Connect => Outcome::retry(RetryReason::Connect).with_resend(Resend::AnyMethod),
-        ErrorClass::Unprocessed => {
-            Outcome::retry(RetryReason::Unprocessed).with_resend(Resend::AnyMethod)
-        }
-        ErrorClass::Transport => Outcome::retry(RetryReason::Transport),
+    let reason = match class {
+        ErrorClass::Connect => RetryReason::Connect,
+        ErrorClass::Unprocessed => RetryReason::Unprocessed,
+        ErrorClass::Transport => RetryReason::Transport,
         // Fatal, and any class added later: never retried.
-        _ => Outcome::failure(),
+        _ => return Outcome::failure(),
+    };
+    let outcome = Outcome::retry(reason);
+    if class.never_processed() {
+        outcome.with_resend(Resend::AnyMethod)
+    } else {
+        outcome
     }
 }
 

@@ -89,7 +89,8 @@ pub trait Classify: Send + Sync + 'static {
     }
 }
 
-type ClockFn = dyn Fn() -> SystemTime + Send + Sync;
+/// A wall clock: what `Retry-After` dates are measured against.
+pub(crate) type ClockFn = dyn Fn() -> SystemTime + Send + Sync;
 
 /// What a classifier knows about the attempt it judges: the request, its number, the
 /// statuses its settings retry, and the wall clock (for `Retry-After` dates).

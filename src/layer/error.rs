@@ -4,7 +4,7 @@ use super::stats::RetryStats;
 use std::error::Error;
 use std::fmt;
 
-type BoxError = Box<dyn Error + Send + Sync>;
+use crate::error::BoxError;
 
 /// The error [`RetryLayer`](crate::RetryLayer)'s service fails with: the last attempt's
 /// error, and the [`RetryStats`] of the request (attempts made, time waited, why it was not

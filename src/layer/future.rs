@@ -17,7 +17,7 @@ use std::task::{Context, Poll, ready};
 use tokio::time::Sleep;
 use tower_service::Service;
 
-type BoxError = Box<dyn Error + Send + Sync>;
+use crate::error::BoxError;
 
 pin_project! {
     /// The response future of [`RetryService`](super::RetryService).

@@ -114,13 +114,18 @@ impl Routes {
 
     /// The settings of the first route matching `head`, if any.
     pub fn find(&self, head: &RequestHead<'_>) -> Option<RetrySettings> {
+        // Normalised once, and only if a prefix route needs it.
+        let mut path = None;
         self.0.iter().find_map(|route| match route {
             Route::Prefix {
                 method,
                 prefix,
                 settings,
             } => (method.as_ref().is_none_or(|m| m == head.method)
-                && path_has_prefix(&normalize_path(head.uri.path()), prefix))
+                && path_has_prefix(
+                    path.get_or_insert_with(|| normalize_path(head.uri.path())),
+                    prefix,
+                ))
             .then(|| settings.clone()),
             Route::Fn(f) => f(head),
         })

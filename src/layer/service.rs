@@ -8,11 +8,10 @@ use crate::backoff::BackOff;
 use crate::body::CloneBody;
 use crate::classify::RequestHead;
 use http::{Request, Response};
-use std::error::Error;
 use std::task::{Context, Poll};
 use tower_service::Service;
 
-type BoxError = Box<dyn Error + Send + Sync>;
+use crate::error::BoxError;
 
 /// Retries requests to an inner HTTP service; made by [`RetryLayer`](crate::RetryLayer).
 ///

@@ -6,11 +6,9 @@ use super::routes::Routes;
 use super::settings::RetrySettings;
 use crate::backoff::jitter::Jitter;
 use crate::budget::{RetryBudget, RetryThrottle};
+use crate::classify::ClockFn;
 use crate::classify::{Classify, HttpClassifier};
 use std::sync::Arc;
-use std::time::SystemTime;
-
-pub(crate) type ClockFn = dyn Fn() -> SystemTime + Send + Sync;
 
 #[derive(Clone)]
 pub(crate) struct Shared {

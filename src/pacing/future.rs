@@ -1,6 +1,6 @@
 //! The response future of [`Pacing`](super::Pacing).
 
-use super::BoxError;
+use crate::error::BoxError;
 use super::destination::{Grant, Limits, Ticket, Turn};
 use super::error::PacingError;
 use super::queue::RECHECK;

@@ -158,5 +158,3 @@ pub use future::ResponseFuture;
 pub use layer::{PacingBuilder, PacingLayer};
 pub use service::Pacing;
 
-/// The error type of [`Pacing`]: the inner service's error or a [`PacingError`], boxed.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -1,6 +1,6 @@
 //! The [`Pacing`] service.
 
-use super::BoxError;
+use crate::error::BoxError;
 use super::deadline::PacingDeadline;
 use super::destination::Admit;
 use super::error::PacingError;

@@ -4,7 +4,7 @@ use proptest::prelude::*;
 use std::fmt;
 use std::time::Duration;
 
-type BoxError = Box<dyn Error + Send + Sync>;
+use crate::error::BoxError;
 
 /// An error type the classifier does not know, wrapping another.
 #[derive(Debug)]

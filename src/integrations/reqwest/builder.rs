@@ -4,13 +4,12 @@ use super::client::{RetryClient, RetryRequest};
 use super::error::Error;
 use super::upstream;
 use bytes::Bytes;
-use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 use tower_service::Service;
 
-type BoxError = Box<dyn StdError + Send + Sync>;
+use crate::error::BoxError;
 
 /// A `reqwest::RequestBuilder` whose [`send`](Self::send) goes through a
 /// [`RetryClient`]'s layer.

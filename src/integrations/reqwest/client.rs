@@ -6,14 +6,13 @@ use super::service::ReqwestService;
 use super::upstream;
 use crate::body::{DEFAULT_MAX_BYTES, ReplayBody};
 use bytes::Bytes;
-use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
 use tower::ServiceExt;
 use tower_layer::Layer;
 use tower_service::Service;
 
-type BoxError = Box<dyn StdError + Send + Sync>;
+use crate::error::BoxError;
 
 /// The request type the layers of a [`RetryClient`] see: a `reqwest::Body` made
 /// replayable.

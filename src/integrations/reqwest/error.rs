@@ -4,7 +4,7 @@ use super::upstream;
 use std::error::Error as StdError;
 use std::fmt;
 
-type BoxError = Box<dyn StdError + Send + Sync>;
+use crate::error::BoxError;
 
 /// The error of a request sent through a [`RetryClient`](super::RetryClient): the last
 /// attempt's `reqwest::Error`, or an error of a layer of the stack (the retry layer's own,

@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use tower_service::Service;
 
-type BoxError = Box<dyn StdError + Send + Sync>;
+use crate::error::BoxError;
 
 /// `reqwest`'s response future is not nameable, so it is boxed once per attempt (as reqwest
 /// itself boxes its own pending requests).
