@@ -139,8 +139,7 @@ where
                         Step::Done(gave_up) => {
                             return Poll::Ready(finish(this.policy, result, gave_up));
                         }
-                        Step::Retry(delay) => {
-                            let reason = outcome.reason().unwrap_or(RetryReason::Transport);
+                        Step::Retry(delay, reason) => {
                             *this.last = Some(Box::new((result, reason)));
                             this.state.set(State::Waiting {
                                 sleep: Box::pin(tokio::time::sleep(delay)),

@@ -110,8 +110,8 @@ impl<B> Clone for RetryPolicy<B> {
 /// What to do after an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Step {
-    /// Wait this long, then send the request again.
-    Retry(Duration),
+    /// Wait this long, then send the request again (it is retried for this reason).
+    Retry(Duration, RetryReason),
     /// Return this attempt's result; why it was not retried, if it was retryable.
     Done(Option<GiveUp>),
 }
@@ -261,7 +261,7 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         match self.admit(req, outcome) {
             Ok(delay) => {
                 self.act(req, reason, delay, outcome, error);
-                Step::Retry(delay)
+                Step::Retry(delay, reason)
             }
             Err(why) => {
                 self.give_up(req, reason, why);
@@ -430,7 +430,7 @@ where
         };
         let error = result.as_ref().err().and_then(AsError::as_error);
         match self.next_step(req, &outcome, error) {
-            Step::Retry(delay) => {
+            Step::Retry(delay, _) => {
                 self.retrying = true;
                 Some(RetryDelay {
                     sleep: tokio::time::sleep(delay),
