@@ -19,9 +19,11 @@
 //! | [`BackOffExt::with_max_retries`](crate::backoff::BackOffExt::with_max_retries), [`with_max_elapsed`](crate::backoff::BackOffExt::with_max_elapsed) | retries (attempts − 1); time since the backoff's last reset | [`retry()`](crate::retry()) and the [`Ticker`](crate::retry::Ticker), which reset the backoff before the first attempt |
 //! | [`ExponentialBackOff`](crate::backoff::ExponentialBackOff)'s `max_elapsed` (15 min by default) | time since the backoff's last reset | the same, built in as in Go's cenkalti/backoff |
 //!
-//! The layer resets its backoff per request too, so a backoff-level limit also applies
-//! there, but [`Limits`] is the one the layer reports in
-//! [`RetryStats`](crate::RetryStats) and checks before asking the backoff.
+//! The layer gives each request a fresh copy of its backoff at the request's first retry
+//! (so a request that succeeds at once never pays for one), so a backoff-level time limit
+//! also applies there but counts from the first failure, not the first attempt.
+//! [`Limits`] is the one the layer reports in [`RetryStats`](crate::RetryStats) and
+//! checks before asking the backoff.
 //!
 //! ```
 //! use std::time::Duration;

@@ -139,3 +139,26 @@ async fn the_largest_time_limit_saturates_instead_of_overflowing() {
     assert_eq!(res.unwrap().status(), 200);
     assert_eq!(arrivals.len(), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_backoffs_own_time_limit_counts_from_the_first_failure() {
+    use tower_backoff::ConstantBackOff;
+    use tower_backoff::backoff::BackOffExt;
+    // The backoff stops after 3 s of its own; the first attempt alone takes 5 s. The
+    // layer's copy of the backoff starts at the first retry, so that retry is made.
+    let backoff = ConstantBackOff::new(SEC).unwrap().with_max_elapsed(3 * SEC);
+    let script = Script::new(&[Slow(5 * SEC, 503), Status(503), Status(503)]);
+    let layer = RetryLayer::new(backoff).with_settings(
+        exact()
+            .with_max_attempts(10)
+            .unwrap()
+            .with_max_elapsed(60 * SEC)
+            .unwrap(),
+    );
+    let res = layer.layer(script.service()).oneshot(get()).await.unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        script.arrivals(),
+        [Duration::ZERO, 6 * SEC, 7 * SEC, 8 * SEC]
+    );
+}

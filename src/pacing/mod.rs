@@ -157,4 +157,3 @@ pub use error::PacingError;
 pub use future::ResponseFuture;
 pub use layer::{PacingBuilder, PacingLayer};
 pub use service::Pacing;
-

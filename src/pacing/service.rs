@@ -1,12 +1,12 @@
 //! The [`Pacing`] service.
 
-use crate::error::BoxError;
 use super::deadline::PacingDeadline;
 use super::destination::Admit;
 use super::error::PacingError;
 use super::future::ResponseFuture;
 use super::key::Key;
 use super::shared::Shared;
+use crate::error::BoxError;
 use http::{Request, Response};
 use std::sync::Arc;
 use std::task::{Context, Poll};
