@@ -134,15 +134,21 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let (mut parts, body) = req.into_parts();
-        let body = ReplayBody::try_new(body, self.max_bytes).unwrap_or_else(|body| {
-            tracing::debug!(
-                max_bytes = self.max_bytes,
-                "request body is larger than the replay cap; it will not be retried"
-            );
-            ReplayBody::unreplayable(body)
-        });
-        parts.extensions.insert(body.guard());
-        self.inner.call(Request::from_parts(parts, body))
+        self.inner.call(replayable(req, self.max_bytes))
     }
+}
+
+/// `req` with its body made replayable up to `max_bytes` (one that is known to be larger
+/// is sent once, unreplayable), and the body's guard in its extensions for the policy.
+pub(crate) fn replayable<B: Body>(req: Request<B>, max_bytes: usize) -> Request<ReplayBody<B>> {
+    let (mut parts, body) = req.into_parts();
+    let body = ReplayBody::try_new(body, max_bytes).unwrap_or_else(|body| {
+        tracing::debug!(
+            max_bytes,
+            "request body is larger than the replay cap; it will not be retried"
+        );
+        ReplayBody::unreplayable(body)
+    });
+    parts.extensions.insert(body.guard());
+    Request::from_parts(parts, body)
 }

@@ -44,7 +44,7 @@
 //! ```
 
 mod clone_body;
-mod layer;
+pub(crate) mod layer;
 mod replay;
 
 pub use clone_body::CloneBody;

@@ -162,20 +162,16 @@ where
 /// Converts a reqwest request for the layers, its body made replayable: whole if reqwest
 /// holds it in memory, up to `max_replay_bytes` if it streams.
 fn into_retry_request(
-    mut request: upstream::Request,
+    request: upstream::Request,
     max_replay_bytes: usize,
 ) -> Result<RetryRequest, Error> {
-    let body = request.body_mut().take().unwrap_or_default();
-    let cap = if body.as_bytes().is_some() {
+    let request = http::Request::<upstream::Body>::try_from(request)?;
+    let cap = if request.body().as_bytes().is_some() {
         usize::MAX
     } else {
         max_replay_bytes
     };
-    let body = ReplayBody::try_new(body, cap).unwrap_or_else(ReplayBody::unreplayable);
-    let request = http::Request::<upstream::Body>::try_from(request)?;
-    let (mut parts, _empty) = request.into_parts();
-    parts.extensions.insert(body.guard());
-    Ok(http::Request::from_parts(parts, body))
+    Ok(crate::body::layer::replayable(request, cap))
 }
 
 impl<S: Clone> Clone for RetryClient<S> {
