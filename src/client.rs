@@ -1,7 +1,7 @@
 //! [`BoxHttpClient`]: a retrying HTTP client as one short, clonable type.
 //!
 //! A client behind the retry layer has a type that spells out the whole stack —
-//! `ReplayBodyService<Retry<RetryPolicy<ConstantBackOff>, Client<HttpConnector, …>>>` —
+//! `ReplayBodyService<RetryService<ConstantBackOff, Client<HttpConnector, …>>>` —
 //! which nobody wants to write in a struct field or in axum's `State`. [`box_http_client`]
 //! erases it into a [`BoxHttpClient`] named only by its request and response bodies, at
 //! the cost of one boxed future per request.

@@ -210,7 +210,7 @@ where
         };
         let delay = match retry_after {
             // A requested delay ending past the backoff's time limit: give up now.
-            Some(asked) if backoff.remaining().is_some_and(|left| asked > left) => {
+            Some(asked) if crate::backoff::outlasts(&backoff, asked) => {
                 return Err(err);
             }
             Some(asked) => asked,

@@ -74,6 +74,12 @@ pub trait BackOff {
     }
 }
 
+/// Whether a delay the server asked for ends past `backoff`'s time limit: the retry that
+/// would follow it is not made (the one rule of [`retry`](crate::retry()) and the layer).
+pub(crate) fn outlasts<B: BackOff + ?Sized>(backoff: &B, asked: Duration) -> bool {
+    backoff.remaining().is_some_and(|left| asked > left)
+}
+
 impl<B: BackOff + ?Sized> BackOff for &mut B {
     fn next_backoff(&mut self) -> Option<Duration> {
         (**self).next_backoff()

@@ -178,7 +178,7 @@ pub fn default_error_class(err: &(dyn Error + 'static)) -> ErrorClass {
 
 /// The next error of the chain. `io::Error::source` skips the error an `io::Error` wraps
 /// (it returns that error's own source), so the wrapped error is visited instead.
-fn next_in_chain<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a (dyn Error + 'static)> {
+pub(crate) fn next_in_chain<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a (dyn Error + 'static)> {
     if let Some(io) = e.downcast_ref::<io::Error>()
         && let Some(inner) = io.get_ref()
     {

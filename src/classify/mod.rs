@@ -48,7 +48,7 @@
 //! The pieces they are built from are public too: [`is_idempotent`], [`StatusSet`],
 //! [`default_error_class`] and [`AsError`].
 
-mod error;
+pub(crate) mod error;
 mod grpc;
 mod http;
 mod idempotent;

@@ -31,7 +31,7 @@ pub(crate) fn plan<B: BackOff>(
         None => None,
     };
     if let Some((_, asked)) = server_said
-        && backoff.remaining().is_some_and(|left| asked > left)
+        && crate::backoff::outlasts(backoff, asked)
     {
         return Err(GiveUp::BackOff);
     }

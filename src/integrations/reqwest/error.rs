@@ -31,7 +31,7 @@ impl Error {
             if let Some(found) = error.downcast_ref::<upstream::Error>() {
                 return Some(found);
             }
-            next = error.source();
+            next = crate::classify::error::next_in_chain(error);
         }
         None
     }
