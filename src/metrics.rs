@@ -44,36 +44,46 @@ pub mod names {
     pub const PACING_RATE: &str = "tower_backoff.pacing.rate";
 }
 
-/// A destination's label, made once per destination (not per request).
+/// A destination's gauges, registered once per destination (not per request): setting
+/// them then costs no label building or recorder lookup.
 #[derive(Debug, Clone)]
-pub(crate) struct DestinationLabel {
+pub(crate) struct DestinationGauges {
     #[cfg(feature = "metrics")]
-    address: metrics::SharedString,
+    queue: metrics::Gauge,
+    #[cfg(feature = "metrics")]
+    rate: metrics::Gauge,
 }
 
-impl DestinationLabel {
-    /// The label of the destination shown as `address` (host and port, no credentials).
+impl DestinationGauges {
+    /// The gauges of the destination shown as `address` (host and port, no credentials),
+    /// from the recorder installed now.
     pub(crate) fn new(address: &impl std::fmt::Display) -> Self {
+        #[cfg(feature = "metrics")]
+        {
+            let address = metrics::SharedString::from(address.to_string());
+            Self {
+                queue: metrics::gauge!(names::PACING_QUEUE, "server.address" => address.clone()),
+                rate: metrics::gauge!(names::PACING_RATE, "server.address" => address),
+            }
+        }
         #[cfg(not(feature = "metrics"))]
-        let _ = address;
-        Self {
-            #[cfg(feature = "metrics")]
-            address: metrics::SharedString::from(address.to_string()),
+        {
+            let _ = address;
+            Self {}
         }
     }
-}
 
-/// A destination's queue length and send rate (`None`: not paced).
-#[inline]
-pub(crate) fn pacing(destination: &DestinationLabel, queue: usize, rate: Option<f64>) {
-    #[cfg(feature = "metrics")]
-    {
-        let address = destination.address.clone();
-        metrics::gauge!(names::PACING_QUEUE, "server.address" => address.clone()).set(queue as f64);
-        metrics::gauge!(names::PACING_RATE, "server.address" => address).set(rate.unwrap_or(0.0));
+    /// Its queue length and send rate (`None`: not paced).
+    #[inline]
+    pub(crate) fn set(&self, queue: usize, rate: Option<f64>) {
+        #[cfg(feature = "metrics")]
+        {
+            self.queue.set(queue as f64);
+            self.rate.set(rate.unwrap_or(0.0));
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (queue, rate);
     }
-    #[cfg(not(feature = "metrics"))]
-    let _ = (destination, queue, rate);
 }
 
 /// The label value of a retry reason.

@@ -10,7 +10,7 @@ use super::rate::{Mode, Rate};
 use super::settings::Settings;
 use super::window::Window;
 use crate::backoff::ResponsiveBackOff;
-use crate::metrics::DestinationLabel;
+use crate::metrics::DestinationGauges;
 use crate::time::{instant_after, never};
 use http::{HeaderMap, StatusCode};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -24,7 +24,7 @@ pub(crate) struct Destination {
     key: Key,
     settings: Settings,
     state: Mutex<State>,
-    label: DestinationLabel,
+    gauges: DestinationGauges,
 }
 
 #[derive(Debug)]
@@ -187,7 +187,7 @@ impl Destination {
         let window = Window::new(settings.initial_window, now);
         let rate = Rate::new(backoff, window.limit().is_some(), now);
         Self {
-            label: DestinationLabel::new(&key),
+            gauges: DestinationGauges::new(&key),
             key,
             settings,
             state: Mutex::new(State {
@@ -352,7 +352,7 @@ impl Destination {
 
     /// Reports the queue and the rate to the `metrics` facade (feature `metrics`).
     fn report(&self, s: &State) {
-        crate::metrics::pacing(&self.label, s.queue.len(), s.rate.rate());
+        self.gauges.set(s.queue.len(), s.rate.rate());
     }
 
     fn release(&self, now: Instant) {
