@@ -94,6 +94,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn status_set_holds_exactly_what_was_inserted() {
+        let mut set = StatusSet::EMPTY;
+        for code in [400, 429, 463, 464, 503, 599] {
+            set = set.with(StatusCode::from_u16(code).unwrap()).unwrap();
+        }
+        for code in 100..=999 {
+            let status = StatusCode::from_u16(code).unwrap();
+            let expected = [400, 429, 463, 464, 503, 599].contains(&code);
+            assert_eq!(set.contains(status), expected, "{code}");
+        }
+    }
+
+    #[test]
     fn default_set_is_exactly_the_documented_statuses() {
         let codes: Vec<u16> = StatusSet::DEFAULT.iter().map(|s| s.as_u16()).collect();
         assert_eq!(codes, [408, 429, 502, 503, 504]);

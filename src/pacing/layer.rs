@@ -4,9 +4,9 @@ use super::key::Key;
 use super::service::Pacing;
 use super::settings::Settings;
 use super::shared::Shared;
-use super::status::StatusSet;
 use super::window::OPEN_WINDOW;
 use crate::backoff::ResponsiveBackOff;
+use crate::classify::StatusSet;
 use crate::error::ConfigError;
 use http::StatusCode;
 use http::uri::Authority;
@@ -220,12 +220,9 @@ impl PacingLayer {
 
 impl Default for PacingLayer {
     fn default() -> Self {
-        Self {
-            shared: Arc::new(Shared::new(
-                Self::default_backoff(),
-                PacingBuilder::default().settings,
-            )),
-        }
+        PacingBuilder::default()
+            .build()
+            .expect("the default settings are valid")
     }
 }
 
@@ -286,17 +283,14 @@ pub struct PacingBuilder {
 
 impl Default for PacingBuilder {
     fn default() -> Self {
-        let mut slow_down = StatusSet::default();
-        for status in PacingLayer::DEFAULT_SLOW_DOWN {
-            slow_down.insert(status);
-        }
         Self {
             backoff: None,
             settings: Settings {
                 max_wait: PacingLayer::DEFAULT_MAX_WAIT,
                 max_cooldown: PacingLayer::DEFAULT_MAX_COOLDOWN,
                 initial_window: PacingLayer::DEFAULT_INITIAL_WINDOW,
-                slow_down,
+                // Set by `build`, from `slow_down` below once validated.
+                slow_down: StatusSet::EMPTY,
                 max_queue: PacingLayer::DEFAULT_MAX_QUEUE,
                 max_destinations: PacingLayer::DEFAULT_MAX_DESTINATIONS,
                 idle_timeout: PacingLayer::DEFAULT_IDLE_TIMEOUT,
@@ -416,16 +410,15 @@ impl PacingBuilder {
                 "must name at least one status, or the client would never slow down",
             ));
         }
-        let mut slow_down = StatusSet::default();
+        let mut slow_down = StatusSet::EMPTY;
         for status in &self.slow_down {
-            if !(StatusSet::FIRST..=StatusSet::LAST).contains(&status.as_u16()) {
-                return Err(ConfigError::new(
+            slow_down = slow_down.with(*status).map_err(|_| {
+                ConfigError::new(
                     "slow_down_on",
                     status.as_u16(),
                     "must be a 4xx or 5xx status: only errors can ask a client to slow down",
-                ));
-            }
-            slow_down.insert(*status);
+                )
+            })?;
         }
         let settings = Settings {
             slow_down,

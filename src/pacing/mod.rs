@@ -149,7 +149,6 @@ mod rate;
 mod service;
 mod settings;
 mod shared;
-mod status;
 mod window;
 
 pub use deadline::PacingDeadline;

@@ -1,6 +1,6 @@
 //! The validated settings of a pacing layer.
 
-use super::status::StatusSet;
+use crate::classify::StatusSet;
 use std::time::Duration;
 
 /// What [`PacingBuilder`](super::PacingBuilder) validated.
