@@ -158,10 +158,12 @@ impl Outcome {
 
     /// Whether a retry throttle should count this attempt as a failure (a retryable
     /// failure, retried or not), a success, or neither (`None`: a final answer that says
-    /// nothing about the server's health, such as a 404).
+    /// nothing about the server's health, such as a 404, or a request that never reached
+    /// it: a connect error, a stream refused before processing).
     pub(crate) const fn health(&self) -> Option<bool> {
         match self.kind {
             Kind::Success => Some(true),
+            Kind::Retry(RetryReason::Connect | RetryReason::Unprocessed) => None,
             Kind::Retry(_) | Kind::Stop(_) => Some(false),
             Kind::Failure => None,
         }
@@ -172,6 +174,17 @@ impl Outcome {
 mod tests {
     use super::*;
     use http::StatusCode;
+
+    #[test]
+    fn only_what_the_server_answered_tells_its_health() {
+        assert_eq!(Outcome::success().health(), Some(true));
+        assert_eq!(Outcome::retry(RetryReason::Transport).health(), Some(false));
+        assert_eq!(Outcome::stop(RetryReason::Transport).health(), Some(false));
+        // Never reached the server (or it refused the stream before processing it).
+        assert_eq!(Outcome::retry(RetryReason::Connect).health(), None);
+        assert_eq!(Outcome::retry(RetryReason::Unprocessed).health(), None);
+        assert_eq!(Outcome::failure().health(), None);
+    }
 
     #[test]
     fn outcomes_describe_themselves() {

@@ -379,11 +379,10 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         let Some(throttle) = &self.template.shared.retry_throttle else {
             return;
         };
-        throttle.record(match (outcome.health(), outcome.reason()) {
-            (Some(true), _) => ThrottleOutcome::Success,
-            (_, Some(RetryReason::Connect | RetryReason::Unprocessed)) => ThrottleOutcome::Other,
-            (Some(false), _) => ThrottleOutcome::RetryableFailure,
-            (None, _) => ThrottleOutcome::Other,
+        throttle.record(match outcome.health() {
+            Some(true) => ThrottleOutcome::Success,
+            Some(false) => ThrottleOutcome::RetryableFailure,
+            None => ThrottleOutcome::Other,
         });
     }
 }
