@@ -163,7 +163,8 @@ impl Outcome {
     pub(crate) const fn health(&self) -> Option<bool> {
         match self.kind {
             Kind::Success => Some(true),
-            Kind::Retry(RetryReason::Connect | RetryReason::Unprocessed) => None,
+            Kind::Retry(RetryReason::Connect | RetryReason::Unprocessed)
+            | Kind::Stop(RetryReason::Connect | RetryReason::Unprocessed) => None,
             Kind::Retry(_) | Kind::Stop(_) => Some(false),
             Kind::Failure => None,
         }
@@ -183,6 +184,7 @@ mod tests {
         // Never reached the server (or it refused the stream before processing it).
         assert_eq!(Outcome::retry(RetryReason::Connect).health(), None);
         assert_eq!(Outcome::retry(RetryReason::Unprocessed).health(), None);
+        assert_eq!(Outcome::stop(RetryReason::Connect).health(), None);
         assert_eq!(Outcome::failure().health(), None);
     }
 
