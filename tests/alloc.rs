@@ -88,7 +88,7 @@ where
 const STATS_INSERT_ALLOCS: u64 = 3;
 
 #[test]
-fn success_path_allocates_only_the_request_clone_and_the_stats() {
+fn success_path_allocates_only_the_request_clone() {
     // Entered like a client would be (tokio's clock is read through the runtime handle).
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
