@@ -99,11 +99,7 @@ async fn a_lone_retry_after_among_successes_does_not_close_the_destination() {
 #[tokio::test(start_paused = true)]
 async fn a_wait_beyond_max_wait_or_the_deadline_fails_fast() {
     let log = Log::default();
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff(100))
-        .with_max_wait(secs(3))
-        .build()
-        .unwrap();
+    let pacing = builder(100).with_max_wait(secs(3)).build().unwrap();
     let mut client = pacing.layer(scripted(&log));
     send(&mut client, get_ra("http://a/429", "5"))
         .await
@@ -162,11 +158,7 @@ async fn a_deadline_later_than_the_wait_lets_the_request_wait() {
 #[tokio::test(start_paused = true)]
 async fn a_hostile_retry_after_is_capped() {
     let log = Log::default();
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff(100))
-        .with_max_wait(secs(3600))
-        .build()
-        .unwrap();
+    let pacing = builder(100).with_max_wait(secs(3600)).build().unwrap();
     let mut client = pacing.layer(scripted(&log));
     let start = Instant::now();
     send(&mut client, get_ra("http://a/429", "100000000000000000000"))
@@ -278,11 +270,7 @@ async fn hyper_client_waits_out_a_real_servers_retry_after() {
 #[tokio::test(start_paused = true)]
 async fn a_cool_down_that_starts_while_requests_wait_holds_them_too() {
     let log = Log::default();
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff(100))
-        .with_initial_window(1)
-        .build()
-        .unwrap();
+    let pacing = builder(100).with_initial_window(1).build().unwrap();
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
     // One request in flight fills the window; three wait behind it.
@@ -309,8 +297,7 @@ async fn a_cool_down_that_starts_while_requests_wait_holds_them_too() {
 #[tokio::test(start_paused = true)]
 async fn waiting_requests_that_cannot_wait_out_a_new_cool_down_fail_at_once() {
     let log = Log::default();
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff(100))
+    let pacing = builder(100)
         .with_initial_window(1)
         .with_max_wait(secs(1))
         .build()

@@ -212,8 +212,7 @@ async fn a_real_refusing_server_does_not_hold_requests_to_a_healthy_one() {
 #[tokio::test(start_paused = true)]
 async fn idle_destinations_are_forgotten_and_their_number_is_bounded() {
     let log = Log::default();
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff(100))
+    let pacing = builder(100)
         .with_max_destinations(100)
         .with_idle_timeout(secs(10))
         .build()

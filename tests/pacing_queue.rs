@@ -45,11 +45,7 @@ async fn a_burst_from_a_new_client_is_slow_started() {
 #[tokio::test(start_paused = true)]
 async fn a_queued_request_fails_when_its_max_wait_runs_out_and_a_dropped_one_frees_its_place() {
     let log = Log::default();
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff(100))
-        .with_max_wait(ms(250))
-        .build()
-        .unwrap();
+    let pacing = builder(100).with_max_wait(ms(250)).build().unwrap();
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
     // The destination refuses everything: the client probes at 100, 200, 400 ms ...
@@ -146,11 +142,7 @@ async fn a_waiting_request_readies_its_own_clone_of_the_inner_service() {
 #[tokio::test(start_paused = true)]
 async fn a_slow_healthy_server_loses_no_request_of_a_burst() {
     let log = Log::default();
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff(100))
-        .with_max_wait(secs(1))
-        .build()
-        .unwrap();
+    let pacing = builder(100).with_max_wait(secs(1)).build().unwrap();
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
     let burst: Vec<_> = (0..100)
@@ -229,11 +221,7 @@ async fn a_response_future_that_is_not_polled_does_not_hold_the_queue() {
 #[tokio::test(start_paused = true)]
 async fn a_full_queue_fails_fast_and_a_dropped_waiter_frees_its_place() {
     let log = Log::default();
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff(100))
-        .with_max_queue(2)
-        .build()
-        .unwrap();
+    let pacing = builder(100).with_max_queue(2).build().unwrap();
     let mut client = pacing.layer(scripted(&log));
     send(&mut client, get("http://a/503")).await.unwrap();
     let first = tokio::spawn(client.clone().oneshot(get("http://a/200")));
@@ -308,11 +296,7 @@ async fn no_request_is_sent_after_its_deadline() {
 #[tokio::test(start_paused = true)]
 async fn ten_thousand_waiters_are_all_served() {
     let log = Log::default();
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff(100))
-        .with_max_queue(10_000)
-        .build()
-        .unwrap();
+    let pacing = builder(100).with_max_queue(10_000).build().unwrap();
     let mut client = pacing.layer(scripted(&log));
     send(&mut client, get("http://a/503")).await.unwrap();
     let tasks: Vec<_> = (0..10_000)

@@ -76,11 +76,7 @@ async fn successes_speed_the_client_up_and_it_opens_after_a_quiet_period() {
 #[tokio::test(start_paused = true)]
 async fn zero_max_wait_sheds_every_request_that_would_wait() {
     let log = Log::default();
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff(100))
-        .with_max_wait(Duration::ZERO)
-        .build()
-        .unwrap();
+    let pacing = builder(100).with_max_wait(Duration::ZERO).build().unwrap();
     let mut client = pacing.layer(scripted(&log));
     send(&mut client, get("http://a/200")).await.unwrap();
     send(&mut client, get("http://a/503")).await.unwrap();
@@ -108,8 +104,7 @@ async fn only_slow_down_statuses_slow_down() {
     assert_eq!(log.offsets(start), [Duration::ZERO; 4]);
 
     // Unless configured so.
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff(100))
+    let pacing = builder(100)
         .with_slow_down_on([StatusCode::BAD_GATEWAY])
         .build()
         .unwrap();
@@ -236,11 +231,7 @@ async fn a_rate_limited_burst_completes_near_the_limit_with_few_429s() {
 #[tokio::test(start_paused = true)]
 async fn refusals_of_requests_already_in_flight_raise_the_delay_once() {
     let log = Log::default();
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff(100))
-        .with_initial_window(0)
-        .build()
-        .unwrap();
+    let pacing = builder(100).with_initial_window(0).build().unwrap();
     let client = pacing.layer(scripted(&log));
     let burst: Vec<_> = (0..8)
         .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/503?sleep=1000"))))
@@ -275,11 +266,7 @@ async fn an_outage_is_probed_and_its_waiting_requests_succeed_after_it() {
             }
         })
     };
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff(10))
-        .with_initial_window(0)
-        .build()
-        .unwrap();
+    let pacing = builder(10).with_initial_window(0).build().unwrap();
     let client = pacing.layer(server);
     // One request every 10 ms for 1.5 s, none retried.
     let mut tasks = Vec::new();

@@ -10,17 +10,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Service, ServiceExt};
 use tower_backoff::backoff::ResponsiveBackOff;
-use tower_backoff::{PacingError, PacingLayer};
+use tower_backoff::{PacingBuilder, PacingError, PacingLayer};
 
 pub type BoxError = Box<dyn Error + Send + Sync>;
 
-pub fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-pub fn secs(n: u64) -> Duration {
-    Duration::from_secs(n)
-}
+pub use super::time::{ms, secs};
 
 /// When each request reached the inner service, and its URI.
 #[derive(Clone, Default)]
@@ -102,11 +96,13 @@ pub fn backoff(threshold: u32) -> ResponsiveBackOff {
         .unwrap()
 }
 
+/// A builder probing with [`backoff`]`(threshold)`.
+pub fn builder(threshold: u32) -> PacingBuilder {
+    PacingLayer::builder().with_backoff(backoff(threshold))
+}
+
 pub fn layer(threshold: u32) -> PacingLayer {
-    PacingLayer::builder()
-        .with_backoff(backoff(threshold))
-        .build()
-        .unwrap()
+    builder(threshold).build().unwrap()
 }
 
 pub fn get(uri: &str) -> Request<()> {
