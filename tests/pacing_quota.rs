@@ -161,3 +161,56 @@ async fn no_room_reported_without_a_reset_holds_nothing() {
     assert_eq!(log.len(), 20);
     assert_eq!(start.elapsed(), secs(0));
 }
+
+/// A server that answers after 10 ms, with `header` if given, and the most requests it
+/// ever had in flight at once.
+fn slow_counting(
+    header: Option<(&'static str, &'static str)>,
+) -> (
+    impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + 'static,
+    Arc<AtomicUsize>,
+) {
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let peak = most.clone();
+    let service = tower::service_fn(move |_: Request<()>| {
+        let (now, most) = (now.clone(), most.clone());
+        async move {
+            let in_flight = now.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(in_flight, Ordering::SeqCst);
+            tokio::time::sleep(ms(10)).await;
+            now.fetch_sub(1, Ordering::SeqCst);
+            let mut res = Response::builder();
+            if let Some((name, value)) = header {
+                res = res.header(name, value);
+            }
+            Ok(res.body(()).unwrap())
+        }
+    });
+    (service, peak)
+}
+
+/// Sends 40 requests at once through a default pacing layer; the most in flight at once.
+async fn burst_of_40(header: Option<(&'static str, &'static str)>) -> usize {
+    let (server, peak) = slow_counting(header);
+    let client = PacingLayer::new().layer(server);
+    let requests: Vec<_> = (0..40)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://api.example/"))))
+        .collect();
+    for request in requests {
+        request.await.unwrap().unwrap();
+    }
+    peak.load(Ordering::SeqCst)
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_room_reported_stops_the_slow_start_growing() {
+    // Without a quota report, each success widens the slow-start window.
+    let widened = burst_of_40(None).await;
+    assert!(widened > 8, "{widened}");
+    // "No room left" keeps it at its initial 4 (nothing waits for a reset: none given).
+    let held = burst_of_40(Some(("x-ratelimit-remaining", "0"))).await;
+    assert_eq!(held, PacingLayer::DEFAULT_INITIAL_WINDOW as usize);
+}

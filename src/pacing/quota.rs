@@ -177,4 +177,14 @@ mod tests {
         }
         assert_eq!(quota.spent_until(now), Some(now + SEC));
     }
+    #[tokio::test(start_paused = true)]
+    async fn the_earliest_reported_reset_holds() {
+        // Two reports of one window, the later one rounded further up.
+        let now = Instant::now();
+        let mut quota = Quota::default();
+        let (a, b) = (quota.sent(), quota.sent());
+        quota.learn(a, left(0, Some(SEC)), 1, Duration::MAX, now);
+        quota.learn(b, left(0, Some(2 * SEC)), 0, Duration::MAX, now);
+        assert_eq!(quota.spent_until(now), Some(now + SEC));
+    }
 }
