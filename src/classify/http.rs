@@ -103,17 +103,19 @@ impl Classify for HttpClassifier {
             };
         }
         let mut outcome = Outcome::retry(RetryReason::Status(status));
+        let asked = retry_after::from_headers(res.headers(), attempt.wall_clock());
         if status == StatusCode::TOO_MANY_REQUESTS {
             outcome = outcome.with_resend(Resend::AnyMethod);
-        }
-        match retry_after::from_headers(res.headers(), attempt.wall_clock()) {
-            None => outcome,
-            // "0": servers that round down say 0 for "under a second" (tower_governor
-            // does), and retrying at once would be refused again. The backoff decides
-            // (a floor of zero), but the server did schedule the retry.
-            Some(after) if after.is_zero() => {
-                outcome.with_server_delay(ServerDelay::AtLeast(after))
+            // A rate limiter that said when to come back (even "0") scheduled the retry.
+            if asked.is_some() {
+                outcome = outcome.with_scheduled();
             }
+        }
+        match asked {
+            // "0": servers that round down say 0 for "under a second" (tower_governor
+            // does), and retrying at once would be refused again: the backoff decides.
+            None => outcome,
+            Some(after) if after.is_zero() => outcome,
             // The server said when: trust it, for the statuses whose header means that.
             Some(after)
                 if matches!(
@@ -201,6 +203,18 @@ mod tests {
             judge("GET", 503, Some(("retry-after", "soon"))).server_delay(),
             None
         );
+    }
+
+    #[test]
+    fn a_rate_limiter_that_says_when_schedules_the_retry() {
+        assert!(judge("GET", 429, Some(("retry-after", "1"))).is_scheduled());
+        // "Retry-After: 0" is scheduled too (the backoff chooses the delay)...
+        let now = judge("GET", 429, Some(("retry-after", "0")));
+        assert!(now.is_scheduled());
+        assert_eq!(now.server_delay(), None);
+        // ...no Retry-After is not, and an outage's 503 with one is not either.
+        assert!(!judge("GET", 429, None).is_scheduled());
+        assert!(!judge("GET", 503, Some(("retry-after", "1"))).is_scheduled());
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub struct Outcome {
     kind: Kind,
     resend: Resend,
     server_delay: Option<ServerDelay>,
+    scheduled: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +109,7 @@ impl Outcome {
             kind,
             resend: Resend::IfIdempotent,
             server_delay: None,
+            scheduled: false,
         }
     }
 
@@ -121,6 +123,20 @@ impl Outcome {
     pub const fn with_server_delay(mut self, delay: ServerDelay) -> Self {
         self.server_delay = Some(delay);
         self
+    }
+
+    /// This outcome as a retry the server scheduled: a rate limiter that refused the
+    /// request and said when to come back (a 429 with `Retry-After`). Such a retry is not
+    /// the blind extra load on a failing server that the shared
+    /// [`RetryBudget`](crate::budget::RetryBudget) guards against, so it does not spend it.
+    pub const fn with_scheduled(mut self) -> Self {
+        self.scheduled = true;
+        self
+    }
+
+    /// Whether the server scheduled the retry (see [`with_scheduled`](Self::with_scheduled)).
+    pub const fn is_scheduled(&self) -> bool {
+        self.scheduled
     }
 
     /// Whether the attempt succeeded.

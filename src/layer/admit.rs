@@ -8,9 +8,9 @@ use super::settings::RetrySettings;
 use super::stats::GiveUp;
 use crate::body::ReplayGuard;
 use crate::budget::{RetryBudget, RetryThrottle};
-use crate::classify::{Outcome, RequestHead, Resend, RetryReason, is_idempotent};
+use crate::classify::{Outcome, RequestHead, Resend, is_idempotent};
 use crate::limits::Limits;
-use http::{Request, StatusCode};
+use http::Request;
 use std::time::Duration;
 
 /// A request the server may have acted on goes out again only if sending it twice is
@@ -71,18 +71,14 @@ pub(crate) fn throttle_open(throttle: Option<&RetryThrottle>) -> Result<(), Give
     }
 }
 
-/// The client's shared retry budget, if any, pays for the retry — unless the server
-/// scheduled it: a 429 with a `Retry-After` (even `0`, which rate limiters that round down
-/// send) comes from a server that is up and says when it will take the request again, so
-/// the retry is not extra load on a failing server, which is what the budget guards
-/// against. (Outages answer 503s, resets and refused connections: those retries always
-/// pay.)
+/// The client's shared retry budget, if any, pays for the retry, unless the classifier
+/// says the server scheduled it ([`Outcome::is_scheduled`]). (Outcomes of outages — 503s,
+/// resets, refused connections — are not scheduled: those retries always pay.)
 pub(crate) fn budget_withdraw(
     budget: Option<&RetryBudget>,
     outcome: &Outcome,
 ) -> Result<(), GiveUp> {
-    let scheduled = outcome.reason() == Some(RetryReason::Status(StatusCode::TOO_MANY_REQUESTS))
-        && outcome.server_delay().is_some();
+    let scheduled = outcome.is_scheduled();
     match budget {
         Some(budget) if !scheduled && !budget.withdraw() => Err(GiveUp::RetryBudget),
         _ => Ok(()),
@@ -93,7 +89,9 @@ pub(crate) fn budget_withdraw(
 mod tests {
     use super::*;
     use crate::classify::IDEMPOTENCY_KEY;
+    use crate::classify::RetryReason;
     use crate::limits::LimitReached;
+    use http::StatusCode;
 
     const SEC: Duration = Duration::from_secs(1);
 
@@ -173,11 +171,16 @@ mod tests {
         use crate::classify::ServerDelay;
         let spent = RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap();
         let too_many = Outcome::retry(RetryReason::Status(StatusCode::TOO_MANY_REQUESTS));
-        let scheduled = too_many.with_server_delay(ServerDelay::Exactly(SEC));
+        let scheduled = too_many
+            .with_server_delay(ServerDelay::Exactly(SEC))
+            .with_scheduled();
         assert_eq!(budget_withdraw(Some(&spent), &scheduled), Ok(()));
-        // "Retry-After: 0" (a floor of zero) is scheduled too; no Retry-After is not.
-        let now = too_many.with_server_delay(ServerDelay::AtLeast(Duration::ZERO));
-        assert_eq!(budget_withdraw(Some(&spent), &now), Ok(()));
+        // Which outcomes are scheduled is the classifier's call (a 429 with any
+        // Retry-After, "0" included, for HttpClassifier); one that is not pays.
+        assert_eq!(
+            budget_withdraw(Some(&spent), &too_many.with_scheduled()),
+            Ok(())
+        );
         assert_eq!(
             budget_withdraw(Some(&spent), &too_many),
             Err(GiveUp::RetryBudget)
