@@ -3,12 +3,12 @@
 
 mod support;
 
-use http::StatusCode;
+use http::{Method, StatusCode};
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::scripted::Reply::*;
-use support::scripted::{attempts_layer, get, layer, post, run, stats};
+use support::scripted::{attempts_layer, get, layer, post, req, run, stats};
 use support::time::{MS, SEC};
 use tower_backoff::{RetryEvent, RetryReason, RetryStats};
 
@@ -198,5 +198,23 @@ async fn each_retry_is_a_tracing_event_with_attempt_delay_reason_and_status() {
         retries[1].contains("delay=200ms reason=connect error"),
         "{}",
         retries[1]
+    );
+
+    // A URI with credentials: the events name the host, never the user or password.
+    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
+    let with_credentials = req(Method::GET, "http://alice:s3cret@api.example/orders");
+    let (res, _) = run(layer(), with_credentials, &[Status(503)]).await;
+    assert_eq!(res.unwrap().status(), 200);
+    let events = CAPTURED.with(|c| c.borrow_mut().take().unwrap());
+    let retry = events
+        .iter()
+        .find(|e| e.contains("retrying request"))
+        .expect("a retry event");
+    assert!(retry.contains("server.address=\"api.example\""), "{retry}");
+    assert!(
+        events
+            .iter()
+            .all(|e| !e.contains("alice") && !e.contains("s3cret")),
+        "{events:?}"
     );
 }
