@@ -336,6 +336,14 @@ async fn fleet(kind: Kind, in_process: bool, out: &mut String) -> Result<(), Box
         let shares: Vec<f64> = figures.iter().map(|f| f.ok as f64).collect();
         let used = ok as f64 * 100.0 / capacity;
         let fairness = jain(&shares);
+        eprintln!(
+            "{}: per client ok/refused {:?}",
+            stack.describe(),
+            figures
+                .iter()
+                .map(|f| (f.ok, f.count.refused))
+                .collect::<Vec<_>>()
+        );
         let met = used >= 95.0 && pct(refused, attempts) < 10.0 && fairness >= 0.9;
         let _ = writeln!(
             out,

@@ -280,10 +280,8 @@ async fn target_2_limited_destination_does_not_slow_a_healthy_one() {
 
 /// Target 3, with 8 independent layers in one process (the example runs 8 processes):
 /// ≥ 95 % of the limiter's capacity used, < 10 % refused, Jain's index ≥ 0.9.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "target 3 (a fleet of 8 uses ≥ 95 % of the limit fairly, < 10 % refused) is not met today"]
-async fn target_3_fleet_shares_a_limit_fully_and_fairly() {
-    let Some(limiter) = start_or_skip(Kind::Governor, RateLimit::TARGET).await else {
+async fn target_3(kind: Kind) {
+    let Some(limiter) = start_or_skip(kind, RateLimit::TARGET).await else {
         return;
     };
     let seconds = 5;
@@ -308,10 +306,30 @@ async fn target_3_fleet_shares_a_limit_fully_and_fairly() {
         refused += count.refused;
     }
     let used = shares.iter().sum::<f64>() / (50.0 * seconds as f64);
-    assert!(used >= 0.95, "capacity used {used:.3}");
+    let name = kind.name();
+    assert!(used >= 0.95, "{name}: capacity used {used:.3}");
     assert!(
         (refused as f64) < 0.1 * attempts as f64,
-        "{refused} of {attempts} refused"
+        "{name}: {refused} of {attempts} refused"
     );
-    assert!(drive::jain(&shares) >= 0.9, "shares {shares:?}");
+    assert!(drive::jain(&shares) >= 0.9, "{name}: shares {shares:?}");
+}
+
+/// Met against express-rate-limit: its quota reports, spread over the second to their
+/// reset and less what the other clients are seen to use, share each window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn target_3_express_fleet_shares_a_limit_fully_and_fairly() {
+    target_3(Kind::Express).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "target 3 against tower_governor is not met today: 19-21 % refused, Jain 0.75-0.83"]
+async fn target_3_governor_fleet_shares_a_limit_fully_and_fairly() {
+    target_3(Kind::Governor).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "target 3 against HAProxy is not met today: 60-66 % of the capacity used"]
+async fn target_3_haproxy_fleet_shares_a_limit_fully_and_fairly() {
+    target_3(Kind::Haproxy).await;
 }

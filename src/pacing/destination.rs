@@ -244,6 +244,9 @@ impl Destination {
         if let Some(until) = s.closed_until(now) {
             return Err(until);
         }
+        if let Some(at) = s.quota.ready_at(now) {
+            return Err(at);
+        }
         match s.rate.mode() {
             Mode::Open => {}
             Mode::Start => {
@@ -266,7 +269,7 @@ impl Destination {
         Ok(Grant {
             destination: Arc::clone(self),
             round: s.rate.round(),
-            number: s.quota.sent(),
+            number: s.quota.sent(now),
         })
     }
 
@@ -394,7 +397,13 @@ impl Destination {
                 Mode::Start => s.window.limit(),
                 _ => None,
             };
-            s.rate.refused(window, now);
+            // A refusal the destination's own quota explains (it says nothing is left,
+            // and when that changes) is no news of its capacity: the quota holds the
+            // requests until its reset and spreads them after it.
+            let explained = quota.is_some_and(|q| q.remaining == 0 && q.reset.is_some());
+            if !explained {
+                s.rate.refused(window, now);
+            }
             s.window.close();
             tracing::debug!(to = %self.key, mode = ?s.rate.mode(), %status, "pacing: destination slows down");
             let cooling = s.cooldown.start(asked, self.settings.max_cooldown, now);
@@ -409,7 +418,7 @@ impl Destination {
             }
         } else {
             // A destination that reports no room left is not sent more at once, or faster.
-            let grow = !s.quota.is_full();
+            let grow = !s.quota.is_full(now);
             if s.rate.mode() == Mode::Start && grow {
                 s.window.grow();
                 if s.window.limit().is_none() {

@@ -5,11 +5,25 @@
 //! limiters that count refusals, more waiting. So a destination whose quota is spent holds
 //! its requests until the quota resets, and one that reports no room left is not pushed
 //! faster.
+//!
+//! A quota is often shared by many clients. Each spends the room it hears of evenly until
+//! the reset (over a second at most, see [`SPREAD`]) rather than at once, and counts what
+//! the others are seen to take meanwhile (the room shrinking faster than its own sends):
+//! against express-rate-limit, 8 clients sharing 50 a second went from one client taking
+//! nearly every window (Jain's index 0.16, 12 % refused) to even shares (0.99, under 2 %).
 
 use crate::retry_after::QuotaLeft;
 use crate::time::instant_after;
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// The room a destination reports is spent evenly over at most this long (or until its
+/// reset, if sooner). A reset is reported in whole seconds, so the clients that share a
+/// quota come back within about a second of each other: spread over that second, each of
+/// them has a share, where the first one back would otherwise take the whole window in a
+/// few milliseconds (and, hearing of the next reset first, the next window too). Over a
+/// second, a long window's large quota (thousands an hour) is hardly slowed.
+const SPREAD: Duration = Duration::from_secs(1);
 
 /// One destination's quota, as its latest response reported it, less what was sent since.
 #[derive(Debug, Default)]
@@ -18,6 +32,8 @@ pub(crate) struct Quota {
     sent: u64,
     /// What the latest report allows.
     known: Option<Known>,
+    /// The last send while a report with a reset was known: the next is spread from it.
+    last_send: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -28,17 +44,76 @@ struct Known {
     reset: Option<Instant>,
     /// The number of the send whose response reported it: an older report is stale.
     basis: u64,
+    /// When it was reported.
+    at: Instant,
+    /// The report of this count (until its reset) that what the others sharing the quota
+    /// take is measured from.
+    base: Base,
+    /// What the others sharing the quota take, in requests per second, once measured.
+    others: Option<f64>,
+}
+
+/// A report the others' use is measured from.
+#[derive(Debug, Clone, Copy)]
+struct Base {
+    at: Instant,
+    credit: i64,
+    /// This client's sends counted by then.
+    sent: u64,
+}
+
+/// What the others take is measured over stretches of at least this long, so that the
+/// estimate follows their pace as it changes through a window.
+const MEASURE: Duration = Duration::from_millis(50);
+
+/// The share of the others' measured pace assumed to go on until the next report. The
+/// whole of it holds a client back too early: the others spread their room too, and stop
+/// when they see it spent, so their recent pace (high just after a reset, when every
+/// client comes back) overstates what they take next. Measured against
+/// express-rate-limit with 8 clients: counting all of it used 93–94 % of the capacity
+/// (0.2 % refused), half of it 94 %, a tenth 98–99.6 % (0.2–1.7 % refused); none 98–100 %
+/// but 8–10 % refused.
+const OTHERS_WEIGHT: f64 = 0.1;
+
+impl Known {
+    /// The credit at `now`, less what the others sharing the quota used since the report.
+    fn credit_at(&self, now: Instant) -> i64 {
+        let Some(others) = self.others else {
+            return self.credit;
+        };
+        let since = now.saturating_duration_since(self.at).as_secs_f64();
+        let used = OTHERS_WEIGHT * others * since;
+        self.credit.saturating_sub(used as i64)
+    }
 }
 
 impl Quota {
-    /// Counts a send, returning its number (for [`learn`](Self::learn)).
-    pub(crate) fn sent(&mut self) -> u64 {
+    /// Counts a send at `now`, returning its number (for [`learn`](Self::learn)).
+    pub(crate) fn sent(&mut self, now: Instant) -> u64 {
         let number = self.sent;
         self.sent = self.sent.saturating_add(1);
         if let Some(known) = &mut self.known {
             known.credit = known.credit.saturating_sub(1);
         }
+        self.last_send = Some(now);
         number
+    }
+
+    /// When the next send may go, spreading the reported room until the reset (see
+    /// [`SPREAD`]); `None`: now, or nothing reported to spread.
+    pub(crate) fn ready_at(&self, now: Instant) -> Option<Instant> {
+        let known = self.known.as_ref()?;
+        let reset = known.reset?;
+        let last = self.last_send?;
+        let credit = u32::try_from(known.credit_at(now))
+            .ok()
+            .filter(|&c| c > 0)?;
+        if reset <= now {
+            return None;
+        }
+        let span = reset.saturating_duration_since(last).min(SPREAD);
+        let at = instant_after(last, span / credit);
+        (at > now).then_some(at)
     }
 
     /// Learns what the response to send `number` reports, capping a reset at `max_reset`.
@@ -74,17 +149,47 @@ impl Quota {
         // from when the server answered), so the earliest is the closest. (Clients that
         // shared one limit and each waited for a late estimate came back late together,
         // and those that came back first took the whole next window.)
+        let raw = credit;
+        let mut base = Base {
+            at: now,
+            credit: raw,
+            sent: self.sent,
+        };
+        let mut others = None;
         if let Some(known) = &self.known
             && let Some(until) = known.reset
             && until > now
         {
             credit = credit.min(known.credit);
             reset = Some(reset.map_or(until, |reset| reset.min(until)));
+            // What the others sharing the quota took since the base report: the room it
+            // reported, less this client's sends since, less the room now.
+            let span = now.saturating_duration_since(known.base.at);
+            let own = i64::try_from(self.sent.saturating_sub(known.base.sent)).unwrap_or(i64::MAX);
+            let used = known
+                .base
+                .credit
+                .saturating_sub(own)
+                .saturating_sub(raw)
+                .max(0);
+            base = known.base;
+            others = known.others;
+            if span >= MEASURE {
+                others = Some(used as f64 / span.as_secs_f64());
+                base = Base {
+                    at: now,
+                    credit: raw,
+                    sent: self.sent,
+                };
+            }
         }
         self.known = Some(Known {
             credit,
             reset,
             basis: number,
+            at: now,
+            base,
+            others,
         });
     }
 
@@ -97,15 +202,17 @@ impl Quota {
                 self.known = None;
                 None
             }
-            Some(reset) if known.credit <= 0 => Some(reset),
+            Some(reset) if known.credit_at(now) <= 0 => Some(reset),
             _ => None,
         }
     }
 
     /// Whether the destination reported no room left for more than what is sent: no
     /// reason to send it faster.
-    pub(crate) fn is_full(&self) -> bool {
-        self.known.as_ref().is_some_and(|known| known.credit <= 0)
+    pub(crate) fn is_full(&self, now: Instant) -> bool {
+        self.known
+            .as_ref()
+            .is_some_and(|known| known.credit_at(now) <= 0)
     }
 }
 
@@ -124,39 +231,39 @@ mod tests {
         let now = Instant::now();
         let mut quota = Quota::default();
         assert_eq!(quota.spent_until(now), None);
-        let older = quota.sent();
-        let first = quota.sent();
+        let older = quota.sent(now);
+        let first = quota.sent(now);
         for _ in 0..3 {
-            quota.sent();
+            quota.sent(now);
         }
         // The first response says 3 left: the other three in flight spend them.
         quota.learn(first, left(3, Some(SEC)), 3, Duration::MAX, now);
-        assert!(quota.is_full());
+        assert!(quota.is_full(now));
         assert_eq!(quota.spent_until(now), Some(now + SEC));
         // A stale report (an older send's, arriving late) changes nothing.
         quota.learn(older, left(40, Some(SEC)), 0, Duration::MAX, now);
         assert_eq!(quota.spent_until(now), Some(now + SEC));
         // At the reset the count starts over.
         assert_eq!(quota.spent_until(now + SEC), None);
-        assert!(!quota.is_full());
+        assert!(!quota.is_full(now));
     }
 
     #[tokio::test(start_paused = true)]
     async fn without_a_reset_nothing_is_held_and_a_reset_is_capped() {
         let now = Instant::now();
         let mut quota = Quota::default();
-        let n = quota.sent();
+        let n = quota.sent(now);
         quota.learn(n, left(0, None), 0, Duration::MAX, now);
-        assert!(quota.is_full());
+        assert!(quota.is_full(now));
         assert_eq!(quota.spent_until(now), None);
-        let n = quota.sent();
+        let n = quota.sent(now);
         quota.learn(n, left(0, Some(3600 * SEC)), 0, 5 * SEC, now);
         assert_eq!(quota.spent_until(now), Some(now + 5 * SEC));
         // Past the reset, room reported: not full, nothing held.
         let later = now + 5 * SEC;
-        let n = quota.sent();
+        let n = quota.sent(now);
         quota.learn(n, left(2, Some(SEC)), 0, Duration::MAX, later);
-        assert!(!quota.is_full());
+        assert!(!quota.is_full(now));
         assert_eq!(quota.spent_until(later), None);
     }
 
@@ -166,23 +273,73 @@ mod tests {
         // (8 left), and the answers arrive in send order.
         let now = Instant::now();
         let mut quota = Quota::default();
-        let (zero, one) = (quota.sent(), quota.sent());
+        let (zero, one) = (quota.sent(now), quota.sent(now));
         quota.learn(zero, left(8, Some(SEC)), 1, Duration::MAX, now);
         quota.learn(one, left(9, Some(SEC)), 0, Duration::MAX, now);
         // Not 9: when 0's answer came, 1 was in flight and might not have been counted
         // yet (8 − 1), and 1's later answer cannot raise that.
         for _ in 0..7 {
             assert_eq!(quota.spent_until(now), None);
-            quota.sent();
+            quota.sent(now);
         }
         assert_eq!(quota.spent_until(now), Some(now + SEC));
     }
+    #[tokio::test(start_paused = true)]
+    async fn reported_room_is_spread_until_the_reset_over_a_second_at_most() {
+        let now = Instant::now();
+        let mut quota = Quota::default();
+        let n = quota.sent(now);
+        // 10 left until a reset in 500 ms: one send every 50 ms.
+        quota.learn(n, left(10, Some(SEC / 2)), 0, Duration::MAX, now);
+        let ms = Duration::from_millis;
+        assert_eq!(quota.ready_at(now), Some(now + ms(50)));
+        assert_eq!(quota.ready_at(now + ms(50)), None);
+        quota.sent(now + ms(50));
+        assert_eq!(quota.ready_at(now + ms(50)), Some(now + ms(100)));
+        // An hour's quota is spread over a second, not the hour.
+        let mut hourly = Quota::default();
+        let n = hourly.sent(now);
+        hourly.learn(n, left(1000, Some(3600 * SEC)), 0, Duration::MAX, now);
+        assert_eq!(hourly.ready_at(now), Some(now + ms(1)));
+        // No reset reported: nothing to spread over.
+        let mut unknown = Quota::default();
+        let n = unknown.sent(now);
+        unknown.learn(n, left(10, None), 0, Duration::MAX, now);
+        assert_eq!(unknown.ready_at(now), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_the_others_sharing_a_quota_take_is_counted() {
+        let ms = Duration::from_millis;
+        let now = Instant::now();
+        let mut quota = Quota::default();
+        let a = quota.sent(now);
+        quota.learn(a, left(50, Some(SEC)), 0, Duration::MAX, now);
+        // 100 ms and one send of ours later, 9 left: the others took 40 (400 a second).
+        let later = now + ms(100);
+        let b = quota.sent(later);
+        quota.learn(b, left(9, Some(SEC)), 0, Duration::MAX, later);
+        // A tenth of that pace is assumed to go on: 40 a second, so the 9 left are
+        // gone after 225 ms, and the quota is held until its reset from then on.
+        assert_eq!(quota.spent_until(later + ms(200)), None);
+        assert_eq!(quota.spent_until(later + ms(250)), Some(now + SEC));
+        assert!(quota.is_full(later + ms(250)));
+        // Alone on a quota: the room shrinks by our sends only, nothing more is counted.
+        let mut alone = Quota::default();
+        let a = alone.sent(now);
+        alone.learn(a, left(50, Some(SEC)), 0, Duration::MAX, now);
+        let b = alone.sent(later);
+        alone.learn(b, left(49, Some(SEC)), 0, Duration::MAX, later);
+        assert_eq!(alone.spent_until(later + ms(800)), None);
+        assert!(!alone.is_full(later + ms(800)));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_earliest_reported_reset_holds() {
         // Two reports of one window, the later one rounded further up.
         let now = Instant::now();
         let mut quota = Quota::default();
-        let (a, b) = (quota.sent(), quota.sent());
+        let (a, b) = (quota.sent(now), quota.sent(now));
         quota.learn(a, left(0, Some(SEC)), 1, Duration::MAX, now);
         quota.learn(b, left(0, Some(2 * SEC)), 0, Duration::MAX, now);
         assert_eq!(quota.spent_until(now), Some(now + SEC));
