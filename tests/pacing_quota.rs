@@ -253,3 +253,100 @@ async fn a_refusal_the_quota_explains_does_not_slow_the_pace() {
     client.oneshot(get("http://api.example/")).await.unwrap();
     assert!(pacing.current_rate_to(&api).is_some());
 }
+
+/// A token bucket's answers as tower_governor gives them: the first request is refused
+/// (a 429 without a reset), every later one succeeds after a second, reporting no token left
+/// (`x-ratelimit-remaining: 0`). Returns the most requests in flight at once after the
+/// refusal.
+fn bucket_at_its_limit() -> (
+    impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + 'static,
+    Arc<AtomicUsize>,
+) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let peak = most.clone();
+    let service = tower::service_fn(move |_: Request<()>| {
+        let (calls, now, most) = (calls.clone(), now.clone(), most.clone());
+        async move {
+            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Ok(Response::builder().status(429).body(()).unwrap());
+            }
+            let in_flight = now.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(in_flight, Ordering::SeqCst);
+            tokio::time::sleep(secs(1)).await;
+            now.fetch_sub(1, Ordering::SeqCst);
+            let res = Response::builder().header("x-ratelimit-remaining", "0");
+            Ok(res.body(()).unwrap())
+        }
+    });
+    (service, peak)
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_refusal_no_room_reported_sends_one_request_at_a_time() {
+    let (server, peak) = bucket_at_its_limit();
+    let client = PacingLayer::new().layer(server);
+    let refused = client
+        .clone()
+        .oneshot(get("http://api.example/"))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    // One answer reports the bucket spent...
+    client
+        .clone()
+        .oneshot(get("http://api.example/"))
+        .await
+        .unwrap();
+    // ...then ten requests at once.
+    let requests: Vec<_> = (0..10)
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://api.example/"))))
+        .collect();
+    for request in requests {
+        assert_eq!(request.await.unwrap().unwrap().status(), StatusCode::OK);
+    }
+    // The bucket is spent: each request goes once the one before it has answered (the
+    // pace alone would have had several of these slow answers under way at once).
+    assert_eq!(peak.load(Ordering::SeqCst), 1);
+}
+
+/// After one refusal, `n` requests one after the other to a server answering at once with
+/// `x-ratelimit-remaining: <remaining>`; the pace then.
+async fn pace_after_reports_of(remaining: &'static str, n: usize) -> Option<f64> {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let server = tower::service_fn(move |_: Request<()>| {
+        let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
+        let res = if first {
+            Response::builder().status(429)
+        } else {
+            Response::builder().header("x-ratelimit-remaining", remaining)
+        };
+        std::future::ready(Ok::<_, Infallible>(res.body(()).unwrap()))
+    });
+    let pacing = PacingLayer::new();
+    let client = pacing.clone().layer(server);
+    for _ in 0..=n {
+        client
+            .clone()
+            .oneshot(get("http://api.example/"))
+            .await
+            .unwrap();
+    }
+    pacing.current_rate_to(&authority("api.example"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_refusal_no_room_reported_eases_the_pace_off() {
+    let refused = pace_after_reports_of("5", 0)
+        .await
+        .expect("paced since the refusal");
+    // Room left: the pace grows back.
+    let room = pace_after_reports_of("5", 20).await.unwrap();
+    assert!(room > refused, "{room} r/s, {refused} after the refusal");
+    // None left: it goes down, before any other refusal.
+    let none = pace_after_reports_of("0", 20).await.unwrap_or(0.0);
+    assert!(none < refused, "{none} r/s, {refused} after the refusal");
+}

@@ -8,7 +8,7 @@ use super::queue::{Queue, Watch};
 use super::quota::Quota;
 use super::rate::{Mode, Rate};
 use super::settings::Settings;
-use super::window::Window;
+use super::window::{STALL, Window};
 use crate::backoff::ResponsiveBackOff;
 use crate::metrics::DestinationGauges;
 use crate::time::{instant_after, never};
@@ -247,6 +247,13 @@ impl Destination {
         if let Some(at) = s.quota.ready_at(now) {
             return Err(at);
         }
+        if s.rate.is_throttled() && s.quota.is_full(now) && s.window.in_flight() > 0 {
+            // A destination that refused lately reports no room, and no word of when (a
+            // spent quota with a reset is held above): one request at a time, each sent
+            // once the last has answered, so that the requests already on their way are
+            // not joined by more to be refused. (One that never refused is not slowed.)
+            return Err(instant_after(now, STALL));
+        }
         match s.rate.mode() {
             Mode::Open => {}
             Mode::Start => {
@@ -362,7 +369,7 @@ impl Destination {
         let mut s = self.lock();
         s.window.release(now);
         s.last_active = now;
-        if s.rate.mode() == Mode::Start {
+        if s.rate.mode() == Mode::Start || (s.rate.is_throttled() && s.quota.is_full(now)) {
             s.queue.wake_head(now);
         }
     }
@@ -416,6 +423,24 @@ impl Destination {
             } else {
                 s.queue.wake_head(now);
             }
+        } else if s.rate.is_throttled()
+            && quota.is_some_and(|q| q.remaining == 0 && q.reset.is_none())
+            && sent.round == s.rate.round()
+        {
+            // A destination that refused lately says it has no room left, and not when it
+            // will (a token bucket such as tower_governor's): it is at its capacity. Ease
+            // off as for a refusal, once per round trip, before the refusal comes. (One
+            // that never refused is not slowed.)
+            let window = match s.rate.mode() {
+                Mode::Start => s.window.limit(),
+                _ => None,
+            };
+            s.rate.refused(window, now);
+            s.window.close();
+            let idle = s.queue.is_empty();
+            s.rate.succeeded(idle, false, now);
+            tracing::debug!(to = %self.key, mode = ?s.rate.mode(), "pacing: destination reports no room, slows down");
+            s.queue.wake_head(now);
         } else {
             // A destination that reports no room left is not sent more at once, or faster.
             let grow = !s.quota.is_full(now);
