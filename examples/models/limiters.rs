@@ -3,7 +3,7 @@
 //! real runs, on virtual time, to check that the simulation reproduces what real limiters
 //! do to the crate's clients (see "Real rate limiters" in `docs/BENCHMARKS.md`).
 
-use super::{BoxError, Net, Req, SEC, Variant, client, response, virtual_time};
+use super::{BoxError, Net, Req, SEC, Variant, client, virtual_time};
 use http::{Request, StatusCode};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -80,18 +80,25 @@ impl Limiter {
         }
     }
 
-    /// Admits or refuses a request arriving now; a refusal carries its `Retry-After`.
-    fn admit(&mut self) -> Result<(), u64> {
+    /// Admits or refuses a request arriving now: the response, with the headers the real
+    /// limiter sends (tower_governor: `x-ratelimit-remaining`, `Retry-After` on a refusal;
+    /// express-rate-limit: `RateLimit` on every answer; HAProxy: `Retry-After` only).
+    fn admit(&mut self) -> super::Res {
         let t = Instant::now().duration_since(self.start).as_secs_f64();
+        let mut res = http::Response::builder();
         let verdict = match self.model {
             Model::Gcra | Model::GcraNoZero => {
                 let interval = 1.0 / RATE;
                 let tau = interval * (BURST - 1.0);
                 let tat = self.tat.max(t);
                 if t < tat - tau {
+                    res = res.header("x-ratelimit-remaining", 0);
                     Err((tat - tau - t).floor() as u64)
                 } else {
                     self.tat = tat + interval;
+                    // The requests it would still let through at once.
+                    let left = ((t + tau - self.tat) / interval + 1.0).floor().max(0.0);
+                    res = res.header("x-ratelimit-remaining", left as u64);
                     Ok(())
                 }
             }
@@ -101,8 +108,11 @@ impl Limiter {
                     self.hits = 0;
                 }
                 self.hits += 1;
+                let left = (RATE as u32).saturating_sub(self.hits);
+                let reset = (self.window_end - t).ceil() as u64;
+                res = res.header("ratelimit", format!("\"50-in-1sec\"; r={left}; t={reset}"));
                 if self.hits as f64 > RATE {
-                    Err((self.window_end - t).ceil() as u64)
+                    Err(reset)
                 } else {
                     Ok(())
                 }
@@ -128,7 +138,14 @@ impl Limiter {
             Ok(()) => self.ok += 1,
             Err(_) => self.refused += 1,
         }
-        verdict
+        res = match verdict {
+            Ok(()) => res.status(StatusCode::OK),
+            Err(0) if self.model == Model::GcraNoZero => res.status(StatusCode::TOO_MANY_REQUESTS),
+            Err(after) => res
+                .status(StatusCode::TOO_MANY_REQUESTS)
+                .header(http::header::RETRY_AFTER, after),
+        };
+        res.body(()).expect("response")
     }
 }
 
@@ -155,16 +172,7 @@ fn server(limiter: &Arc<Mutex<Limiter>>, seed: u64) -> Server {
         async move {
             let there = net.lock().unwrap().delay();
             sleep(there).await;
-            let res = {
-                let mut limiter = limiter.lock().unwrap();
-                match limiter.admit() {
-                    Ok(()) => response(StatusCode::OK, None),
-                    Err(0) if limiter.model == Model::GcraNoZero => {
-                        response(StatusCode::TOO_MANY_REQUESTS, None)
-                    }
-                    Err(after) => response(StatusCode::TOO_MANY_REQUESTS, Some(after)),
-                }
-            };
+            let res = limiter.lock().unwrap().admit();
             let back = net.lock().unwrap().delay();
             sleep(back).await;
             Ok::<_, BoxError>(res)
