@@ -22,6 +22,13 @@ use std::time::{Duration, SystemTime};
 /// A request that has not ended after this has hung: fail rather than wait.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The cases run one at a time: each measures real time and real refusals, which two cases
+/// sharing the machine's two cores would disturb.
+async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static REAL_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    REAL_TIME.lock().await
+}
+
 /// The limiter really refuses: a burst of 60 requests with no retry layer, 20 at a time,
 /// gets 429s, each with a `Retry-After` the crate can read, and the limiter lets through
 /// about its limit (a burst takes well under a second here: one window or bucket).
@@ -89,16 +96,19 @@ async fn refuses_a_burst(kind: Kind) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn governor_refuses_a_burst_with_retry_after() {
+    let _alone = one_at_a_time().await;
     refuses_a_burst(Kind::Governor).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn express_refuses_a_burst_with_retry_after() {
+    let _alone = one_at_a_time().await;
     refuses_a_burst(Kind::Express).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn haproxy_refuses_a_burst_with_retry_after() {
+    let _alone = one_at_a_time().await;
     refuses_a_burst(Kind::Haproxy).await;
 }
 
@@ -131,11 +141,13 @@ async fn recommended_stack_completes(kind: Kind) -> Option<(Summary, limiters::c
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn governor_recommended_stack_completes_a_burst() {
+    let _alone = one_at_a_time().await;
     recommended_stack_completes(Kind::Governor).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn express_recommended_stack_completes_a_burst() {
+    let _alone = one_at_a_time().await;
     // express-rate-limit reports its quota (`RateLimit: ...; r=<left>; t=<reset>`) on
     // every answer: pacing holds what would overrun it, so nothing is refused.
     if let Some((_, count)) = recommended_stack_completes(Kind::Express).await {
@@ -145,6 +157,7 @@ async fn express_recommended_stack_completes_a_burst() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn haproxy_recommended_stack_completes_a_burst() {
+    let _alone = one_at_a_time().await;
     recommended_stack_completes(Kind::Haproxy).await;
 }
 
@@ -154,6 +167,7 @@ async fn haproxy_recommended_stack_completes_a_burst() {
 /// nearly every request of a burst gets through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readme_first_snippet_gets_a_burst_through_tower_governor() {
+    let _alone = one_at_a_time().await;
     let Some(limiter) = start_or_skip(Kind::Governor, RateLimit::TARGET).await else {
         return;
     };
@@ -171,6 +185,7 @@ async fn readme_first_snippet_gets_a_burst_through_tower_governor() {
 /// another authority) at once: the healthy one's requests all succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthy_destination_sees_no_failure_beside_a_limited_one() {
+    let _alone = one_at_a_time().await;
     let Some(limiter) = start_or_skip(Kind::Governor, RateLimit::TARGET).await else {
         return;
     };
@@ -223,6 +238,7 @@ async fn target_1(kind: Kind) {
 /// Met against express-rate-limit, which reports its quota with every answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_1_express_recommended_stack_completes_a_burst_near_the_limit() {
+    let _alone = one_at_a_time().await;
     target_1(Kind::Express).await;
 }
 
@@ -230,12 +246,14 @@ async fn target_1_express_recommended_stack_completes_a_burst_near_the_limit() {
 /// refused, "none left" eases the pace off before the next refusal, one request at a time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_1_governor_recommended_stack_completes_a_burst_near_the_limit() {
+    let _alone = one_at_a_time().await;
     target_1(Kind::Governor).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "target 1 against HAProxy is not met today: 1.4-1.9x the ideal time, 10-14 % refused"]
+#[ignore = "target 1 against HAProxy is not met today: 1.24-1.41x the ideal time, 9.4-10.2 % refused"]
 async fn target_1_haproxy_recommended_stack_completes_a_burst_near_the_limit() {
+    let _alone = one_at_a_time().await;
     target_1(Kind::Haproxy).await;
 }
 
@@ -244,6 +262,7 @@ async fn target_1_haproxy_recommended_stack_completes_a_burst_near_the_limit() {
 /// than 10 ms over the same stream alone (pacing is per destination).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_2_limited_destination_does_not_slow_a_healthy_one() {
+    let _alone = one_at_a_time().await;
     let Some(limiter) = start_or_skip(Kind::Governor, RateLimit::TARGET).await else {
         return;
     };
@@ -320,17 +339,20 @@ async fn target_3(kind: Kind) {
 /// reset and less what the other clients are seen to use, share each window.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_3_express_fleet_shares_a_limit_fully_and_fairly() {
+    let _alone = one_at_a_time().await;
     target_3(Kind::Express).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "target 3 against tower_governor is not met today: 19-21 % refused, Jain 0.75-0.83"]
+#[ignore = "target 3 against tower_governor is not met reliably: 9.0-12.5 % refused, Jain 0.88-0.97"]
 async fn target_3_governor_fleet_shares_a_limit_fully_and_fairly() {
+    let _alone = one_at_a_time().await;
     target_3(Kind::Governor).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "target 3 against HAProxy is not met today: 60-66 % of the capacity used"]
+#[ignore = "target 3 against HAProxy is not met today: 59-61 % of the capacity used"]
 async fn target_3_haproxy_fleet_shares_a_limit_fully_and_fairly() {
+    let _alone = one_at_a_time().await;
     target_3(Kind::Haproxy).await;
 }
