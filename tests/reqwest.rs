@@ -200,6 +200,34 @@ async fn a_relative_uri_is_an_error() {
     assert!(err.is_builder(), "{err:?}");
 }
 
+/// A small body of known length that fails while it is read: reqwest reports the failure
+/// as its own error, and the server gets no request.
+#[tokio::test]
+async fn a_small_body_that_fails_is_reqwests_error() {
+    struct Broken;
+    impl http_body::Body for Broken {
+        type Data = Bytes;
+        type Error = std::io::Error;
+        fn poll_frame(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+            std::task::Poll::Ready(Some(Err(std::io::ErrorKind::BrokenPipe.into())))
+        }
+        fn size_hint(&self) -> http_body::SizeHint {
+            http_body::SizeHint::with_exact(5)
+        }
+    }
+    let (addr, arrivals) = upstream::serve(|_, _| reply(200, &[], "ok")).await;
+    let service = ReqwestService::new(client());
+    let request = Request::post(format!("http://{addr}/orders"))
+        .body(Broken)
+        .unwrap();
+    let err = service.oneshot(request).await.unwrap_err();
+    assert!(err.is_request() || err.is_body(), "{err:?}");
+    assert!(arrivals.lock().unwrap().is_empty());
+}
+
 // ---- RetryClient: reqwest's own request and response types ----
 
 /// A GET answered 503 is retried after `Retry-After`; the caller gets reqwest's own
@@ -243,6 +271,32 @@ async fn retry_client_response_url_follows_redirects() {
         .unwrap();
     assert_eq!(res.url().as_str(), format!("http://{addr}/moved"));
     assert_eq!(res.text().await.unwrap(), "here");
+}
+
+/// A POST redirected by a 307 is sent again, method and body kept (RFC 9110 § 15.4.8):
+/// reqwest follows such a redirect itself when it holds the body whole, as it does behind
+/// the layer too.
+#[tokio::test(start_paused = true)]
+async fn retry_client_follows_a_307_with_the_post_body() {
+    let (addr, arrivals) = upstream::serve(|n, _| match n {
+        0 => reply(307, &[("location", "/moved")], ""),
+        _ => reply(201, &[], "created"),
+    })
+    .await;
+    let client = client().with_retry(layer());
+    let res = client
+        .post(format!("http://{addr}/orders"))
+        .body("order 42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    assert_eq!(res.url().as_str(), format!("http://{addr}/moved"));
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(arrivals.len(), 2);
+    assert_eq!(arrivals[1].method, Method::POST);
+    assert_eq!(arrivals[1].path, "/moved");
+    assert_eq!(arrivals[1].body, "order 42".as_bytes());
 }
 
 /// A POST answered 429 is retried (the server did not act on it) and its body is sent

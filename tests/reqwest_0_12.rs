@@ -89,6 +89,28 @@ async fn the_response_url_follows_redirects() {
     assert_eq!(res.url().as_str(), format!("http://{addr}/moved"));
 }
 
+/// As for 0.13: a POST redirected by a 307 keeps its method and body, reqwest following it.
+#[tokio::test(start_paused = true)]
+async fn a_307_is_followed_with_the_post_body() {
+    let (addr, arrivals) = upstream::serve(|n, _| match n {
+        0 => reply(307, &[("location", "/moved")], ""),
+        _ => reply(201, &[], "created"),
+    })
+    .await;
+    let client = client().with_retry(layer());
+    let res = client
+        .post(format!("http://{addr}/orders"))
+        .body("order 42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(arrivals.len(), 2);
+    assert_eq!(arrivals[1].path, "/moved");
+    assert_eq!(arrivals[1].body, "order 42");
+}
+
 /// reqwest 0.12's own verdicts decide, as for 0.13: a request that cannot be built is
 /// never retried, a refused connection is a connect error (resent for every method).
 #[tokio::test]

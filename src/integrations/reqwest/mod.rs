@@ -68,6 +68,12 @@
 //! [`RetryClient::with_max_replay_bytes`] (64 KiB by default); a longer one is still sent
 //! whole, once, and its request is not retried.
 //!
+//! reqwest follows redirects itself, below the retry layer. A 307 or 308 of a request with
+//! a body is followed with the body sent again when reqwest holds it whole: every body of
+//! known length up to 64 KiB reaches reqwest whole (one of that size that is still
+//! streaming is read before the request goes); a larger or unsized one streams, and its
+//! 307 or 308 comes back as the response.
+//!
 //! # Errors
 //!
 //! [`Error`] wraps the last attempt's `reqwest::Error` (or a layer's own error);

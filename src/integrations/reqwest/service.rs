@@ -2,6 +2,7 @@
 
 use super::upstream;
 use bytes::Bytes;
+use http_body_util::BodyExt;
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
@@ -69,11 +70,74 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        if req
+            .body()
+            .size_hint()
+            .exact()
+            .is_some_and(|len| len <= WHOLE_BODY)
+        {
+            let client = self.client.clone();
+            let (head, body) = req.into_parts();
+            let pending = async move {
+                let body = match read_whole(body).await {
+                    Ok(whole) => upstream::Body::from(whole),
+                    // reqwest reports the body's error as its own.
+                    Err(err) => upstream::Body::wrap(Failed(Some(err))),
+                };
+                let req = upstream::Request::try_from(http::Request::from_parts(head, body))?;
+                client.execute(req).await
+            };
+            return ResponseFuture {
+                inner: Inner::Pending(Box::pin(pending)),
+            };
+        }
         let inner = match upstream::Request::try_from(req.map(upstream::Body::wrap)) {
             Ok(req) => Inner::Pending(Box::pin(self.client.execute(req))),
             Err(err) => Inner::Invalid(Some(err)),
         };
         ResponseFuture { inner }
+    }
+}
+
+/// A request body of known length up to this size is handed to reqwest whole, not as a
+/// stream: reqwest can then send it again itself when it follows a 307 or 308 redirect
+/// (with a stream it cannot, and returns the redirect instead). A body this small that
+/// is still streaming is read before the request is sent.
+const WHOLE_BODY: u64 = 64 * 1024;
+
+/// The whole of `body`, its data turned into `Bytes` frame by frame (so that nothing of a
+/// type that may not be `Send` is held while waiting for the next).
+async fn read_whole<B>(body: B) -> Result<Bytes, BoxError>
+where
+    B: http_body::Body,
+    B::Data: Into<Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut chunks: Vec<Bytes> = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.map_err(Into::into)?.into_data() {
+            chunks.push(data.into());
+        }
+    }
+    Ok(match chunks.len() {
+        1 => chunks.swap_remove(0),
+        _ => chunks.concat().into(),
+    })
+}
+
+/// A body that fails at once: what a request body that failed while read whole becomes.
+struct Failed(Option<BoxError>);
+
+impl http_body::Body for Failed {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        Poll::Ready(self.0.take().map(Err))
     }
 }
 
