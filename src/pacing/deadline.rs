@@ -6,8 +6,9 @@ use tokio::time::Instant;
 ///
 /// Pacing never sends such a request after its deadline: when its destination's pace or
 /// cool-down would hold it longer, it fails at once with
-/// [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong), and so does a request
-/// that arrives after its deadline. The limit applies on top of
+/// [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong); a request that arrives
+/// after its deadline, or reaches it while waiting for its turn, fails with
+/// [`PacingError::DeadlinePassed`](crate::PacingError::DeadlinePassed). The limit applies on top of
 /// [`with_max_wait`](crate::PacingBuilder::with_max_wait): the shorter of the two wins. A retry
 /// layer puts the request's deadline into every attempt.
 ///

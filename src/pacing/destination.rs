@@ -294,8 +294,8 @@ impl Destination {
             tracing::debug!(to = %self.key, %error, "pacing: waiting request fails");
             Turn::Fail(error)
         };
-        if limits.deadline.is_some_and(|deadline| now > deadline) {
-            return fail(&mut s, limits.too_long(Duration::ZERO, now));
+        if limits.deadline.is_some_and(|deadline| now >= deadline) {
+            return fail(&mut s, PacingError::DeadlinePassed);
         }
         // A cool-down (or spent quota) that started while the request waited applies to it.
         if let Some(until) = s.closed_until(now)
@@ -303,10 +303,9 @@ impl Destination {
         {
             return fail(&mut s, limits.too_long(until - now, now));
         }
-        let out_of_time = |s: &mut State| {
-            let past_end = now >= limits.end && s.is_throttled(now);
-            past_end || limits.deadline.is_some_and(|deadline| now >= deadline)
-        };
+        // (Its deadline, checked above, has not come: past the end of its wait only a
+        // destination that refused lately fails it.)
+        let out_of_time = |s: &mut State| now >= limits.end && s.is_throttled(now);
         loop {
             let Some(front) = s.queue.front() else {
                 return Turn::Wait;

@@ -23,6 +23,7 @@ use std::time::Duration;
 ///     Some(PacingError::QueueFull { max_queue, .. }) => {
 ///         println!("throttled: {max_queue} requests already wait for this destination")
 ///     }
+///     Some(PacingError::DeadlinePassed) => println!("out of time before it could go"),
 ///     _ => {}
 /// }
 /// # }
@@ -32,8 +33,7 @@ use std::time::Duration;
 pub enum PacingError {
     /// Waiting for the destination's pace or cool-down would take `wait`, more than the
     /// request's `max_wait`: the smaller of [`with_max_wait`](crate::PacingBuilder::with_max_wait)
-    /// and the time left until its [`PacingDeadline`](crate::PacingDeadline). Both are
-    /// zero for a request whose deadline had already passed when it arrived.
+    /// and the time left until its [`PacingDeadline`](crate::PacingDeadline).
     #[non_exhaustive]
     WaitTooLong {
         /// How long the request would have had to wait, in all.
@@ -48,6 +48,10 @@ pub enum PacingError {
         /// The bound of the destination's queue.
         max_queue: usize,
     },
+    /// The request's [`PacingDeadline`](crate::PacingDeadline) (the retry layer's deadline
+    /// for the whole request) came before it could go: it arrived past it, or reached it
+    /// while it waited for its turn.
+    DeadlinePassed,
 }
 
 impl PacingError {
@@ -55,7 +59,7 @@ impl PacingError {
     pub fn wait(&self) -> Option<Duration> {
         match *self {
             Self::WaitTooLong { wait, .. } => Some(wait),
-            Self::QueueFull { .. } => None,
+            Self::QueueFull { .. } | Self::DeadlinePassed => None,
         }
     }
 
@@ -63,7 +67,7 @@ impl PacingError {
     pub fn max_wait(&self) -> Option<Duration> {
         match *self {
             Self::WaitTooLong { max_wait, .. } => Some(max_wait),
-            Self::QueueFull { .. } => None,
+            Self::QueueFull { .. } | Self::DeadlinePassed => None,
         }
     }
 }
@@ -71,9 +75,6 @@ impl PacingError {
 impl fmt::Display for PacingError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::WaitTooLong { wait, max_wait } if wait.is_zero() && max_wait.is_zero() => {
-                f.write_str("request not sent: its pacing deadline had passed")
-            }
             Self::WaitTooLong { wait, max_wait } => write!(
                 f,
                 "request not sent: pacing would make it wait {wait:?}, more than its max wait of {max_wait:?}"
@@ -82,6 +83,9 @@ impl fmt::Display for PacingError {
                 f,
                 "request not sent: {max_queue} requests already wait for its destination"
             ),
+            Self::DeadlinePassed => {
+                f.write_str("request not sent: its deadline passed before it could go")
+            }
         }
     }
 }

@@ -155,10 +155,7 @@ where
                         // Readying the inner service took the request past its deadline.
                         tracing::debug!(?deadline, "pacing: request readied past its deadline");
                         this.state.set(State::Failed {
-                            error: Some(PacingError::WaitTooLong {
-                                wait: std::time::Duration::ZERO,
-                                max_wait: std::time::Duration::ZERO,
-                            }),
+                            error: Some(PacingError::DeadlinePassed),
                         });
                         continue;
                     }

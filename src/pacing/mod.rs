@@ -71,7 +71,7 @@
 //!   the rate is growing back to) is longer, it fails at once with
 //!   [`PacingError::WaitTooLong`], unsent; if the pace drops while it waits, it fails
 //!   when its max wait runs out. No request is ever sent after its own
-//!   [`PacingDeadline`]: one that would be fails with the same error.
+//!   [`PacingDeadline`]: one that would be fails with [`PacingError::DeadlinePassed`].
 //! - **Transport errors** (connection refused, reset, …) change nothing: they do not say
 //!   the server is overloaded.
 //!

@@ -10,7 +10,6 @@ use crate::error::BoxError;
 use http::{Request, Response};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 use tokio::time::Instant;
 use tower_service::Service;
 
@@ -78,10 +77,7 @@ where
         let deadline = request.extensions().get::<PacingDeadline>().map(|d| d.0);
         if deadline.is_some_and(|deadline| now > deadline) {
             tracing::debug!(to = %key, "pacing: request past its deadline");
-            return ResponseFuture::failed(PacingError::WaitTooLong {
-                wait: Duration::ZERO,
-                max_wait: Duration::ZERO,
-            });
+            return ResponseFuture::failed(PacingError::DeadlinePassed);
         }
         let Some(destination) = self.shared.destination(&key, now) else {
             return ResponseFuture::calling(self.inner.call(request), None);
