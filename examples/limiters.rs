@@ -7,6 +7,7 @@
 //! cargo run --release --features hyper --example limiters -- burst      # target 1 (or: two, fleet)
 //! cargo run --release --features hyper --example limiters -- fleet governor --in-process
 //! cargo run --release --features hyper --example limiters -- all --reps 1
+//! cargo run --release --features hyper --example limiters -- fleet governor --paced
 //! ```
 //!
 //! Targets, per limiter (figures in `docs/BENCHMARKS.md`, "Real rate limiters"):
@@ -49,6 +50,10 @@ async fn main() -> Result<(), BoxError> {
     };
     let reps: usize = flag(&args, "--reps").map_or(Ok(3), str::parse)?;
     let in_process = args.iter().any(|a| a == "--in-process");
+    PACED_ONLY.store(
+        args.iter().any(|a| a == "--paced"),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -81,6 +86,18 @@ async fn main() -> Result<(), BoxError> {
     }
     print!("{out}");
     Ok(())
+}
+
+/// `--paced`: only the stacks with `PacingLayer` inside.
+static PACED_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The stacks to measure.
+fn measured() -> Vec<Stack> {
+    let paced = PACED_ONLY.load(std::sync::atomic::Ordering::Relaxed);
+    Stack::MEASURED
+        .into_iter()
+        .filter(|stack| !paced || matches!(stack, Stack::RetryPacing | Stack::RetryNoBudgetPacing))
+        .collect()
 }
 
 fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
@@ -131,7 +148,7 @@ async fn burst(kind: Kind, reps: usize, out: &mut String) -> Result<(), BoxError
         "| client | succeeded | time | × ideal | attempts | refused / attempts | met |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---|");
-    for stack in Stack::MEASURED {
+    for stack in measured() {
         let (mut oks, mut times, mut attempts, mut refused) = (vec![], vec![], vec![], vec![]);
         let mut failures = Vec::new();
         for _ in 0..reps {
@@ -209,7 +226,7 @@ async fn two_destinations(kind: Kind, out: &mut String) -> Result<(), BoxError> 
     let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---|");
     let (healthy, _healthy_task) = backend::serve().await;
     let healthy_url = format!("http://{healthy}/ok");
-    for stack in Stack::MEASURED {
+    for stack in measured() {
         // The stream alone, on a fresh client of the stack.
         let alone = {
             let client = stack.build(&Counts::default());
@@ -317,7 +334,7 @@ async fn fleet(kind: Kind, in_process: bool, out: &mut String) -> Result<(), Box
         "| client | succeeded within the time | capacity used | attempts | refused / attempts | requests not succeeded within the time | Jain | met |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---|");
-    for stack in Stack::MEASURED {
+    for stack in measured() {
         let limiter = Limiter::start(kind, LIMIT).await?;
         let url = limiter.url("/items");
         let figures: Vec<ClientFigures> = if in_process {
