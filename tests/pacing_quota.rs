@@ -247,6 +247,14 @@ async fn a_refusal_the_quota_explains_does_not_slow_the_pace() {
     let res = client.oneshot(get("http://api.example/")).await.unwrap();
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(pacing.current_rate_to(&api), None);
+    // A refusal whose quota holds nothing (cool-downs and quota holds off,
+    // `with_max_cooldown(0)`) is not explained by it: the destination is paced.
+    let pacing = builder(1).with_max_cooldown(secs(0)).build().unwrap();
+    let client = pacing
+        .clone()
+        .layer(refusing(Some(("ratelimit", "\"w\";r=0;t=1"))));
+    client.oneshot(get("http://api.example/")).await.unwrap();
+    assert!(pacing.current_rate_to(&api).is_some());
     // A bare refusal is news of the capacity: the destination is paced.
     let pacing = layer(1);
     let client = pacing.clone().layer(refusing(None));

@@ -4,10 +4,10 @@ use tokio::time::Instant;
 
 /// A request extension: the instant after which this request is no longer worth sending.
 ///
-/// Pacing never sends such a request after its deadline: when its destination's pace or
+/// Pacing never sends such a request at or after its deadline: when its destination's pace or
 /// cool-down would hold it longer, it fails at once with
 /// [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong); a request that arrives
-/// after its deadline, or reaches it while waiting for its turn, fails with
+/// at or after its deadline, or reaches it while waiting for its turn, fails with
 /// [`PacingError::DeadlinePassed`](crate::PacingError::DeadlinePassed). The limit applies on top of
 /// [`with_max_wait`](crate::PacingBuilder::with_max_wait): the shorter of the two wins. A retry
 /// layer puts the request's deadline into every attempt.

@@ -215,6 +215,9 @@ impl Destination {
         if let Some(until) = s.closed_until(now) {
             wait = wait.max(until - now);
         }
+        if let Some(at) = s.quota.ready_at(now) {
+            wait = wait.max(at - now);
+        }
         if wait > max_wait {
             tracing::debug!(to = %self.key, ?wait, ?max_wait, "pacing: request would wait too long");
             return Admit::Fail(limits.too_long(wait, now));
@@ -391,6 +394,10 @@ impl Destination {
             let max_reset = self.settings.max_cooldown;
             s.quota.learn(sent.number, left, others, max_reset, now);
         }
+        // A refusal the destination's own quota explains (spent, and held until it resets)
+        // is no news of its capacity: the quota holds the requests until its reset and
+        // spreads them after it.
+        let explained = refused && s.quota.spent_until(now).is_some();
         if refused && sent.round != s.rate.round() {
             // The refusal of a request sent at the old pace: the pace already went down
             // for it (TCP, likewise, backs off once per round trip).
@@ -403,15 +410,13 @@ impl Destination {
                 Mode::Start => s.window.limit(),
                 _ => None,
             };
-            // A refusal the destination's own quota explains (it says nothing is left,
-            // and when that changes) is no news of its capacity: the quota holds the
-            // requests until its reset and spreads them after it.
-            let explained = quota.is_some_and(|q| q.remaining == 0 && q.reset.is_some());
-            if !explained {
+            if explained {
+                tracing::debug!(to = %self.key, %status, "pacing: destination's quota is spent");
+            } else {
                 s.rate.refused(window, now);
+                tracing::debug!(to = %self.key, mode = ?s.rate.mode(), %status, "pacing: destination slows down");
             }
             s.window.close();
-            tracing::debug!(to = %self.key, mode = ?s.rate.mode(), %status, "pacing: destination slows down");
             let cooling = s.cooldown.start(asked, self.settings.max_cooldown, now);
             if let Some(until) = cooling {
                 tracing::debug!(to = %self.key, cooldown = ?(until - now), "pacing: destination cools down");
@@ -430,11 +435,7 @@ impl Destination {
             // will (a token bucket such as tower_governor's): it is at its capacity. Ease
             // off as for a refusal, once per round trip, before the refusal comes. (One
             // that never refused is not slowed.)
-            let window = match s.rate.mode() {
-                Mode::Start => s.window.limit(),
-                _ => None,
-            };
-            s.rate.refused(window, now);
+            s.rate.refused(None, now);
             s.window.close();
             let idle = s.queue.is_empty();
             s.rate.succeeded(idle, false, now);

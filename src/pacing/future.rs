@@ -151,7 +151,7 @@ where
                         .expect("ResponseFuture polled after completion");
                     ready!(service.poll_ready(cx)).map_err(Into::into)?;
                     let now = Instant::now();
-                    if let Some(deadline) = deadline.filter(|deadline| now > *deadline) {
+                    if let Some(deadline) = deadline.filter(|deadline| now >= *deadline) {
                         // Readying the inner service took the request past its deadline.
                         tracing::debug!(?deadline, "pacing: request readied past its deadline");
                         this.state.set(State::Failed {

@@ -32,7 +32,7 @@ pub(crate) struct Quota {
     sent: u64,
     /// What the latest report allows.
     known: Option<Known>,
-    /// The last send while a report with a reset was known: the next is spread from it.
+    /// The last send: the next is spread from it.
     last_send: Option<Instant>,
 }
 
@@ -44,10 +44,12 @@ struct Known {
     reset: Option<Instant>,
     /// The number of the send whose response reported it: an older report is stale.
     basis: u64,
+    /// The remaining count it reported.
+    reported: u64,
     /// When it was reported.
     at: Instant,
-    /// The report of this count (until its reset) that what the others sharing the quota
-    /// take is measured from.
+    /// An earlier report of the same count (before its reset): what the others sharing
+    /// the quota take is measured from it.
     base: Base,
     /// What the others sharing the quota take, in requests per second, once measured.
     others: Option<f64>,
@@ -71,19 +73,41 @@ const MEASURE: Duration = Duration::from_millis(50);
 /// when they see it spent, so their recent pace (high just after a reset, when every
 /// client comes back) overstates what they take next. Measured against
 /// express-rate-limit with 8 clients: counting all of it used 93–94 % of the capacity
-/// (0.2 % refused), half of it 94 %, a tenth 98–99.6 % (0.2–1.7 % refused); none 98–100 %
+/// (0.2 % refused), half of it 94 %, a tenth 97–99.6 % (0–1.7 % refused); none 98–100 %
 /// but 8–10 % refused.
 const OTHERS_WEIGHT: f64 = 0.1;
 
+/// How far back a late send may count from (see [`Quota::sent`]).
+const CATCH_UP: Duration = Duration::from_millis(5);
+
+/// A spacing below this (over 500 sends a second) is not enforced: timers fire on whole
+/// milliseconds, so enforcing it would cap the destination at a send per tick.
+const MIN_SPACING: Duration = Duration::from_millis(2);
+
+/// A report without a reset speaks for this long: a destination that stops reporting (an
+/// endpoint without the headers, an error page from a proxy) is not held to an old word.
+const FRESH: Duration = Duration::from_secs(1);
+
 impl Known {
-    /// The credit at `now`, less what the others sharing the quota used since the report.
+    /// The credit at `now`, less what the others sharing the quota are estimated to have
+    /// taken since the report (extrapolated over [`SPREAD`] at most: an estimate, not a
+    /// report, and one that no report corrects while nothing is sent).
     fn credit_at(&self, now: Instant) -> i64 {
         let Some(others) = self.others else {
             return self.credit;
         };
-        let since = now.saturating_duration_since(self.at).as_secs_f64();
-        let used = OTHERS_WEIGHT * others * since;
+        let since = now.saturating_duration_since(self.at).min(SPREAD);
+        let used = OTHERS_WEIGHT * others * since.as_secs_f64();
         self.credit.saturating_sub(used as i64)
+    }
+
+    /// Whether the report still speaks at `now`: until its reset, or for [`FRESH`] if it
+    /// gave none.
+    fn speaks(&self, now: Instant) -> bool {
+        match self.reset {
+            Some(reset) => reset > now,
+            None => now.saturating_duration_since(self.at) < FRESH,
+        }
     }
 }
 
@@ -92,28 +116,34 @@ impl Quota {
     pub(crate) fn sent(&mut self, now: Instant) -> u64 {
         let number = self.sent;
         self.sent = self.sent.saturating_add(1);
+        // A send that goes late (timers fire on whole milliseconds, a waiter takes a moment
+        // to poll) counts from its slot, up to `CATCH_UP` back, so that the slips do not
+        // add up over a window and leave its room unspent at the reset.
+        let slot = self.slot(now).filter(|&slot| slot <= now);
+        let floor = now.checked_sub(CATCH_UP).unwrap_or(now);
+        self.last_send = Some(slot.map_or(now, |slot| slot.max(floor)));
         if let Some(known) = &mut self.known {
             known.credit = known.credit.saturating_sub(1);
         }
-        self.last_send = Some(now);
         number
+    }
+
+    /// When the next send may go by the spread (see [`SPREAD`]), however near.
+    fn slot(&self, now: Instant) -> Option<Instant> {
+        let known = self.known.as_ref()?;
+        let reset = known.reset.filter(|&reset| reset > now)?;
+        let last = self.last_send?;
+        let credit = u32::try_from(known.credit_at(now))
+            .ok()
+            .filter(|&c| c > 0)?;
+        let spacing = reset.saturating_duration_since(last).min(SPREAD) / credit;
+        (spacing >= MIN_SPACING).then(|| instant_after(last, spacing))
     }
 
     /// When the next send may go, spreading the reported room until the reset (see
     /// [`SPREAD`]); `None`: now, or nothing reported to spread.
     pub(crate) fn ready_at(&self, now: Instant) -> Option<Instant> {
-        let known = self.known.as_ref()?;
-        let reset = known.reset?;
-        let last = self.last_send?;
-        let credit = u32::try_from(known.credit_at(now))
-            .ok()
-            .filter(|&c| c > 0)?;
-        if reset <= now {
-            return None;
-        }
-        let span = reset.saturating_duration_since(last).min(SPREAD);
-        let at = instant_after(last, span / credit);
-        (at > now).then_some(at)
+        self.slot(now).filter(|&at| at > now)
     }
 
     /// Learns what the response to send `number` reports, capping a reset at `max_reset`.
@@ -149,16 +179,29 @@ impl Quota {
         // from when the server answered), so the earliest is the closest. (Clients that
         // shared one limit and each waited for a late estimate came back late together,
         // and those that came back first took the whole next window.)
+        // Within one count, what a report says is left only goes down, but for reports
+        // counted in one order and answered in another: at most the requests in flight
+        // apart. More than that up, and the count has started over — sooner than the reset
+        // believed (a send just after the true reset opened the next window): the old
+        // reset and credit are dropped, or the client would keep spreading a spent
+        // window's last few sends until then.
+        let renewed = self.known.as_ref().is_some_and(|known| {
+            left.remaining
+                > known
+                    .reported
+                    .saturating_add(u64::from(others).saturating_add(1))
+        });
         let raw = credit;
         let mut base = Base {
             at: now,
             credit: raw,
             sent: self.sent,
         };
-        let mut others = None;
+        let mut others_rate = None;
         if let Some(known) = &self.known
             && let Some(until) = known.reset
             && until > now
+            && !renewed
         {
             credit = credit.min(known.credit);
             reset = Some(reset.map_or(until, |reset| reset.min(until)));
@@ -173,9 +216,9 @@ impl Quota {
                 .saturating_sub(raw)
                 .max(0);
             base = known.base;
-            others = known.others;
+            others_rate = known.others;
             if span >= MEASURE {
-                others = Some(used as f64 / span.as_secs_f64());
+                others_rate = Some(used as f64 / span.as_secs_f64());
                 base = Base {
                     at: now,
                     credit: raw,
@@ -187,9 +230,10 @@ impl Quota {
             credit,
             reset,
             basis: number,
+            reported: left.remaining,
             at: now,
             base,
-            others,
+            others: others_rate,
         });
     }
 
@@ -202,7 +246,14 @@ impl Quota {
                 self.known = None;
                 None
             }
-            Some(reset) if known.credit_at(now) <= 0 => Some(reset),
+            Some(reset) if known.credit <= 0 => Some(reset),
+            // Spent by the others' estimated use: only held when the reset is near, so
+            // that an estimate holds a destination for a second at most.
+            Some(reset)
+                if reset.saturating_duration_since(now) <= SPREAD && known.credit_at(now) <= 0 =>
+            {
+                Some(reset)
+            }
             _ => None,
         }
     }
@@ -212,7 +263,7 @@ impl Quota {
     pub(crate) fn is_full(&self, now: Instant) -> bool {
         self.known
             .as_ref()
-            .is_some_and(|known| known.credit_at(now) <= 0)
+            .is_some_and(|known| known.speaks(now) && known.credit_at(now) <= 0)
     }
 }
 
@@ -296,11 +347,16 @@ mod tests {
         assert_eq!(quota.ready_at(now + ms(50)), None);
         quota.sent(now + ms(50));
         assert_eq!(quota.ready_at(now + ms(50)), Some(now + ms(100)));
-        // An hour's quota is spread over a second, not the hour.
+        // An hour's quota is spread over a second, not the hour: 200 left, one every 5 ms.
         let mut hourly = Quota::default();
         let n = hourly.sent(now);
-        hourly.learn(n, left(1000, Some(3600 * SEC)), 0, Duration::MAX, now);
-        assert_eq!(hourly.ready_at(now), Some(now + ms(1)));
+        hourly.learn(n, left(200, Some(3600 * SEC)), 0, Duration::MAX, now);
+        assert_eq!(hourly.ready_at(now), Some(now + ms(5)));
+        // A spacing under 2 ms is not enforced (timers tick in milliseconds).
+        let mut large = Quota::default();
+        let n = large.sent(now);
+        large.learn(n, left(1000, Some(3600 * SEC)), 0, Duration::MAX, now);
+        assert_eq!(large.ready_at(now), None);
         // No reset reported: nothing to spread over.
         let mut unknown = Quota::default();
         let n = unknown.sent(now);
@@ -324,6 +380,14 @@ mod tests {
         assert_eq!(quota.spent_until(later + ms(200)), None);
         assert_eq!(quota.spent_until(later + ms(250)), Some(now + SEC));
         assert!(quota.is_full(later + ms(250)));
+        // An estimate holds a destination only near its reset: the same use seen on an
+        // hourly quota (no report corrects an estimate while nothing is sent) holds nothing.
+        let mut hourly = Quota::default();
+        let a = hourly.sent(now);
+        hourly.learn(a, left(50, Some(3600 * SEC)), 0, Duration::MAX, now);
+        let b = hourly.sent(later);
+        hourly.learn(b, left(9, Some(3600 * SEC)), 0, Duration::MAX, later);
+        assert_eq!(hourly.spent_until(later + 100 * SEC), None);
         // Alone on a quota: the room shrinks by our sends only, nothing more is counted.
         let mut alone = Quota::default();
         let a = alone.sent(now);
@@ -332,6 +396,49 @@ mod tests {
         alone.learn(b, left(49, Some(SEC)), 0, Duration::MAX, later);
         assert_eq!(alone.spent_until(later + ms(800)), None);
         assert!(!alone.is_full(later + ms(800)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_count_that_started_over_before_the_believed_reset_replaces_it() {
+        let ms = Duration::from_millis;
+        let now = Instant::now();
+        let mut quota = Quota::default();
+        let n = quota.sent(now);
+        quota.learn(n, left(0, Some(SEC)), 0, Duration::MAX, now);
+        assert_eq!(quota.spent_until(now), Some(now + SEC));
+        // 990 ms on, a send finds a new window (49 left), ten ms before the believed reset.
+        let later = now + ms(990);
+        let n = quota.sent(later);
+        quota.learn(n, left(49, Some(SEC)), 0, Duration::MAX, later);
+        assert_eq!(quota.spent_until(later), None);
+        assert!(!quota.is_full(later));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_late_send_counts_from_its_slot_so_slips_do_not_add_up() {
+        let ms = Duration::from_millis;
+        let now = Instant::now();
+        let mut quota = Quota::default();
+        let n = quota.sent(now);
+        quota.learn(n, left(10, Some(SEC / 2)), 0, Duration::MAX, now);
+        assert_eq!(quota.ready_at(now), Some(now + ms(50)));
+        // Sent 3 ms late: the next slot is 50 ms after the slot, not after the send.
+        quota.sent(now + ms(53));
+        assert_eq!(quota.ready_at(now + ms(53)), Some(now + ms(100)));
+        // Far later (a pause): no more than 5 ms is caught up.
+        quota.sent(now + ms(200));
+        let next = quota.ready_at(now + ms(200)).unwrap();
+        assert!(next >= now + ms(195) + ms(30), "{:?}", next - now);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_report_without_a_reset_speaks_for_a_second() {
+        let now = Instant::now();
+        let mut quota = Quota::default();
+        let n = quota.sent(now);
+        quota.learn(n, left(0, None), 0, Duration::MAX, now);
+        assert!(quota.is_full(now + SEC / 2));
+        assert!(!quota.is_full(now + SEC));
     }
 
     #[tokio::test(start_paused = true)]

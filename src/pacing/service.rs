@@ -75,7 +75,7 @@ where
         let now = Instant::now();
         let key = Key::of(&request);
         let deadline = request.extensions().get::<PacingDeadline>().map(|d| d.0);
-        if deadline.is_some_and(|deadline| now > deadline) {
+        if deadline.is_some_and(|deadline| now >= deadline) {
             tracing::debug!(to = %key, "pacing: request past its deadline");
             return ResponseFuture::failed(PacingError::DeadlinePassed);
         }
