@@ -228,6 +228,42 @@ async fn a_small_body_that_fails_is_reqwests_error() {
     assert!(arrivals.lock().unwrap().is_empty());
 }
 
+/// A small body of known length whose data is not there yet is not waited for before
+/// the request goes: it streams, and the server gets all of it.
+#[tokio::test]
+async fn a_small_body_still_arriving_is_streamed_whole() {
+    struct Exactly<B>(B, u64);
+    impl<B: http_body::Body + Unpin> http_body::Body for Exactly<B> {
+        type Data = B::Data;
+        type Error = B::Error;
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+            std::pin::Pin::new(&mut self.0).poll_frame(cx)
+        }
+        fn size_hint(&self) -> http_body::SizeHint {
+            http_body::SizeHint::with_exact(self.1)
+        }
+    }
+    let (addr, arrivals) = upstream::serve(|_, _| reply(201, &[], "created")).await;
+    let (mut tx, body) = http_body_util::channel::Channel::<Bytes, Infallible>::new(1);
+    let request = Request::post(format!("http://{addr}/orders"))
+        .body(Exactly(body, 8))
+        .unwrap();
+    let late = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tx.send_data(Bytes::from_static(b"order 42")).await.unwrap();
+    });
+    let res = ReqwestService::new(client())
+        .oneshot(request)
+        .await
+        .unwrap();
+    late.await.unwrap();
+    assert_eq!(res.status(), StatusCode::CREATED);
+    assert_eq!(arrivals.lock().unwrap()[0].body, "order 42".as_bytes());
+}
+
 // ---- RetryClient: reqwest's own request and response types ----
 
 /// A GET answered 503 is retried after `Retry-After`; the caller gets reqwest's own

@@ -69,10 +69,12 @@
 //! whole, once, and its request is not retried.
 //!
 //! reqwest follows redirects itself, below the retry layer. A 307 or 308 of a request with
-//! a body is followed with the body sent again when reqwest holds it whole: every body of
-//! known length up to 64 KiB reaches reqwest whole (one of that size that is still
-//! streaming is read before the request goes); a larger or unsized one streams, and its
-//! 307 or 308 comes back as the response.
+//! a body is followed with the body sent again when reqwest holds it whole: a body of
+//! known length up to 64 KiB that is all in memory reaches reqwest whole; a larger,
+//! unsized or still arriving one streams (nothing is waited for before the request goes),
+//! and its 307 or 308 comes back as the response. A body reqwest holds whole can also be
+//! resent by reqwest 0.13's own retries (`ClientBuilder::retry`; by default only requests
+//! the server refused unprocessed, by HTTP/2 protocol signals), below this layer.
 //!
 //! # Errors
 //!

@@ -2,7 +2,6 @@
 
 use super::upstream;
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
@@ -24,8 +23,10 @@ type Pending = Pin<Box<dyn Future<Output = Result<upstream::Response, upstream::
 /// `reqwest::Response::from(response).url()` is the real one.
 ///
 /// Any body implementing [`http_body::Body`] (and `Send + Sync`, as reqwest requires) is
-/// accepted; requests and responses keep their method, URI, headers and status. Cloning is
-/// cheap: a `reqwest::Client` is a handle to a shared pool.
+/// accepted; requests and responses keep their method, URI, headers and status. A body of
+/// known length up to 64 KiB that is all in memory is handed to reqwest whole, so that
+/// reqwest can follow a 307 or 308 with it; any other streams. Cloning is cheap: a
+/// `reqwest::Client` is a handle to a shared pool.
 #[derive(Clone, Debug, Default)]
 pub struct ReqwestService {
     client: upstream::Client,
@@ -70,28 +71,16 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        if req
+        let small = req
             .body()
             .size_hint()
             .exact()
-            .is_some_and(|len| len <= WHOLE_BODY)
-        {
-            let client = self.client.clone();
-            let (head, body) = req.into_parts();
-            let pending = async move {
-                let body = match read_whole(body).await {
-                    Ok(whole) => upstream::Body::from(whole),
-                    // reqwest reports the body's error as its own.
-                    Err(err) => upstream::Body::wrap(Failed(Some(err))),
-                };
-                let req = upstream::Request::try_from(http::Request::from_parts(head, body))?;
-                client.execute(req).await
-            };
-            return ResponseFuture {
-                inner: Inner::Pending(Box::pin(pending)),
-            };
-        }
-        let inner = match upstream::Request::try_from(req.map(upstream::Body::wrap)) {
+            .filter(|&len| len <= WHOLE_BODY);
+        let req = match small {
+            Some(len) => req.map(|body| read_ready(body, len)),
+            None => req.map(upstream::Body::wrap),
+        };
+        let inner = match upstream::Request::try_from(req) {
             Ok(req) => Inner::Pending(Box::pin(self.client.execute(req))),
             Err(err) => Inner::Invalid(Some(err)),
         };
@@ -99,31 +88,104 @@ where
     }
 }
 
-/// A request body of known length up to this size is handed to reqwest whole, not as a
-/// stream: reqwest can then send it again itself when it follows a 307 or 308 redirect
-/// (with a stream it cannot, and returns the redirect instead). A body this small that
-/// is still streaming is read before the request is sent.
+/// A request body of known length up to this size is handed to reqwest whole when it is
+/// all there already (in memory): reqwest can then send it again itself when it follows
+/// a 307 or 308 redirect, which it cannot do with a stream (it returns the redirect).
 const WHOLE_BODY: u64 = 64 * 1024;
 
-/// The whole of `body`, its data turned into `Bytes` frame by frame (so that nothing of a
-/// type that may not be `Send` is held while waiting for the next).
-async fn read_whole<B>(body: B) -> Result<Bytes, BoxError>
+/// `body` for reqwest: whole (`Bytes`) if all of it is ready now, without waiting; else
+/// streamed, what was read first and then the rest (a body still arriving is not waited
+/// for before the request goes, so reqwest's timeouts cover it as before).
+fn read_ready<B>(body: B, len: u64) -> upstream::Body
+where
+    B: http_body::Body + Send + Sync + 'static,
+    B::Data: Into<Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let mut body = Box::pin(body);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut read: Vec<Bytes> = Vec::new();
+    let mut total = 0_u64;
+    loop {
+        match body.as_mut().poll_frame(&mut cx) {
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => {
+                    let data: Bytes = data.into();
+                    total = total.saturating_add(data.len() as u64);
+                    if total > len {
+                        // Longer than it said: let hyper find the mismatch, as before.
+                        read.push(data);
+                        return upstream::Body::wrap(Prefixed::new(read, Some(body)));
+                    }
+                    read.push(data);
+                }
+                // Trailers: streamed, so that they are sent.
+                Err(frame) => {
+                    let mut rest = Prefixed::<B>::new(read, None);
+                    rest.trailers = frame.into_trailers().ok();
+                    return upstream::Body::wrap(rest);
+                }
+            },
+            // reqwest reports the body's error as its own.
+            Poll::Ready(Some(Err(err))) => return upstream::Body::wrap(Failed(Some(err.into()))),
+            Poll::Ready(None) => {
+                return upstream::Body::from(match read.len() {
+                    1 => read.swap_remove(0),
+                    _ => read.concat().into(),
+                });
+            }
+            Poll::Pending => return upstream::Body::wrap(Prefixed::new(read, Some(body))),
+        }
+    }
+}
+
+/// The frames read before the request went, then the rest of the body.
+struct Prefixed<B> {
+    read: std::collections::VecDeque<Bytes>,
+    trailers: Option<http::HeaderMap>,
+    rest: Option<Pin<Box<B>>>,
+}
+
+impl<B> Prefixed<B> {
+    fn new(read: Vec<Bytes>, rest: Option<Pin<Box<B>>>) -> Self {
+        Self {
+            read: read.into(),
+            trailers: None,
+            rest,
+        }
+    }
+}
+
+impl<B> http_body::Body for Prefixed<B>
 where
     B: http_body::Body,
     B::Data: Into<Bytes>,
     B::Error: Into<BoxError>,
 {
-    let mut body = std::pin::pin!(body);
-    let mut chunks: Vec<Bytes> = Vec::new();
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame.map_err(Into::into)?.into_data() {
-            chunks.push(data.into());
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        if let Some(data) = self.read.pop_front() {
+            return Poll::Ready(Some(Ok(http_body::Frame::data(data))));
         }
+        if let Some(trailers) = self.trailers.take() {
+            return Poll::Ready(Some(Ok(http_body::Frame::trailers(trailers))));
+        }
+        let Some(rest) = self.rest.as_mut() else {
+            return Poll::Ready(None);
+        };
+        rest.as_mut().poll_frame(cx).map(|frame| {
+            frame.map(|frame| {
+                frame
+                    .map(|frame| frame.map_data(Into::into))
+                    .map_err(Into::into)
+            })
+        })
     }
-    Ok(match chunks.len() {
-        1 => chunks.swap_remove(0),
-        _ => chunks.concat().into(),
-    })
 }
 
 /// A body that fails at once: what a request body that failed while read whole becomes.
