@@ -8,7 +8,7 @@ use super::queue::{Queue, Watch};
 use super::quota::Quota;
 use super::rate::{Mode, Rate};
 use super::settings::Settings;
-use super::window::{STALL, Window};
+use super::window::Window;
 use crate::backoff::ResponsiveBackOff;
 use crate::metrics::DestinationGauges;
 use crate::time::{instant_after, never};
@@ -17,6 +17,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
+
+/// How long a request held by [`State::one_at_a_time`] waits for the request in flight
+/// before it looks again: as long as a report without a reset speaks.
+const ONE_AT_A_TIME: Duration = Duration::from_secs(1);
 
 /// One destination's pacing.
 #[derive(Debug)]
@@ -43,6 +47,14 @@ impl State {
     /// cool-down or quota reset then limit waits.
     fn is_throttled(&mut self, now: Instant) -> bool {
         self.rate.is_throttled() || self.closed_until(now).is_some()
+    }
+
+    /// Whether requests go one at a time, each once the last has answered: a destination
+    /// that refused lately reports no room, and no word of when (a spent quota with a
+    /// reset is held instead), so the requests already on their way are not joined by
+    /// more to be refused. (One that never refused is not slowed.)
+    fn one_at_a_time(&self, now: Instant) -> bool {
+        self.rate.is_throttled() && self.quota.is_full(now)
     }
 
     /// Until when the destination is closed: a cool-down, or a spent quota.
@@ -250,12 +262,10 @@ impl Destination {
         if let Some(at) = s.quota.ready_at(now) {
             return Err(at);
         }
-        if s.rate.is_throttled() && s.quota.is_full(now) && s.window.in_flight() > 0 {
-            // A destination that refused lately reports no room, and no word of when (a
-            // spent quota with a reset is held above): one request at a time, each sent
-            // once the last has answered, so that the requests already on their way are
-            // not joined by more to be refused. (One that never refused is not slowed.)
-            return Err(instant_after(now, STALL));
+        if s.one_at_a_time(now) && s.window.in_flight() > 0 {
+            // Woken when the request in flight answers (`release`); looks again when the
+            // report that holds it has stopped speaking, in case none answers.
+            return Err(instant_after(now, ONE_AT_A_TIME));
         }
         match s.rate.mode() {
             Mode::Open => {}
@@ -371,7 +381,7 @@ impl Destination {
         let mut s = self.lock();
         s.window.release(now);
         s.last_active = now;
-        if s.rate.mode() == Mode::Start || (s.rate.is_throttled() && s.quota.is_full(now)) {
+        if s.rate.mode() == Mode::Start || s.one_at_a_time(now) {
             s.queue.wake_head(now);
         }
     }
