@@ -358,3 +358,28 @@ async fn after_a_refusal_no_room_reported_eases_the_pace_off() {
     let none = pace_after_reports_of("0", 20).await.unwrap_or(0.0);
     assert!(none < refused, "{none} r/s, {refused} after the refusal");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_for_the_spread_counts_against_max_wait() {
+    // 10 left until a reset in a second: the next send goes 100 ms after this one, which a
+    // layer that never waits does not wait for.
+    let log = Log::default();
+    let server = reporting(&log, "ratelimit", "\"w\";r=10;t=1");
+    let pacing = PacingLayer::builder()
+        .with_max_wait(secs(0))
+        .build()
+        .unwrap();
+    let mut client = ServiceBuilder::new()
+        .map_err(BoxError::from)
+        .layer(pacing)
+        .service(server);
+    send(&mut client, get("http://api.example/")).await.unwrap();
+    let err = send(&mut client, get("http://api.example/"))
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        pacing_error(&err),
+        PacingError::WaitTooLong { .. }
+    ));
+    assert_eq!(log.len(), 1);
+}
