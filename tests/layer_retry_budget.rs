@@ -219,3 +219,65 @@ async fn retry_after_zero_leaves_the_delay_to_the_backoff() {
     // The constant backoff's 10 ms, not an immediate retry.
     assert_eq!(start.elapsed(), Duration::from_millis(10));
 }
+
+/// A server that answers 200 at once, or (`delay`) after a while.
+fn healthy(
+    delay: Option<Duration>,
+) -> impl Service<Request<String>, Response = Response<String>, Error = std::io::Error> + Clone {
+    tower::service_fn(move |_req: Request<String>| async move {
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
+        Ok::<_, std::io::Error>(Response::new(String::new()))
+    })
+}
+
+// Every request funds the budget once, whether its response is there at once (no clock
+// is read for it) or has to be waited for, and whether or not it could be retried.
+#[tokio::test(start_paused = true)]
+async fn every_request_funds_the_budget_once() {
+    for delay in [None, Some(Duration::from_millis(5))] {
+        let budget = RetryBudget::new(Duration::from_secs(10), 0, 0.5).unwrap();
+        let mut svc = layer(Some(budget.clone())).layer(healthy(delay));
+        for method in ["GET", "GET", "POST", "POST"] {
+            let req = Request::builder()
+                .method(method)
+                .body(String::new())
+                .unwrap();
+            svc.ready().await.unwrap().call(req).await.unwrap();
+        }
+        assert_eq!(budget.available(), 2, "delay {delay:?}");
+    }
+}
+
+// The time of a response that is there at once is the latest the budget has seen. After
+// a long quiet spell with no clock read, such deposits may land in a window that has
+// already passed: they are lost, never counted twice or kept too long.
+#[tokio::test(start_paused = true)]
+async fn a_quiet_budget_errs_towards_fewer_retries() {
+    let budget = RetryBudget::new(Duration::from_secs(1), 0, 0.5).unwrap();
+    let mut svc = layer(Some(budget.clone())).layer(healthy(None));
+    tokio::time::advance(Duration::from_secs(5)).await;
+    for _ in 0..4 {
+        svc.ready()
+            .await
+            .unwrap()
+            .call(Request::new(String::new()))
+            .await
+            .unwrap();
+    }
+    assert_eq!(budget.available(), 0, "deposits filed under a past window");
+    // `available` read the clock: from now on, deposits are filed in the current window.
+    for _ in 0..4 {
+        svc.ready()
+            .await
+            .unwrap()
+            .call(Request::new(String::new()))
+            .await
+            .unwrap();
+    }
+    assert_eq!(budget.available(), 2);
+    // A second later they have left the window.
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(budget.available(), 0);
+}

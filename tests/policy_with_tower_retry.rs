@@ -9,7 +9,7 @@ use std::io;
 use std::time::Duration;
 use support::backoffs::Steps;
 use support::scripted::Reply::*;
-use support::scripted::{Script, get, layer, stats};
+use support::scripted::{Script, attempts_layer, exact, get, layer, stats};
 use support::time::MS;
 use tower::retry::Policy;
 use tower::{Layer, ServiceExt};
@@ -98,6 +98,49 @@ async fn the_policy_plugs_into_towers_own_retry_layer() {
     let res = svc.oneshot(get()).await.unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(script.arrivals(), [Duration::ZERO, 100 * MS]);
+}
+
+/// Tower's service clones its policy after asking it to clone the request: what the
+/// policy learnt there (the request's attempt count, settings and start) must survive.
+#[tokio::test(start_paused = true)]
+async fn towers_retry_layer_keeps_the_attempt_limit() {
+    let script = Script::new(&[Status(503); 10]);
+    let svc = tower::retry::RetryLayer::new(attempts_layer(3).policy()).layer(script.service());
+    let res = svc.oneshot(get()).await.unwrap();
+    assert_eq!(res.status(), 503);
+    assert_eq!(script.arrivals().len(), 3);
+    assert_eq!(stats(&res).attempts, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn towers_retry_layer_keeps_a_requests_own_settings() {
+    let script = Script::new(&[Status(503); 10]);
+    let svc = tower::retry::RetryLayer::new(attempts_layer(5).policy()).layer(script.service());
+    let mut req = get();
+    req.extensions_mut()
+        .insert(exact().with_max_attempts(2).unwrap());
+    let res = svc.oneshot(req).await.unwrap();
+    assert_eq!(res.status(), 503);
+    assert_eq!(script.arrivals().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn towers_retry_layer_counts_time_from_the_first_attempt() {
+    // The first attempt takes 250 ms of a 300 ms limit: the retry, 100 ms later, would
+    // start past it.
+    let script = Script::new(&[Slow(250 * MS, 503)]);
+    let settings = exact().with_max_elapsed(300 * MS).unwrap();
+    let policy = layer().with_settings(settings).policy();
+    let svc = tower::retry::RetryLayer::new(policy).layer(script.service());
+    let res = svc.oneshot(get()).await.unwrap();
+    assert_eq!(res.status(), 503);
+    assert_eq!(script.arrivals(), [Duration::ZERO]);
+    assert_eq!(
+        stats(&res).gave_up,
+        Some(GiveUp::Limit(
+            tower_backoff::limits::LimitReached::MaxElapsed
+        ))
+    );
 }
 
 // ---- thread safety ----

@@ -16,6 +16,12 @@
 //! deposit is a clock read, one load and one `fetch_add` in the common case (a saturating
 //! CAS loop only when the slot must be recycled or its count nears `u32::MAX`).
 //!
+//! Every clock reading also raises `recent`, the latest epoch seen. The retry layer files
+//! the deposit of a request answered at once under that epoch, without a clock reading of
+//! its own (a clock reading costs more than the rest of the deposit). Its true time is
+//! never before that epoch, so a stale `recent` can only file it in a window that is
+//! already passing: the error is fewer retries, never more.
+//!
 //! Counts saturate at `u32::MAX` per slot, window sums (ten such counts) fit a `u64` and
 //! the balance is computed in `i128`, so no amount of traffic can wrap a counter or panic.
 //!
@@ -150,6 +156,9 @@ pub struct RetryBudget {
 struct Inner {
     /// Origin of the epochs.
     start: Instant,
+    /// The latest epoch a caller read off the clock: where
+    /// [`deposit_recent`](RetryBudget::deposit_recent) counts, without a clock of its own.
+    recent: AtomicU64,
     /// Width of one slot, in nanoseconds (at least 100 ms).
     slot_nanos: u64,
     /// Floor: `min_per_sec × ttl`, in millionths of a retry.
@@ -227,6 +236,7 @@ impl RetryBudget {
         Ok(Self {
             inner: Arc::new(Inner {
                 start: Instant::now(),
+                recent: AtomicU64::new(0),
                 slot_nanos,
                 reserve,
                 ratio,
@@ -250,6 +260,21 @@ impl RetryBudget {
     /// [`deposit`](Self::deposit) with a clock reading the caller already has.
     pub(crate) fn deposit_at(&self, now: Instant) {
         let epoch = self.inner.epoch(now);
+        self.inner.deposits[slot_index(epoch)].add(tag(epoch), 1, Ordering::Relaxed);
+    }
+
+    /// Records one request at the latest epoch any caller has read off the clock, reading
+    /// none itself: for the retry layer's requests that succeed at once, whose only use
+    /// for the clock would be this deposit.
+    ///
+    /// The clock is read by every request that has to wait for its response, every
+    /// retry and every withdrawal, so on a client that talks to a network the epoch is the
+    /// current one. When it is stale (a client whose every request is answered at once and
+    /// never fails), the deposit lands in an older slot and expires early: the budget
+    /// errs on the side of fewer retries, never of more, since the true time is never
+    /// before the recorded epoch.
+    pub(crate) fn deposit_recent(&self) {
+        let epoch = self.inner.recent.load(Ordering::Relaxed);
         self.inner.deposits[slot_index(epoch)].add(tag(epoch), 1, Ordering::Relaxed);
     }
 
@@ -339,7 +364,12 @@ impl Inner {
     fn epoch(&self, now: Instant) -> u64 {
         let elapsed = now.saturating_duration_since(self.start).as_nanos();
         // Saturating after 584 years, by which time the epoch has long been wrapping anyway.
-        u64::try_from(elapsed).unwrap_or(u64::MAX) / self.slot_nanos
+        let epoch = u64::try_from(elapsed).unwrap_or(u64::MAX) / self.slot_nanos;
+        // Written once per slot width, not once per caller: the line stays shared.
+        if self.recent.load(Ordering::Relaxed) < epoch {
+            self.recent.fetch_max(epoch, Ordering::Relaxed);
+        }
+        epoch
     }
 
     /// Allowance minus withdrawals over the window ending at epoch `now`, in millionths of

@@ -31,7 +31,7 @@ use std::error::Error;
 /// use tower_backoff::RetryReason;
 ///
 /// let call = Request::post("/pkg.Service/Method").body(()).unwrap();
-/// let attempt = Attempt::new(RequestHead::of(&call), 1, StatusSet::DEFAULT);
+/// let attempt = Attempt::new(RequestHead::of(&call), 1, &StatusSet::DEFAULT);
 /// let unavailable = Response::builder().header("grpc-status", "14").body(()).unwrap();
 /// let outcome = GrpcClassifier::new().classify_response(&attempt, &ResponseHead::of(&unavailable));
 /// assert_eq!(outcome.reason(), Some(RetryReason::Grpc(Code::Unavailable)));

@@ -40,7 +40,7 @@ pub(crate) type ErrorFn = dyn Fn(&(dyn Error + 'static)) -> ErrorClass + Send + 
 /// };
 ///
 /// let req = Request::post("/orders").body(()).unwrap();
-/// let attempt = Attempt::new(RequestHead::of(&req), 1, StatusSet::DEFAULT);
+/// let attempt = Attempt::new(RequestHead::of(&req), 1, &StatusSet::DEFAULT);
 /// let res = Response::builder().status(429).body(()).unwrap();
 /// let outcome = HttpClassifier::new().classify_response(&attempt, &ResponseHead::of(&res));
 /// assert!(outcome.is_retryable());
@@ -153,7 +153,7 @@ mod tests {
 
     fn judge(method: &str, status: u16, header: Option<(&str, &str)>) -> Outcome {
         let req = Request::builder().method(method).body(()).unwrap();
-        let attempt = Attempt::new(RequestHead::of(&req), 1, StatusSet::DEFAULT);
+        let attempt = Attempt::new(RequestHead::of(&req), 1, &StatusSet::DEFAULT);
         let mut res = Response::builder().status(status);
         if let Some((name, value)) = header {
             res = res.header(name, value);
@@ -220,7 +220,7 @@ mod tests {
     #[test]
     fn errors_follow_their_class() {
         let req = Request::get("/").body(()).unwrap();
-        let attempt = Attempt::new(RequestHead::of(&req), 1, StatusSet::DEFAULT);
+        let attempt = Attempt::new(RequestHead::of(&req), 1, &StatusSet::DEFAULT);
         let reset = io::Error::from(io::ErrorKind::ConnectionReset);
         let outcome = HttpClassifier::new().classify_error(&attempt, &reset);
         assert_eq!(outcome, Outcome::retry(RetryReason::Transport));

@@ -98,13 +98,16 @@ pub(crate) type ClockFn = dyn Fn() -> SystemTime + Send + Sync;
 pub struct Attempt<'a> {
     request: RequestHead<'a>,
     number: u32,
-    statuses: StatusSet,
+    statuses: &'a StatusSet,
     clock: Option<&'a ClockFn>,
 }
 
 impl<'a> Attempt<'a> {
     /// The view of attempt `number` (from 1) of `request`, whose settings retry `statuses`.
-    pub fn new(request: RequestHead<'a>, number: u32, statuses: StatusSet) -> Self {
+    ///
+    /// The statuses are borrowed: a [`StatusSet`] is 128 bytes, and every response of
+    /// every request is classified.
+    pub fn new(request: RequestHead<'a>, number: u32, statuses: &'a StatusSet) -> Self {
         Self {
             request,
             number,
@@ -129,7 +132,7 @@ impl<'a> Attempt<'a> {
     }
 
     /// The statuses the request's settings retry.
-    pub fn statuses(&self) -> StatusSet {
+    pub fn statuses(&self) -> &'a StatusSet {
         self.statuses
     }
 

@@ -37,6 +37,7 @@ pub(crate) fn body_replayable<B>(req: &Request<B>) -> Result<(), GiveUp> {
 }
 
 /// Whether the body of the request with this head can still be replayed.
+#[inline]
 pub(crate) fn body_replayable_head(head: &RequestHead<'_>) -> bool {
     !head
         .extensions()

@@ -26,28 +26,35 @@ pin_project! {
         S: Service<Request<ReqB>>,
     {
         #[pin]
-        state: State<S::Future>,
+        state: State<S::Future, S::Response>,
         policy: RetryPolicy<B>,
         service: S,
         // The copy every retry is cloned from; `None` when the request is never retried.
         request: Option<Request<ReqB>>,
-        // The failed attempt's result, kept while its retry waits, returned if the retry
-        // cannot start after all.
-        last: Option<Box<(Result<S::Response, BoxError>, RetryReason)>>,
         timeout: Option<Pin<Box<Sleep>>>,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<F> {
+    enum State<F, R> {
         // An attempt is in flight.
         Attempt { #[pin] future: F },
-        // A retry waits: first for its delay, then (`for_body`) for the previous attempt to
-        // hand the body back, until the request's deadline.
-        // (Boxed: a request that succeeds at once never waits, and should not carry a timer
-        // in its future.)
-        Waiting { sleep: Pin<Box<Sleep>>, for_body: bool },
+        // A retry waits. (Boxed: a request that succeeds at once never waits, and should
+        // carry neither a timer nor a kept result in its future.)
+        Waiting { wait: Pin<Box<Wait<R>>> },
+    }
+}
+
+pin_project! {
+    /// A retry waiting: first for its delay, then (`for_body`) for the previous attempt to
+    /// hand the body back, until the request's deadline.
+    struct Wait<R> {
+        #[pin]
+        sleep: Sleep,
+        for_body: bool,
+        // The failed attempt's result, returned if the retry cannot start after all.
+        last: Option<(Result<R, BoxError>, RetryReason)>,
     }
 }
 
@@ -67,7 +74,6 @@ where
             policy,
             service,
             request,
-            last: None,
             timeout,
         }
     }
@@ -75,8 +81,13 @@ where
 
 /// A timer for the attempt about to start, when the settings ask for one (and a runtime is
 /// there to run it).
+#[inline]
 fn attempt_timeout<B>(policy: &RetryPolicy<B>) -> Option<Pin<Box<Sleep>>> {
-    let timeout = policy.current_settings().attempt_timeout()?;
+    policy.current_settings().attempt_timeout().and_then(timer)
+}
+
+#[inline(never)]
+fn timer(timeout: std::time::Duration) -> Option<Pin<Box<Sleep>>> {
     tokio::runtime::Handle::try_current().ok()?;
     Some(Box::pin(tokio::time::sleep(timeout)))
 }
@@ -104,6 +115,7 @@ where
 {
     type Output = Result<Response<ResB>, RetryError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
@@ -112,6 +124,7 @@ where
                     let (result, timed_out) = match future.poll(cx) {
                         Poll::Ready(result) => (result.map_err(Into::into), false),
                         Poll::Pending => {
+                            this.policy.clock_start();
                             let expired = this
                                 .timeout
                                 .as_mut()
@@ -122,8 +135,11 @@ where
                             (Err(AttemptTimedOut::new().into()), true)
                         }
                     };
-                    *this.timeout = None;
+                    if this.timeout.is_some() {
+                        *this.timeout = None;
+                    }
                     let Some(request) = this.request.as_mut() else {
+                        this.policy.fund_unclocked();
                         return Poll::Ready(finish(this.policy, result, None));
                     };
                     let outcome = match &result {
@@ -140,15 +156,18 @@ where
                             return Poll::Ready(finish(this.policy, result, gave_up));
                         }
                         Step::Retry(delay, reason) => {
-                            *this.last = Some(Box::new((result, reason)));
-                            this.state.set(State::Waiting {
-                                sleep: Box::pin(tokio::time::sleep(delay)),
+                            let wait = Box::pin(Wait {
+                                sleep: tokio::time::sleep(delay),
                                 for_body: false,
+                                last: Some((result, reason)),
                             });
+                            this.state.set(State::Waiting { wait });
                         }
                     }
                 }
-                StateProj::Waiting { sleep, for_body } => {
+                StateProj::Waiting { wait } => {
+                    let wait = wait.as_mut().project();
+                    let (mut sleep, for_body) = (wait.sleep, wait.for_body);
                     if !*for_body {
                         ready!(sleep.as_mut().poll(cx));
                     }
@@ -170,7 +189,7 @@ where
                         };
                         if let Some(why) = why {
                             let (result, reason) =
-                                *this.last.take().expect("a retry keeps its last result");
+                                wait.last.take().expect("a retry keeps its last result");
                             this.policy.give_up(request, reason, why);
                             return Poll::Ready(finish(this.policy, result, Some(why)));
                         }
@@ -181,7 +200,6 @@ where
                     }
                     this.policy.next_attempt();
                     let attempt = this.policy.retry_request(request);
-                    *this.last = None;
                     *this.timeout = attempt_timeout(this.policy);
                     let future = this.service.call(attempt);
                     this.state.set(State::Attempt { future });

@@ -72,7 +72,9 @@ pub struct RetryPolicy<B> {
     retry: Option<Box<Retrying<B>>>,
     /// The request's own settings or its route's; `None`: the layer's.
     settings: Option<RetrySettings>,
-    start: Instant,
+    /// When the request started: the first time its clock was needed (see
+    /// [`clock_start`](Self::clock_start)). `None` until then.
+    start: Option<Instant>,
     attempts: u32,
     waited: Duration,
     retrying: bool,
@@ -93,15 +95,19 @@ struct Template<B> {
     shared: Shared,
 }
 
+/// A clone carries the request state it was taken with: tower's `Retry` asks its own
+/// policy to clone the request (which starts the request) and then clones that policy
+/// into the response future. The retry-only state is left behind: it is made at the
+/// clone's first retry.
 impl<B> Clone for RetryPolicy<B> {
     fn clone(&self) -> Self {
         Self {
             template: Arc::clone(&self.template),
             retry: None,
-            settings: None,
+            settings: self.settings.clone(),
             start: self.start,
-            attempts: 0,
-            waited: Duration::ZERO,
+            attempts: self.attempts,
+            waited: self.waited,
             retrying: false,
         }
     }
@@ -123,8 +129,7 @@ impl<B> RetryPolicy<B> {
             template: Arc::new(Template { backoff, shared }),
             retry: None,
             settings: None,
-
-            start: Instant::now(),
+            start: None,
             attempts: 0,
             waited: Duration::ZERO,
             retrying: false,
@@ -148,23 +153,50 @@ impl<B> RetryPolicy<B> {
     }
 
     /// Starts a new logical request: chooses its settings (its own, its route's, or the
-    /// layer's) and funds the shared retry budget. Returns whether it may ever be retried.
+    /// layer's). Returns whether it may ever be retried.
+    ///
+    /// The clock is not read yet: see [`clock_start`](Self::clock_start).
     pub(crate) fn begin(&mut self, head: &RequestHead<'_>) -> bool {
-        let now = Instant::now();
-        if let Some(budget) = &self.template.shared.retry_budget {
-            // New requests fund retries; retries do not, or retries would fund retries.
-            budget.deposit_at(now);
-        }
         self.settings = match head.extensions().get::<RetrySettings>() {
             Some(settings) => Some(settings.clone()),
             None if self.template.shared.routes.is_empty() => None,
             None => self.template.shared.routes.find(head),
         };
-        self.start = now;
+        self.start = None;
         self.attempts = 1;
         crate::metrics::attempt();
         self.waited = Duration::ZERO;
         self.current_settings().limits().max_attempts() > 1 && admit::body_replayable_head(head)
+    }
+
+    /// When the request started, reading the clock the first time it is asked: when its
+    /// first attempt has to wait for its response, or is to be retried. The first reading
+    /// also funds the shared retry budget (new requests fund retries; retries do not, or
+    /// retries would fund retries).
+    ///
+    /// A response that is there at once, and not retried, needs no clock at all: its
+    /// request funds the budget through [`fund_unclocked`](Self::fund_unclocked) instead.
+    /// Time before the first poll of the response future does not count against
+    /// `max_elapsed`: futures do nothing until polled.
+    pub(crate) fn clock_start(&mut self) -> Instant {
+        if let Some(start) = self.start {
+            return start;
+        }
+        let now = Instant::now();
+        if let Some(budget) = &self.template.shared.retry_budget {
+            budget.deposit_at(now);
+        }
+        self.start = Some(now);
+        now
+    }
+
+    /// Funds the retry budget for a request that ends without having read the clock.
+    pub(crate) fn fund_unclocked(&self) {
+        if self.start.is_none()
+            && let Some(budget) = &self.template.shared.retry_budget
+        {
+            budget.deposit_recent();
+        }
     }
 
     /// Counts the attempt about to be sent.
@@ -175,7 +207,9 @@ impl<B> RetryPolicy<B> {
 
     /// The instant past which no attempt of this request starts.
     pub(crate) fn deadline(&self) -> Instant {
-        crate::time::instant_after(self.start, self.current_settings().limits().max_elapsed())
+        // Only asked once a retry was admitted, which read the clock.
+        let start = self.start.unwrap_or_else(Instant::now);
+        crate::time::instant_after(start, self.current_settings().limits().max_elapsed())
     }
 
     /// Puts the request's deadline into `req`, so that a pacing layer inside never starts
@@ -202,8 +236,9 @@ impl<B> RetryPolicy<B> {
 
     /// Inserts the final stats into `res` when there is something to say: the request was
     /// retried or given up on (a first-attempt success carries none, for free).
+    #[inline]
     pub(crate) fn attach_stats<T>(&self, res: &mut Response<T>, gave_up: Option<GiveUp>) {
-        if self.template.shared.stats && (self.attempts > 1 || gave_up.is_some()) {
+        if (self.attempts > 1 || gave_up.is_some()) && self.template.shared.stats {
             res.extensions_mut().insert(self.final_stats(gave_up));
         }
     }
@@ -240,7 +275,7 @@ impl<B> RetryPolicy<B> {
         Attempt::new(
             RequestHead::of(req),
             self.attempts,
-            self.current_settings().statuses(),
+            self.current_settings().statuses_ref(),
         )
         .with_clock(self.template.shared.wall_clock.as_deref())
     }
@@ -248,17 +283,37 @@ impl<B> RetryPolicy<B> {
 
 impl<B: BackOff + Clone> RetryPolicy<B> {
     /// The path of a finished attempt: admit its outcome, then act on it.
+    #[inline]
     pub(crate) fn next_step<ReqB>(
         &mut self,
         req: &mut Request<ReqB>,
         outcome: &Outcome,
         error: Option<&(dyn Error + 'static)>,
     ) -> Step {
-        self.report_health(outcome);
-        let Some(reason) = outcome.reason() else {
-            return Step::Done(None);
-        };
-        match self.admit(req, outcome) {
+        if self.template.shared.retry_throttle.is_some() {
+            self.report_health(outcome);
+        }
+        match outcome.reason() {
+            None => {
+                self.fund_unclocked();
+                Step::Done(None)
+            }
+            Some(reason) => self.retry_step(req, reason, outcome, error),
+        }
+    }
+
+    /// [`next_step`](Self::next_step) for a retryable outcome: kept out of line, so that
+    /// the path of a success stays short.
+    #[inline(never)]
+    fn retry_step<ReqB>(
+        &mut self,
+        req: &mut Request<ReqB>,
+        reason: RetryReason,
+        outcome: &Outcome,
+        error: Option<&(dyn Error + 'static)>,
+    ) -> Step {
+        let start = self.clock_start();
+        match self.admit(req, outcome, start) {
             Ok(delay) => {
                 self.act(req, reason, delay, outcome, error);
                 Step::Retry(delay, reason)
@@ -271,7 +326,12 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
     }
 
     /// **Admit**: the gates of [`admit`], in order; the delay when all let it through.
-    fn admit<ReqB>(&mut self, req: &Request<ReqB>, outcome: &Outcome) -> Result<Duration, GiveUp> {
+    fn admit<ReqB>(
+        &mut self,
+        req: &Request<ReqB>,
+        outcome: &Outcome,
+        start: Instant,
+    ) -> Result<Duration, GiveUp> {
         if outcome.is_stopped() {
             return Err(GiveUp::Pushback);
         }
@@ -295,7 +355,7 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
                 jitter: None,
             })
         });
-        let elapsed = Instant::now().saturating_duration_since(self.start);
+        let elapsed = Instant::now().saturating_duration_since(start);
         let time_left = limits.max_elapsed().saturating_sub(elapsed);
         let server = outcome.server_delay();
         let delay = delay::plan(
@@ -450,10 +510,12 @@ where
             self.retrying = false;
             self.next_attempt();
             Some(self.retry_request(req))
-        } else if self.begin(&RequestHead::of(req)) {
-            Some(clone_request(req))
         } else {
-            None
+            let retryable = self.begin(&RequestHead::of(req));
+            // Tower's service gives the policy no look at the first attempt's progress:
+            // the request starts now.
+            self.clock_start();
+            retryable.then(|| clone_request(req))
         }
     }
 }

@@ -208,6 +208,11 @@ impl RetrySettings {
         self.0.statuses
     }
 
+    /// The retried statuses, borrowed (for the classifier's view of an attempt).
+    pub(crate) fn statuses_ref(&self) -> &StatusSet {
+        &self.0.statuses
+    }
+
     /// The attempt and time limits.
     pub fn limits(&self) -> Limits {
         self.0.limits
