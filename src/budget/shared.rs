@@ -273,6 +273,7 @@ impl RetryBudget {
     /// never fails), the deposit lands in an older slot and expires early: the budget
     /// errs on the side of fewer retries, never of more, since the true time is never
     /// before the recorded epoch.
+    #[inline]
     pub(crate) fn deposit_recent(&self) {
         let epoch = self.inner.recent.load(Ordering::Relaxed);
         self.inner.deposits[slot_index(epoch)].add(tag(epoch), 1, Ordering::Relaxed);
@@ -421,8 +422,9 @@ impl Slot {
     /// Adds `n` to the count for epoch `tag`, recycling the slot if it holds an older
     /// epoch, or joining it if it holds a newer one. Returns the word written, or `None`
     /// if the count was already saturated (nothing recorded).
+    #[inline]
     fn add(&self, tag: u32, n: u32, order: Ordering) -> Option<u64> {
-        let mut current = self.0.load(Ordering::Relaxed);
+        let current = self.0.load(Ordering::Relaxed);
         let (held, count) = unpack(current);
         if n == 1 && held == tag && count < FAST_PATH_LIMIT {
             // Fast path: our epoch and far from saturation, so one `fetch_add` that cannot
@@ -431,6 +433,12 @@ impl Slot {
             // newer epoch meanwhile, the count joins the newer epoch, as below.
             return Some(self.0.fetch_add(1, order).wrapping_add(1));
         }
+        self.add_slow(current, tag, n, order)
+    }
+
+    /// [`add`](Self::add) when the slot must be recycled or is near saturation.
+    #[inline(never)]
+    fn add_slow(&self, mut current: u64, tag: u32, n: u32, order: Ordering) -> Option<u64> {
         loop {
             let (held, count) = unpack(current);
             let next = if age(tag, held) > 0 {

@@ -156,6 +156,7 @@ impl<B> RetryPolicy<B> {
     /// layer's). Returns whether it may ever be retried.
     ///
     /// The clock is not read yet: see [`clock_start`](Self::clock_start).
+    #[inline]
     pub(crate) fn begin(&mut self, head: &RequestHead<'_>) -> bool {
         self.settings = match head.extensions().get::<RetrySettings>() {
             Some(settings) => Some(settings.clone()),
@@ -191,6 +192,7 @@ impl<B> RetryPolicy<B> {
     }
 
     /// Funds the retry budget for a request that ends without having read the clock.
+    #[inline]
     pub(crate) fn fund_unclocked(&self) {
         if self.start.is_none()
             && let Some(budget) = &self.template.shared.retry_budget
