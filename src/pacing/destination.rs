@@ -445,10 +445,9 @@ impl Destination {
             // will (a token bucket such as tower_governor's): it is at its capacity. Ease
             // off as for a refusal, once per round trip, before the refusal comes. (One
             // that never refused is not slowed.)
-            s.rate.refused(None, now);
-            s.window.close();
+            // (The window closed at the refusal that throttled the destination.)
             let idle = s.queue.is_empty();
-            s.rate.succeeded(idle, false, now);
+            s.rate.no_room(idle, now);
             tracing::debug!(to = %self.key, mode = ?s.rate.mode(), "pacing: destination reports no room, slows down");
             s.queue.wake_head(now);
         } else {

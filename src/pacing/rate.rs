@@ -225,6 +225,14 @@ impl Rate {
         }
     }
 
+    /// A success whose response says the destination has no room left and not when it
+    /// will (a token bucket at its capacity): the pace eases off as for a refusal, before
+    /// the refusal comes, and the success is counted without growing the pace.
+    pub(crate) fn no_room(&mut self, idle: bool, now: Instant) {
+        self.refused(None, now);
+        self.succeeded(idle, false, now);
+    }
+
     /// A fresh refusal; `window` is the slow-start window if the destination was in its
     /// slow start.
     pub(crate) fn refused(&mut self, window: Option<u32>, now: Instant) {
