@@ -250,6 +250,21 @@ async fn every_request_funds_the_budget_once() {
     }
 }
 
+async fn send_gets<S>(svc: &mut S, n: usize)
+where
+    S: Service<Request<String>>,
+    S::Error: std::fmt::Debug,
+{
+    for _ in 0..n {
+        svc.ready()
+            .await
+            .unwrap()
+            .call(Request::new(String::new()))
+            .await
+            .unwrap();
+    }
+}
+
 // The time of a response that is there at once is the latest the budget has seen. After
 // a long quiet spell with no clock read, such deposits may land in a window that has
 // already passed: they are lost, never counted twice or kept too long.
@@ -258,24 +273,10 @@ async fn a_quiet_budget_errs_towards_fewer_retries() {
     let budget = RetryBudget::new(Duration::from_secs(1), 0, 0.5).unwrap();
     let mut svc = layer(Some(budget.clone())).layer(healthy(None));
     tokio::time::advance(Duration::from_secs(5)).await;
-    for _ in 0..4 {
-        svc.ready()
-            .await
-            .unwrap()
-            .call(Request::new(String::new()))
-            .await
-            .unwrap();
-    }
+    send_gets(&mut svc, 4).await;
     assert_eq!(budget.available(), 0, "deposits filed under a past window");
     // `available` read the clock: from now on, deposits are filed in the current window.
-    for _ in 0..4 {
-        svc.ready()
-            .await
-            .unwrap()
-            .call(Request::new(String::new()))
-            .await
-            .unwrap();
-    }
+    send_gets(&mut svc, 4).await;
     assert_eq!(budget.available(), 2);
     // A second later they have left the window.
     tokio::time::advance(Duration::from_secs(1)).await;
