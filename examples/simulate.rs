@@ -5,6 +5,7 @@
 //! cargo run --release --example simulate -- all --short    # a quick run for CI (no charts)
 //! cargo run --release --example simulate -- contention     # or: overload, ratelimit, limiters, delays
 //! cargo run --release --example simulate -- overload --timeline   # + when each client sends
+//! cargo run --release --example simulate -- limiters --seeds 8      # ranges over 8 seeds
 //! ```
 //!
 //! Every experiment runs the crate's real `RetryLayer` (tower's `Retry` with the crate's
@@ -255,6 +256,7 @@ where
             .unwrap();
         let client = layered(
             RetryLayer::new(backoff)
+                .with_seed(seed)
                 .with_settings(settings)
                 .without_retry_budget(),
             server,
@@ -558,19 +560,27 @@ where
         Variant::NoRetry => BoxCloneService::new(server),
         Variant::Naive => layered(
             RetryLayer::new(backoff)
+                .with_seed(seed)
                 .with_settings(three)
                 .without_retry_budget(),
             server,
         ),
-        Variant::Budget => layered(RetryLayer::new(backoff).with_settings(three), server),
+        Variant::Budget => layered(
+            RetryLayer::new(backoff)
+                .with_seed(seed)
+                .with_settings(three),
+            server,
+        ),
         Variant::BudgetFinagle => layered(
             RetryLayer::new(backoff)
+                .with_seed(seed)
                 .with_settings(three)
                 .with_retry_budget(RetryBudget::new(10 * SEC, 10, 0.2).unwrap()),
             server,
         ),
         Variant::BudgetThrottle => layered(
             RetryLayer::new(backoff)
+                .with_seed(seed)
                 .with_settings(three)
                 .with_retry_throttle(RetryThrottle::default()),
             server,
@@ -579,19 +589,28 @@ where
         Variant::BudgetPacing => BoxCloneService::new(
             tower::ServiceBuilder::new()
                 .map_err(BoxError::from)
-                .layer(RetryLayer::new(backoff).with_settings(three))
+                .layer(
+                    RetryLayer::new(backoff)
+                        .with_seed(seed)
+                        .with_settings(three),
+                )
                 .layer(paced.clone())
                 .service(server),
         ),
         Variant::BudgetPacingFine => BoxCloneService::new(
             tower::ServiceBuilder::new()
                 .map_err(BoxError::from)
-                .layer(RetryLayer::new(backoff).with_settings(three))
+                .layer(
+                    RetryLayer::new(backoff)
+                        .with_seed(seed)
+                        .with_settings(three),
+                )
                 .layer(fine.clone())
                 .service(server),
         ),
         Variant::Patient => layered(
             RetryLayer::new(backoff)
+                .with_seed(seed)
                 .with_settings(patient)
                 .without_retry_budget(),
             server,
@@ -601,6 +620,7 @@ where
                 .map_err(BoxError::from)
                 .layer(
                     RetryLayer::new(backoff)
+                        .with_seed(seed)
                         .with_settings(three)
                         .without_retry_budget(),
                 )
@@ -612,6 +632,7 @@ where
                 .map_err(BoxError::from)
                 .layer(
                     RetryLayer::new(backoff)
+                        .with_seed(seed)
                         .with_settings(patient)
                         .without_retry_budget(),
                 )
@@ -1251,7 +1272,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
     let what = args
         .iter()
-        .find(|a| !a.starts_with("--"))
+        .enumerate()
+        .find(|(i, a)| !a.starts_with("--") && (*i == 0 || args[i - 1] != "--seeds"))
+        .map(|(_, a)| a)
         .map_or("all", String::as_str);
     let docs: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
     std::fs::create_dir_all(&docs)?;
@@ -1294,7 +1317,22 @@ fn main() -> Result<(), Box<dyn Error>> {
         run_rate_limit(short, 1, &mut out);
     }
     if all || what == "limiters" {
-        limiter_models::run(short, 1, &mut out);
+        let seeds = args
+            .iter()
+            .position(|a| a == "--seeds")
+            .and_then(|i| args.get(i + 1))
+            .map_or(Ok(1), |n| n.parse::<u64>())
+            .map_err(|e| format!("--seeds: {e}"))?;
+        let mut table = String::new();
+        limiter_models::run(short, 1, seeds, &mut table);
+        if short {
+            // Reproducibility: every stack here is seeded, the retry layer's
+            // `Retry-After` jitter included.
+            let mut again = String::new();
+            limiter_models::run(short, 1, seeds, &mut again);
+            assert_eq!(table, again, "the limiter models are not reproducible");
+        }
+        out.push_str(&table);
     }
     if all || what == "delays" {
         let samples = delay_samples();

@@ -278,13 +278,20 @@ fn jain(shares: &[f64]) -> f64 {
 }
 
 /// Targets 1 and 3 on the three models; `short` runs the fleet for 2 s instead of 10.
-pub fn run(short: bool, seed: u64, out: &mut String) {
+/// With more than one seed each cell gives the range over seeds `seed..seed + seeds`.
+pub fn run(short: bool, seed: u64, seeds: u64, out: &mut String) {
     let n = 300;
     let ideal = n as f64 / RATE;
     let seconds = if short { 2 } else { 10 };
+    let last = seed + seeds.max(1) - 1;
+    let seed_text = if last == seed {
+        format!("seed {seed}")
+    } else {
+        format!("seeds {seed}–{last}, each cell min–max")
+    };
     let _ = writeln!(
         out,
-        "### Real limiters, modelled: {n} requests 20 at a time (ideal {ideal:.0} s), and 8 clients × 4 in flight for {seconds} s (limit {RATE} r/s, burst {BURST}, seed {seed})\n"
+        "### Real limiters, modelled: {n} requests 20 at a time (ideal {ideal:.0} s), and 8 clients × 4 in flight for {seconds} s (limit {RATE} r/s, burst {BURST}, {seed_text})\n"
     );
     let _ = writeln!(
         out,
@@ -293,18 +300,44 @@ pub fn run(short: bool, seed: u64, out: &mut String) {
     let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|");
     for model in Model::ALL {
         for (variant, name) in STACKS {
-            let (ok, end, attempts, refused) = burst(model, variant, n, seed);
-            let (shares, f_attempts, f_refused) = fleet(model, variant, seconds, seed);
-            let used: f64 = shares.iter().sum::<f64>() / (RATE * seconds as f64);
+            let mut cells: [Vec<f64>; 7] = Default::default();
+            for seed in seed..=last {
+                let (ok, end, attempts, refused) = burst(model, variant, n, seed);
+                let (shares, f_attempts, f_refused) = fleet(model, variant, seconds, seed);
+                let used: f64 = shares.iter().sum::<f64>() / (RATE * seconds as f64);
+                let row = [
+                    ok as f64,
+                    end,
+                    end / ideal,
+                    refused as f64 * 100.0 / attempts as f64,
+                    used * 100.0,
+                    f_refused as f64 * 100.0 / f_attempts.max(1) as f64,
+                    jain(&shares),
+                ];
+                for (cell, value) in cells.iter_mut().zip(row) {
+                    cell.push(value);
+                }
+            }
+            let range = |i: usize, decimals: usize| {
+                let lo = cells[i].iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = cells[i].iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                if format!("{lo:.decimals$}") == format!("{hi:.decimals$}") {
+                    format!("{lo:.decimals$}")
+                } else {
+                    format!("{lo:.decimals$}–{hi:.decimals$}")
+                }
+            };
             let _ = writeln!(
                 out,
-                "| {} | {name} | {ok} / {n} | {end:.2} s ({:.2}×) | {:.1} % | {:.1} % | {:.1} % | {:.3} |",
+                "| {} | {name} | {} / {n} | {} s ({}×) | {} % | {} % | {} % | {} |",
                 model.name(),
-                end / ideal,
-                refused as f64 * 100.0 / attempts as f64,
-                used * 100.0,
-                f_refused as f64 * 100.0 / f_attempts.max(1) as f64,
-                jain(&shares),
+                range(0, 0),
+                range(1, 2),
+                range(2, 2),
+                range(3, 1),
+                range(4, 1),
+                range(5, 1),
+                range(6, 3),
             );
         }
     }

@@ -49,10 +49,12 @@ impl Meter {
         (self.span >= MIN_SPAN.as_secs_f64()).then(|| self.count / self.span)
     }
 
-    /// The rate, however short the history (`None` only without any).
+    /// The rate, however short the history (`None` only without any), counted over at
+    /// least [`MIN_SPAN`]: the few successes of a burst's first milliseconds are a
+    /// server's burst allowance, not its rate (4 in 2 ms is no 2000 r/s).
     pub(crate) fn rough_rate(&mut self, now: Instant) -> Option<f64> {
         self.advance(now);
-        (self.span > 0.0).then(|| self.count / self.span)
+        (self.span > 0.0).then(|| self.count / self.span.max(MIN_SPAN.as_secs_f64()))
     }
 }
 

@@ -18,9 +18,12 @@ const BLIND_DECREASE: f64 = 0.6;
 const FAST_GAIN: f64 = 8.0;
 /// Below this rate (req/s) the destination is as good as down: probe it.
 const MIN_RATE: f64 = 1.0;
-/// Near the known ceiling: each success adds this fraction of a request per second, so
-/// the rate grows by about 1 % per second — a slow probe for more capacity.
-const SLOW_GAIN: f64 = 0.01;
+/// Near the known ceiling: the rate grows by this much (req/s) per second, whatever the
+/// rate — a slow probe for more capacity. Equal steps for every client, against cuts in
+/// proportion to each client's rate, are what bring clients sharing one limit to equal
+/// shares (AIMD); steps in proportion to the rate would keep whatever shares they
+/// started with.
+const SLOW_STEP: f64 = 1.0;
 /// "Near the ceiling" means above this fraction of it.
 const NEAR_CEILING: f64 = 0.95;
 /// Without a fresh refusal for this long the episode is over: the ceiling is forgotten
@@ -210,11 +213,12 @@ impl Rate {
                     Some(c) if rate >= c * NEAR_CEILING => {
                         // Near the ceiling: probe, with steps that grow the longer no
                         // refusal comes (as TCP CUBIC), so a ceiling measured too low
-                        // during a transient is soon left behind.
+                        // during a transient is soon left behind. A success comes every
+                        // 1/rate seconds: its share of the second's step is step/rate.
                         let calm = self
                             .last_refusal
                             .map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
-                        (SLOW_GAIN * (1.0 + calm * calm)).min(FAST_GAIN)
+                        (SLOW_STEP * (1.0 + calm * calm) / rate.max(MIN_RATE)).min(FAST_GAIN)
                     }
                     _ => FAST_GAIN,
                 };
@@ -300,5 +304,103 @@ impl Rate {
                 interval: self.backoff.on_failure(),
             },
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// A token bucket (GCRA) of `burst` at `rate` per second, as tower_governor's.
+    struct Bucket {
+        interval: Duration,
+        tau: Duration,
+        tat: Instant,
+    }
+
+    impl Bucket {
+        fn new(rate: u32, burst: u32, now: Instant) -> Self {
+            let interval = Duration::from_secs(1) / rate;
+            Self {
+                interval,
+                tau: interval * (burst - 1),
+                tat: now,
+            }
+        }
+
+        fn admit(&mut self, now: Instant) -> bool {
+            let tat = self.tat.max(now);
+            if now + self.tau < tat {
+                return false;
+            }
+            self.tat = tat + self.interval;
+            true
+        }
+    }
+
+    /// Two clients whose paces differ fourfold share one limit of 50 r/s for 60 s: their
+    /// paces meet (equal steps up, cuts in proportion to each pace), and the limit stays
+    /// used.
+    #[test]
+    fn clients_sharing_a_limit_converge_to_equal_shares() {
+        let start = Instant::now();
+        let mut bucket = Bucket::new(50, 10, start);
+        let mut clients: Vec<Rate> = (0..2)
+            .map(|_| Rate::new(ResponsiveBackOff::default(), false, start))
+            .collect();
+        // Unequal starts: 40 and 10 r/s sent (and served) for a second, then one refusal
+        // each puts both in the paced mode at 60 % of what they sent.
+        let mut now = start;
+        for ms in 1..=1000u32 {
+            now = start + MS * ms;
+            for (client, every) in clients.iter_mut().zip([25, 100]) {
+                if ms % every == 0 {
+                    client.responded(now, now);
+                    client.succeeded(true, true, now);
+                }
+            }
+        }
+        for client in &mut clients {
+            client.refused(None, now);
+        }
+        let first = clients
+            .iter()
+            .map(|c| c.rate().unwrap())
+            .collect::<Vec<_>>();
+        assert!(first[0] > 3.0 * first[1], "{first:?}");
+        let mut served = [0u32; 2];
+        let end = now + Duration::from_secs(60);
+        let last_10s = end - Duration::from_secs(10);
+        while now < end {
+            now += MS;
+            for (i, client) in clients.iter_mut().enumerate() {
+                let Some(slot) = client.next_slot(now) else {
+                    panic!("client {i} is no longer paced");
+                };
+                if slot > now {
+                    continue;
+                }
+                client.take_slot(slot, now);
+                let round = client.round();
+                client.responded(now, now);
+                if bucket.admit(now) {
+                    client.succeeded(false, true, now);
+                    if now >= last_10s {
+                        served[i] += 1;
+                    }
+                } else if round == client.round() {
+                    client.refused(None, now);
+                }
+            }
+        }
+        let (a, b) = (f64::from(served[0]), f64::from(served[1]));
+        let jain = (a + b).powi(2) / (2.0 * (a * a + b * b));
+        assert!(
+            jain >= 0.95,
+            "served in the last 10 s: {served:?}, Jain {jain:.3}"
+        );
+        assert!(a + b >= 0.9 * 500.0, "served in the last 10 s: {served:?}");
     }
 }
