@@ -354,7 +354,7 @@ async fn target_3_express_fleet_shares_a_limit_fully_and_fairly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "target 3 against tower_governor is not met reliably: 9.0-12.5 % refused, Jain 0.88-0.97"]
+#[ignore = "target 3 against tower_governor is not met reliably: 9.4-14.5 % refused (Jain 0.87-0.97), met in 3 of 10 runs"]
 async fn target_3_governor_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
     target_3(Kind::Governor).await;

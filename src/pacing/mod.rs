@@ -34,8 +34,10 @@
 //!   the rate goes down one step, not fifty.
 //! - **Up on successes, fast then slow.** Each success raises the rate by 8 requests per
 //!   second until it nears the *ceiling*, the rate at which the server last refused;
-//!   there it grows by about 1 % per second, faster the longer no refusal comes, so a
-//!   ceiling measured too low is soon left behind. After ten seconds without a refusal,
+//!   there it grows by 1 request per second each second, whatever the rate, faster the
+//!   longer no refusal comes, so a ceiling measured too low is soon left behind. Equal
+//!   steps up and cuts in proportion to the rate (AIMD, as TCP) bring clients that share
+//!   one limit to equal shares. After ten seconds without a refusal,
 //!   once no request waits, the destination is open again: nothing waits.
 //! - **Probing.** When a destination serves nothing at all (refusals, and no success for
 //!   a tenth of a second or more) it is sent one request per delay of its own
