@@ -77,4 +77,17 @@ mod tests {
         let rate = meter.rate(at + Duration::from_secs(1)).unwrap();
         assert!(rate < 40.0, "{rate}");
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_milliseconds_is_no_rate() {
+        let start = Instant::now();
+        let mut meter = Meter::new(start);
+        for i in 1..=4 {
+            meter.add(start + Duration::from_micros(500 * i));
+        }
+        // 4 successes in 2 ms: counted over 100 ms, 40 r/s, not 2000.
+        let rate = meter.rough_rate(start + Duration::from_millis(2)).unwrap();
+        assert!((39.0..=41.0).contains(&rate), "{rate}");
+        assert_eq!(meter.rate(start + Duration::from_millis(2)), None);
+    }
 }
