@@ -334,7 +334,22 @@ async fn pace_after_reports_of(remaining: &'static str, n: usize) -> Option<f64>
         };
         std::future::ready(Ok::<_, Infallible>(res.body(()).unwrap()))
     });
-    let pacing = PacingLayer::new();
+    // Probing delays without jitter: the pace after the refusal is the probing pace
+    // (10 r/s), the same in every call, so calls compare (a jittered one moved it by up
+    // to 20 % and made the comparison a draw).
+    let backoff = tower_backoff::backoff::ResponsiveBackOff::builder()
+        .with_initial_interval(PacingLayer::DEFAULT_INITIAL_INTERVAL)
+        .with_max_interval(PacingLayer::DEFAULT_MAX_INTERVAL)
+        .with_up_multiplier(PacingLayer::DEFAULT_UP_MULTIPLIER)
+        .with_down_multiplier(PacingLayer::DEFAULT_DOWN_MULTIPLIER)
+        .with_down_threshold(PacingLayer::DEFAULT_DOWN_THRESHOLD)
+        .with_randomization_factor(0.0)
+        .build()
+        .unwrap();
+    let pacing = PacingLayer::builder()
+        .with_backoff(backoff)
+        .build()
+        .unwrap();
     let client = pacing.clone().layer(server);
     for _ in 0..=n {
         client
