@@ -334,22 +334,10 @@ async fn pace_after_reports_of(remaining: &'static str, n: usize) -> Option<f64>
         };
         std::future::ready(Ok::<_, Infallible>(res.body(()).unwrap()))
     });
-    // Probing delays without jitter: the pace after the refusal is the probing pace
-    // (10 r/s), the same in every call, so calls compare (a jittered one moved it by up
-    // to 20 % and made the comparison a draw).
-    let backoff = tower_backoff::backoff::ResponsiveBackOff::builder()
-        .with_initial_interval(PacingLayer::DEFAULT_INITIAL_INTERVAL)
-        .with_max_interval(PacingLayer::DEFAULT_MAX_INTERVAL)
-        .with_up_multiplier(PacingLayer::DEFAULT_UP_MULTIPLIER)
-        .with_down_multiplier(PacingLayer::DEFAULT_DOWN_MULTIPLIER)
-        .with_down_threshold(PacingLayer::DEFAULT_DOWN_THRESHOLD)
-        .with_randomization_factor(0.0)
-        .build()
-        .unwrap();
-    let pacing = PacingLayer::builder()
-        .with_backoff(backoff)
-        .build()
-        .unwrap();
+    // Probing without jitter (`layer`): the pace after the refusal is the probing pace
+    // (10 r/s) in every call, so calls compare (jittered, it moved by up to 20 % and the
+    // comparison was a draw).
+    let pacing = layer(PacingLayer::DEFAULT_DOWN_THRESHOLD);
     let client = pacing.clone().layer(server);
     for _ in 0..=n {
         client
