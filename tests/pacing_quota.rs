@@ -116,19 +116,37 @@ async fn a_reported_quota_is_never_overrun_by_a_burst() {
     );
 }
 
+/// `server` behind a pacing layer that lets a request wait `max_wait`, errors boxed; the
+/// layer too, to look at its state.
+fn paced<S>(
+    server: S,
+    max_wait: std::time::Duration,
+) -> (
+    PacingLayer,
+    impl Service<Request<()>, Response = Response<()>, Error = BoxError>,
+)
+where
+    S: Service<Request<()>, Response = Response<()>> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+{
+    let pacing = PacingLayer::builder()
+        .with_max_wait(max_wait)
+        .build()
+        .unwrap();
+    let client = ServiceBuilder::new()
+        .map_err(BoxError::from)
+        .layer(pacing.clone())
+        .service(server);
+    (pacing, client)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_quota_spent_for_longer_than_max_wait_fails_fast_unsent() {
     let log = Log::default();
     // A daily quota, spent by this very success.
     let server = reporting(&log, "ratelimit", "\"day\";r=0;t=86400");
-    let pacing = PacingLayer::builder()
-        .with_max_wait(secs(30))
-        .build()
-        .unwrap();
-    let mut client = ServiceBuilder::new()
-        .map_err(BoxError::from)
-        .layer(pacing.clone())
-        .service(server);
+    let (pacing, mut client) = paced(server, secs(30));
     send(&mut client, get("http://api.example/")).await.unwrap();
     let err = send(&mut client, get("http://api.example/"))
         .await
@@ -368,14 +386,7 @@ async fn a_wait_for_the_spread_counts_against_max_wait() {
     // layer that never waits does not wait for.
     let log = Log::default();
     let server = reporting(&log, "ratelimit", "\"w\";r=10;t=1");
-    let pacing = PacingLayer::builder()
-        .with_max_wait(secs(0))
-        .build()
-        .unwrap();
-    let mut client = ServiceBuilder::new()
-        .map_err(BoxError::from)
-        .layer(pacing)
-        .service(server);
+    let (_, mut client) = paced(server, secs(0));
     send(&mut client, get("http://api.example/")).await.unwrap();
     let err = send(&mut client, get("http://api.example/"))
         .await
