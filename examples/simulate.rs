@@ -547,7 +547,8 @@ where
     S: tower::Service<Req, Response = Res, Error = BoxError> + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
-    let backoff = ExponentialBackOff::default().with_seed(seed);
+    // Seeded, the spread of server delays included: a run is reproducible.
+    let retry = RetryLayer::new(ExponentialBackOff::default().with_seed(seed)).with_seed(seed);
     let three = RetrySettings::new().with_max_attempts(3).unwrap();
     let patient = RetrySettings::new()
         .with_max_attempts(50)
@@ -558,29 +559,16 @@ where
     let fine = pacing(seed, MS);
     let client = match variant {
         Variant::NoRetry => BoxCloneService::new(server),
-        Variant::Naive => layered(
-            RetryLayer::new(backoff)
-                .with_seed(seed)
-                .with_settings(three)
-                .without_retry_budget(),
-            server,
-        ),
-        Variant::Budget => layered(
-            RetryLayer::new(backoff)
-                .with_seed(seed)
-                .with_settings(three),
-            server,
-        ),
+        Variant::Naive => layered(retry.with_settings(three).without_retry_budget(), server),
+        Variant::Budget => layered(retry.with_settings(three), server),
         Variant::BudgetFinagle => layered(
-            RetryLayer::new(backoff)
-                .with_seed(seed)
+            retry
                 .with_settings(three)
                 .with_retry_budget(RetryBudget::new(10 * SEC, 10, 0.2).unwrap()),
             server,
         ),
         Variant::BudgetThrottle => layered(
-            RetryLayer::new(backoff)
-                .with_seed(seed)
+            retry
                 .with_settings(three)
                 .with_retry_throttle(RetryThrottle::default()),
             server,
@@ -589,53 +577,29 @@ where
         Variant::BudgetPacing => BoxCloneService::new(
             tower::ServiceBuilder::new()
                 .map_err(BoxError::from)
-                .layer(
-                    RetryLayer::new(backoff)
-                        .with_seed(seed)
-                        .with_settings(three),
-                )
+                .layer(retry.with_settings(three))
                 .layer(paced.clone())
                 .service(server),
         ),
         Variant::BudgetPacingFine => BoxCloneService::new(
             tower::ServiceBuilder::new()
                 .map_err(BoxError::from)
-                .layer(
-                    RetryLayer::new(backoff)
-                        .with_seed(seed)
-                        .with_settings(three),
-                )
+                .layer(retry.with_settings(three))
                 .layer(fine.clone())
                 .service(server),
         ),
-        Variant::Patient => layered(
-            RetryLayer::new(backoff)
-                .with_seed(seed)
-                .with_settings(patient)
-                .without_retry_budget(),
-            server,
-        ),
+        Variant::Patient => layered(retry.with_settings(patient).without_retry_budget(), server),
         Variant::NaivePacing => BoxCloneService::new(
             tower::ServiceBuilder::new()
                 .map_err(BoxError::from)
-                .layer(
-                    RetryLayer::new(backoff)
-                        .with_seed(seed)
-                        .with_settings(three)
-                        .without_retry_budget(),
-                )
+                .layer(retry.with_settings(three).without_retry_budget())
                 .layer(paced.clone())
                 .service(server),
         ),
         Variant::PatientPacing => BoxCloneService::new(
             tower::ServiceBuilder::new()
                 .map_err(BoxError::from)
-                .layer(
-                    RetryLayer::new(backoff)
-                        .with_seed(seed)
-                        .with_settings(patient)
-                        .without_retry_budget(),
-                )
+                .layer(retry.with_settings(patient).without_retry_budget())
                 .layer(paced.clone())
                 .service(server),
         ),
