@@ -180,10 +180,17 @@ impl<B> RetryPolicy<B> {
     /// Time before the first poll of the response future does not count against
     /// `max_elapsed`: futures do nothing until polled.
     pub(crate) fn clock_start(&mut self) -> Instant {
+        match self.start {
+            Some(start) => start,
+            None => self.clock_start_at(Instant::now()),
+        }
+    }
+
+    /// [`clock_start`](Self::clock_start) with the clock already read at `now`.
+    fn clock_start_at(&mut self, now: Instant) -> Instant {
         if let Some(start) = self.start {
             return start;
         }
-        let now = Instant::now();
         if let Some(budget) = &self.template.shared.retry_budget {
             budget.deposit_at(now);
         }
@@ -314,8 +321,11 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         outcome: &Outcome,
         error: Option<&(dyn Error + 'static)>,
     ) -> Step {
-        let start = self.clock_start();
-        match self.admit(req, outcome, start) {
+        // One reading of the clock starts the request's time (on its first retry) and
+        // measures it.
+        let now = Instant::now();
+        let start = self.clock_start_at(now);
+        match self.admit(req, outcome, start, now) {
             Ok(delay) => {
                 self.act(req, reason, delay, outcome, error);
                 Step::Retry(delay, reason)
@@ -333,6 +343,7 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         req: &Request<ReqB>,
         outcome: &Outcome,
         start: Instant,
+        now: Instant,
     ) -> Result<Duration, GiveUp> {
         if outcome.is_stopped() {
             return Err(GiveUp::Pushback);
@@ -357,7 +368,7 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
                 jitter: None,
             })
         });
-        let elapsed = Instant::now().saturating_duration_since(start);
+        let elapsed = now.saturating_duration_since(start);
         let time_left = limits.max_elapsed().saturating_sub(elapsed);
         let server = outcome.server_delay();
         let delay = delay::plan(
