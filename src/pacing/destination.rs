@@ -429,6 +429,7 @@ impl Destination {
             s.window.close();
             let cooling = s.cooldown.start(asked, self.settings.max_cooldown, now);
             if let Some(until) = cooling {
+                s.rate.cool_down(until, now);
                 tracing::debug!(to = %self.key, cooldown = ?(until - now), "pacing: destination cools down");
             }
             if cooling.is_some() || !was_throttled {

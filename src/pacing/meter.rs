@@ -53,8 +53,14 @@ impl Meter {
     /// least [`MIN_SPAN`]: the few successes of a burst's first milliseconds are a
     /// server's burst allowance, not its rate (4 in 2 ms is no 2000 r/s).
     pub(crate) fn rough_rate(&mut self, now: Instant) -> Option<f64> {
+        self.rate_over(now, MIN_SPAN)
+    }
+
+    /// The rate, however short the history (`None` only without any), counted over at
+    /// least `span`.
+    pub(crate) fn rate_over(&mut self, now: Instant, span: Duration) -> Option<f64> {
         self.advance(now);
-        (self.span > 0.0).then(|| self.count / self.span.max(MIN_SPAN.as_secs_f64()))
+        (self.span > 0.0).then(|| self.count / self.span.max(span.as_secs_f64()))
     }
 }
 

@@ -58,7 +58,10 @@
 //!   close a destination for everyone; it lowers the rate, and the retry layer honours
 //!   the header for that request. A cool-down also holds the requests already waiting
 //!   (those that cannot wait it out fail at once); when it ends, they leave at the pace,
-//!   not in a burst.
+//!   not in a burst: the pace of what the destination served over the cool-down's length
+//!   before it (a window limiter's allowance). A refusal of the first requests after a
+//!   cool-down (a limiter that counts refusals too is still over its limit) extends the
+//!   cool-down without cutting that pace.
 //! - **Quotas the server reports.** A response that says how many requests its sender
 //!   still grants (the `RateLimit` field of the IETF drafts, `RateLimit-Remaining`, or
 //!   `X-RateLimit-Remaining`) is believed: once the requests sent since use that room up,

@@ -75,6 +75,8 @@ pub(crate) struct Rate {
     round: u64,
     /// The probing delay, this destination's own.
     backoff: ResponsiveBackOff,
+    /// The end of the last cool-down, until the destination serves a request after it.
+    resumed: Option<Instant>,
 }
 
 impl Rate {
@@ -89,6 +91,7 @@ impl Rate {
             last_refusal: None,
             round: 0,
             backoff,
+            resumed: None,
         }
     }
 
@@ -180,6 +183,7 @@ impl Rate {
             self.backoff.on_success();
         }
         self.served.add(now);
+        self.resumed = None;
         if let Some(episode) = &mut self.episode {
             episode.delivered.add(now);
         }
@@ -237,6 +241,33 @@ impl Rate {
         self.succeeded(idle, false, now);
     }
 
+    /// The destination refuses nearly everything and said to come back at `until` (a
+    /// cool-down): it served its allowance. What it served over the last cool-down's length
+    /// is the pace to come back at — a window limiter's allowance per window, which
+    /// refusals sent at a pace cut in quick blind steps would underestimate manyfold.
+    /// What it delivers is measured from `until` on: time in which it was sent nothing
+    /// says nothing of its capacity.
+    pub(crate) fn cool_down(&mut self, until: Instant, now: Instant) {
+        // Refused again before serving anything since the last cool-down: that one was too
+        // short, and nothing new was learnt of the pace.
+        let learnt = self.resumed.is_none();
+        self.resumed = Some(until);
+        let pause = until
+            .saturating_duration_since(now)
+            .max(super::meter::MIN_SPAN);
+        let allowance = self.served.rate_over(now, pause);
+        let Some(episode) = &mut self.episode else {
+            return;
+        };
+        episode.delivered = Meter::new(until);
+        if let Some(allowance) = allowance.filter(|&a| learnt && a >= MIN_RATE) {
+            episode.ceiling = Some(allowance);
+            self.mode = Mode::Paced {
+                rate: allowance * DECREASE,
+            };
+        }
+    }
+
     /// A fresh refusal; `window` is the slow-start window if the destination was in its
     /// slow start.
     pub(crate) fn refused(&mut self, window: Option<u32>, now: Instant) {
@@ -252,6 +283,12 @@ impl Rate {
                 delivered: Meter::new(now),
                 ceiling: None,
             });
+        }
+        if self.resumed.is_some() {
+            // The first answers after a cool-down, refused: it was too short (a limiter
+            // that counts its refusals too is still over its limit). The pace did not
+            // cause this; the next cool-down holds the requests.
+            return;
         }
         let current = match self.mode {
             Mode::Open => self.responses.rate(now),
@@ -340,6 +377,81 @@ mod tests {
         }
     }
 
+    fn rate(seed: u64, slow_start: bool, now: Instant) -> Rate {
+        let backoff = ResponsiveBackOff::builder()
+            .with_seed(seed)
+            .build()
+            .expect("valid");
+        Rate::new(backoff, slow_start, now)
+    }
+
+    /// A window limiter (HAProxy's sliding second) serves a slow start's burst of 50 in
+    /// 5 ms, refuses the rest, and says to come back in a second: the pace after the
+    /// cool-down is what it served over that second (50 r/s), not a rate read over the
+    /// burst's 5 ms, nor what was left after cuts at each refusal.
+    #[test]
+    fn a_cool_down_paces_at_what_was_served_over_its_length() {
+        let start = Instant::now();
+        let mut rate = rate(1, true, start);
+        let mut now = start;
+        for i in 1..=50u32 {
+            now = start + MS + Duration::from_micros(100 * u64::from(i));
+            rate.responded(now - MS, now);
+            rate.succeeded(false, true, now);
+        }
+        // Refusals in quick succession, each of a request sent at the pace cut before.
+        for _ in 0..6 {
+            now += 10 * MS;
+            rate.refused(Some(40), now);
+        }
+        let cut = rate.rate().unwrap();
+        rate.cool_down(now + Duration::from_secs(1), now);
+        let paced = rate.rate().unwrap();
+        assert!(
+            (45.0..=50.0).contains(&paced),
+            "paced at {paced} after the cool-down (at {cut} before it)"
+        );
+    }
+
+    /// A limiter that counts its refusals too is still over its limit when the cool-down
+    /// it asked for ends: the first request after it is refused again. That says nothing
+    /// of the pace, which stays until the destination serves again; then refusals cut it
+    /// as before.
+    #[test]
+    fn a_refusal_right_after_a_cool_down_keeps_the_pace() {
+        let start = Instant::now();
+        let mut rate = rate(2, false, start);
+        let mut now = start;
+        for i in 1..=200u32 {
+            now = start + 5 * MS * i;
+            rate.responded(now, now);
+            rate.succeeded(false, true, now);
+        }
+        rate.refused(None, now);
+        let until = now + Duration::from_secs(1);
+        rate.cool_down(until, now);
+        let paced = rate.rate().unwrap();
+        // The cool-down ends; its first request is refused, with a new cool-down.
+        now = until + MS;
+        rate.refused(None, now);
+        rate.cool_down(now + Duration::from_secs(1), now);
+        assert_eq!(rate.rate(), Some(paced));
+        // Served again, then refused: the pace is cut.
+        now += Duration::from_secs(1);
+        for _ in 0..20 {
+            now += 20 * MS;
+            rate.responded(now, now);
+            rate.succeeded(false, true, now);
+        }
+        let before = rate.rate().unwrap();
+        rate.refused(None, now);
+        assert!(
+            rate.rate().unwrap() < before,
+            "{:?} after {before}",
+            rate.rate()
+        );
+    }
+
     /// Two clients whose paces differ fourfold share one limit of 50 r/s for 60 s: their
     /// paces meet (equal steps up, cuts in proportion to each pace), and the limit stays
     /// used. Over 20 seeds of the probing delays' jitter.
@@ -353,15 +465,7 @@ mod tests {
     fn converge(seed: u64) {
         let start = Instant::now();
         let mut bucket = Bucket::new(50, 10, start);
-        let mut clients: Vec<Rate> = (0..2)
-            .map(|i| {
-                let backoff = ResponsiveBackOff::builder()
-                    .with_seed(seed * 2 + i)
-                    .build()
-                    .expect("valid");
-                Rate::new(backoff, false, start)
-            })
-            .collect();
+        let mut clients: Vec<Rate> = (0..2).map(|i| rate(seed * 2 + i, false, start)).collect();
         // Unequal starts: 40 and 10 r/s sent (and served) for a second, then one refusal
         // each puts both in the paced mode at 60 % of what they sent.
         let mut now = start;
