@@ -228,40 +228,114 @@ async fn a_small_body_that_fails_is_reqwests_error() {
     assert!(arrivals.lock().unwrap().is_empty());
 }
 
-/// A small body of known length whose data is not there yet is not waited for before
-/// the request goes: it streams, and the server gets all of it.
-#[tokio::test]
-async fn a_small_body_still_arriving_is_streamed_whole() {
-    struct Exactly<B>(B, u64);
-    impl<B: http_body::Body + Unpin> http_body::Body for Exactly<B> {
-        type Data = B::Data;
-        type Error = B::Error;
-        fn poll_frame(
-            mut self: std::pin::Pin<&mut Self>,
-            cx: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-            std::pin::Pin::new(&mut self.0).poll_frame(cx)
-        }
-        fn size_hint(&self) -> http_body::SizeHint {
-            http_body::SizeHint::with_exact(self.1)
-        }
+/// A body that says it is `.1` bytes long, whatever it yields.
+struct Exactly<B>(B, u64);
+
+impl<B: http_body::Body + Unpin> http_body::Body for Exactly<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        std::pin::Pin::new(&mut self.0).poll_frame(cx)
     }
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.1)
+    }
+}
+
+/// What a server received of a request body: the headers that frame it, its data and
+/// its trailers.
+type Wire = (
+    Option<http::HeaderValue>,
+    Option<http::HeaderValue>,
+    Bytes,
+    Option<http::HeaderMap>,
+);
+
+fn wire(arrival: &upstream::Arrival) -> Wire {
+    (
+        arrival.headers.get("content-length").cloned(),
+        arrival.headers.get("transfer-encoding").cloned(),
+        arrival.body.clone(),
+        arrival.trailers.clone(),
+    )
+}
+
+/// Sends a body `make` builds through [`ReqwestService`], then another with reqwest itself:
+/// the server receives the same from both. Returns what it received.
+async fn same_on_the_wire_as_reqwest<B>(make: impl Fn() -> B) -> Wire
+where
+    B: http_body::Body + Send + Sync + 'static,
+    B::Data: Into<Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let (addr, arrivals) = upstream::serve(|_, _| reply(201, &[], "created")).await;
-    let (mut tx, body) = http_body_util::channel::Channel::<Bytes, Infallible>::new(1);
-    let request = Request::post(format!("http://{addr}/orders"))
-        .body(Exactly(body, 8))
-        .unwrap();
-    let late = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        tx.send_data(Bytes::from_static(b"order 42")).await.unwrap();
-    });
-    let res = ReqwestService::new(client())
+    let url = format!("http://{addr}/orders");
+    let request = Request::post(&url).body(make()).unwrap();
+    let ours = ReqwestService::new(client())
         .oneshot(request)
         .await
         .unwrap();
-    late.await.unwrap();
-    assert_eq!(res.status(), StatusCode::CREATED);
-    assert_eq!(arrivals.lock().unwrap()[0].body, "order 42".as_bytes());
+    assert_eq!(ours.status(), StatusCode::CREATED);
+    let theirs = client()
+        .post(&url)
+        .body(reqwest::Body::wrap(make()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(theirs.status(), StatusCode::CREATED);
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(wire(&arrivals[0]), wire(&arrivals[1]));
+    wire(&arrivals[0])
+}
+
+/// A small body of known length whose data is not there yet is not waited for before
+/// the request goes: it streams, and the server gets all of it, under its length.
+#[tokio::test]
+async fn a_small_body_still_arriving_is_streamed_whole() {
+    let received = same_on_the_wire_as_reqwest(|| {
+        let (mut tx, body) = http_body_util::channel::Channel::<Bytes, Infallible>::new(1);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            tx.send_data(Bytes::from_static(b"order 42")).await.unwrap();
+        });
+        Exactly(body, 8)
+    })
+    .await;
+    assert_eq!(received.0.unwrap(), "8");
+    assert_eq!(received.2, "order 42".as_bytes());
+}
+
+/// A small body whose data is all there but which ends with trailers goes as reqwest sends
+/// it: over HTTP/1.1, under its length and without them.
+#[tokio::test]
+async fn a_small_body_with_trailers_goes_as_reqwest_sends_it() {
+    let received = same_on_the_wire_as_reqwest(|| {
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-checksum", "c0ffee".parse().unwrap());
+        let frames = [
+            Ok::<_, Infallible>(Frame::data(Bytes::from_static(b"order 42"))),
+            Ok(Frame::trailers(trailers)),
+        ];
+        Exactly(StreamBody::new(tokio_stream::iter(frames)), 8)
+    })
+    .await;
+    assert_eq!(received.0.unwrap(), "8");
+    assert_eq!(received.2, "order 42".as_bytes());
+}
+
+/// A small body that yields more than the length it declared goes as reqwest sends it:
+/// under that length, the surplus cut off (not streamed whole, as it was).
+#[tokio::test]
+async fn a_small_body_longer_than_it_said_goes_as_reqwest_sends_it() {
+    let received = same_on_the_wire_as_reqwest(|| {
+        Exactly(Full::new(Bytes::from_static(b"order 42 and more")), 8)
+    })
+    .await;
+    assert_eq!(received.0.unwrap(), "8");
+    assert_eq!(received.2, "order 42".as_bytes());
 }
 
 // ---- RetryClient: reqwest's own request and response types ----

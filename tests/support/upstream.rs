@@ -21,6 +21,8 @@ pub struct Arrival {
     pub path: String,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The body's trailers, if it sent any.
+    pub trailers: Option<HeaderMap>,
 }
 
 /// What the upstream saw, shared with the test.
@@ -48,17 +50,16 @@ pub async fn serve(
                 let script = script.clone();
                 async move {
                     let (parts, body) = req.into_parts();
-                    let body = body
-                        .collect()
-                        .await
-                        .map(|b| b.to_bytes())
-                        .unwrap_or_default();
+                    let collected = body.collect().await.ok();
+                    let trailers = collected.as_ref().and_then(|c| c.trailers().cloned());
+                    let body = collected.map(|c| c.to_bytes()).unwrap_or_default();
                     let arrival = Arrival {
                         at: Instant::now(),
                         method: parts.method,
                         path: parts.uri.path().to_owned(),
                         headers: parts.headers,
                         body,
+                        trailers,
                     };
                     let n = {
                         let mut log = log.lock().unwrap();

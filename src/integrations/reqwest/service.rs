@@ -6,7 +6,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use tower_service::Service;
 
 use crate::error::BoxError;
@@ -25,7 +25,8 @@ type Pending = Pin<Box<dyn Future<Output = Result<upstream::Response, upstream::
 /// Any body implementing [`http_body::Body`] (and `Send + Sync`, as reqwest requires) is
 /// accepted; requests and responses keep their method, URI, headers and status. A body of
 /// known length up to 64 KiB that is all in memory is handed to reqwest whole, so that
-/// reqwest can follow a 307 or 308 with it; any other streams. Cloning is cheap: a
+/// reqwest can follow a 307 or 308 with it; any other streams, under the length it declared
+/// (as reqwest sends the body itself). Cloning is cheap: a
 /// `reqwest::Client` is a handle to a shared pool.
 #[derive(Clone, Debug, Default)]
 pub struct ReqwestService {
@@ -113,15 +114,17 @@ where
                     let data: Bytes = data.into();
                     total = total.saturating_add(data.len() as u64);
                     if total > len {
-                        // Longer than it said: let hyper find the mismatch, as before.
+                        // Longer than it said: streamed under the length it said, which
+                        // hyper cuts it to, as reqwest does with the body itself.
                         read.push(data);
-                        return upstream::Body::wrap(Prefixed::new(read, Some(body)));
+                        return upstream::Body::wrap(Prefixed::new(read, Some(body), len));
                     }
                     read.push(data);
                 }
-                // Trailers: streamed, so that they are sent.
+                // Trailers: streamed, so that they go wherever reqwest sends them with the
+                // body itself (over HTTP/1.1, a body of known length goes without).
                 Err(frame) => {
-                    let mut rest = Prefixed::<B>::new(read, None);
+                    let mut rest = Prefixed::<B>::new(read, None, len);
                     rest.trailers = frame.into_trailers().ok();
                     return upstream::Body::wrap(rest);
                 }
@@ -134,25 +137,34 @@ where
                     _ => read.concat().into(),
                 });
             }
-            Poll::Pending => return upstream::Body::wrap(Prefixed::new(read, Some(body))),
+            Poll::Pending => return upstream::Body::wrap(Prefixed::new(read, Some(body), len)),
         }
     }
 }
 
-/// The frames read before the request went, then the rest of the body.
+/// The frames read before the request went, then the rest of the body; of the length the
+/// body said (`left` of it still to come), so that it goes with a `Content-Length` as the
+/// body itself would.
 struct Prefixed<B> {
     read: std::collections::VecDeque<Bytes>,
     trailers: Option<http::HeaderMap>,
     rest: Option<Pin<Box<B>>>,
+    left: u64,
 }
 
 impl<B> Prefixed<B> {
-    fn new(read: Vec<Bytes>, rest: Option<Pin<Box<B>>>) -> Self {
+    fn new(read: Vec<Bytes>, rest: Option<Pin<Box<B>>>, len: u64) -> Self {
         Self {
             read: read.into(),
             trailers: None,
             rest,
+            left: len,
         }
+    }
+
+    fn data(&mut self, data: Bytes) -> http_body::Frame<Bytes> {
+        self.left = self.left.saturating_sub(data.len() as u64);
+        http_body::Frame::data(data)
     }
 }
 
@@ -170,7 +182,7 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
         if let Some(data) = self.read.pop_front() {
-            return Poll::Ready(Some(Ok(http_body::Frame::data(data))));
+            return Poll::Ready(Some(Ok(self.data(data))));
         }
         if let Some(trailers) = self.trailers.take() {
             return Poll::Ready(Some(Ok(http_body::Frame::trailers(trailers))));
@@ -178,13 +190,19 @@ where
         let Some(rest) = self.rest.as_mut() else {
             return Poll::Ready(None);
         };
-        rest.as_mut().poll_frame(cx).map(|frame| {
-            frame.map(|frame| {
-                frame
-                    .map(|frame| frame.map_data(Into::into))
-                    .map_err(Into::into)
-            })
-        })
+        let frame = match ready!(rest.as_mut().poll_frame(cx)) {
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => Ok(self.data(data.into())),
+                Err(frame) => Ok(frame.map_data(Into::into)),
+            },
+            Some(Err(err)) => Err(err.into()),
+            None => return Poll::Ready(None),
+        };
+        Poll::Ready(Some(frame))
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.left)
     }
 }
 
