@@ -63,6 +63,13 @@ impl State {
         let quota = self.quota.spent_until(now);
         cooldown.max(quota)
     }
+
+    /// Until when no request may go: the destination is closed, or the room it reported
+    /// is spread over the time to its reset.
+    fn held_until(&mut self, now: Instant) -> Option<Instant> {
+        let closed = self.closed_until(now);
+        closed.max(self.quota.ready_at(now))
+    }
 }
 
 /// How long a request may wait for its turn.
@@ -224,18 +231,17 @@ impl Destination {
         s.last_active = now;
         let max_wait = limits.end.saturating_duration_since(now);
         let mut wait = s.rate.expected_wait(s.queue.len(), now);
-        if let Some(until) = s.closed_until(now) {
+        let held = s.held_until(now);
+        if let Some(until) = held {
             wait = wait.max(until - now);
-        }
-        if let Some(at) = s.quota.ready_at(now) {
-            wait = wait.max(at - now);
         }
         if wait > max_wait {
             tracing::debug!(to = %self.key, ?wait, ?max_wait, "pacing: request would wait too long");
             return Admit::Fail(limits.too_long(wait, now));
         }
         if s.queue.is_empty()
-            && let Ok(grant) = self.try_go(&mut s, now)
+            && held.is_none()
+            && let Ok(grant) = self.try_go_unheld(&mut s, now)
         {
             return Admit::Go(grant);
         }
@@ -256,12 +262,14 @@ impl Destination {
 
     /// Sends now if the destination lets a request go, else says when it may.
     fn try_go(self: &Arc<Self>, s: &mut State, now: Instant) -> Result<Grant, Instant> {
-        if let Some(until) = s.closed_until(now) {
-            return Err(until);
+        match s.held_until(now) {
+            Some(until) => Err(until),
+            None => self.try_go_unheld(s, now),
         }
-        if let Some(at) = s.quota.ready_at(now) {
-            return Err(at);
-        }
+    }
+
+    /// [`try_go`](Self::try_go) for a destination known not to be held now.
+    fn try_go_unheld(self: &Arc<Self>, s: &mut State, now: Instant) -> Result<Grant, Instant> {
         if s.one_at_a_time(now) && s.window.in_flight() > 0 {
             // Woken when the request in flight answers (`release`); looks again when the
             // report that holds it has stopped speaking, in case none answers.
