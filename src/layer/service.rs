@@ -70,7 +70,7 @@ where
 
     // Inlined, so that the response future is built where the caller keeps it rather
     // than returned and copied there (as tower's own `Retry::call`, which the compiler
-    // inlines): a twelfth of what the success path costs over tower's.
+    // inlines): 22 of the 320 instructions per request the success path spent over tower's.
     #[inline]
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let mut policy = self.policy.clone();
