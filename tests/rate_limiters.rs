@@ -310,11 +310,10 @@ async fn target_2_limited_destination_does_not_slow_a_healthy_one() {
 
 /// Target 3, with 8 independent layers in one process (the example runs 8 processes):
 /// ≥ 95 % of the limiter's capacity used, < 10 % refused, Jain's index ≥ 0.9.
-async fn target_3(kind: Kind) {
+async fn target_3(kind: Kind, seconds: u64) {
     let Some(limiter) = start_or_skip(kind, RateLimit::TARGET).await else {
         return;
     };
-    let seconds = 5;
     let fleet: Vec<_> = (0..8)
         .map(|_| {
             let counts = Counts::default();
@@ -350,19 +349,21 @@ async fn target_3(kind: Kind) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_3_express_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
-    target_3(Kind::Express).await;
+    target_3(Kind::Express, 5).await;
 }
 
+/// Met against tower_governor over the target's 10 s: clients of a token bucket grow back
+/// gently from its refusals, and equal steps near the limit even their shares. (The
+/// fleet's first burst alone is refused about 30 times, too many for 5 s.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "target 3 against tower_governor is not met reliably: 9.4-14.5 % refused (Jain 0.87-0.97), met in 3 of 10 runs"]
 async fn target_3_governor_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
-    target_3(Kind::Governor).await;
+    target_3(Kind::Governor, 10).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "target 3 against HAProxy is not met today: 69-71 % of the capacity used, 27-30 % refused"]
 async fn target_3_haproxy_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
-    target_3(Kind::Haproxy).await;
+    target_3(Kind::Haproxy, 10).await;
 }

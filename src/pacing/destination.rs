@@ -406,6 +406,9 @@ impl Destination {
         let mut s = self.lock();
         s.last_active = now;
         s.rate.responded(sent.at, now);
+        if quota.is_some_and(|q| q.reset.is_none()) {
+            s.rate.reports_room();
+        }
         if let Some(left) = quota {
             // In flight: this request (its grant is still held) and the others.
             let others = s.window.in_flight().saturating_sub(1);

@@ -33,7 +33,9 @@
 //!   sent *after* the last decrease counts: when 50 requests in flight are all refused,
 //!   the rate goes down one step, not fifty.
 //! - **Up on successes, fast then slow.** Each success raises the rate by 8 requests per
-//!   second until it nears the *ceiling*, the rate at which the server last refused;
+//!   second (2 for a destination that reports its room without a reset, a token bucket:
+//!   its refusals are its rate, and clients sharing it that all grow back fast overshoot
+//!   it together) until it nears the *ceiling*, the rate at which the server last refused;
 //!   there it grows by 1 request per second each second, whatever the rate, faster the
 //!   longer no refusal comes, so a ceiling measured too low is soon left behind. Equal
 //!   steps up and cuts in proportion to the rate (AIMD, as TCP) bring clients that share
