@@ -215,8 +215,7 @@ async fn healthy_destination_sees_no_failure_beside_a_limited_one() {
 ///
 /// Every run must complete every request under 5 % refused; the time, which background
 /// load on a shared machine stretches, may miss once: a second run (a fresh limiter and
-/// client) must then meet it. (Against express-rate-limit one run in ten or so takes
-/// 6.6–6.9 s: see `docs/BENCHMARKS.md`.)
+/// client) must then meet it.
 async fn target_1(kind: Kind) {
     for run in 1..=2 {
         let Some(limiter) = start_or_skip(kind, RateLimit::TARGET).await else {

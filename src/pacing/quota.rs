@@ -38,8 +38,13 @@ pub(crate) struct Quota {
 
 #[derive(Debug)]
 struct Known {
-    /// Sends the destination still grants (negative: more were sent than it granted).
+    /// Sends the destination still grants (negative: more were sent than it granted): what
+    /// the latest report said was left, less the sends made after the one it reported
+    /// on, and at most [`ceiling`](Self::ceiling).
     credit: i64,
+    /// The least any report of this count said was left, less the sends made since it
+    /// came: the room is no larger.
+    ceiling: i64,
     /// When the count resets, if the destination said.
     reset: Option<Instant>,
     /// The number of the send whose response reported it: an older report is stale.
@@ -124,6 +129,7 @@ impl Quota {
         self.last_send = Some(slot.map_or(now, |slot| slot.max(floor)));
         if let Some(known) = &mut self.known {
             known.credit = known.credit.saturating_sub(1);
+            known.ceiling = known.ceiling.saturating_sub(1);
         }
         number
     }
@@ -148,10 +154,12 @@ impl Quota {
 
     /// Learns what the response to send `number` reports, capping a reset at `max_reset`.
     ///
-    /// The `others` requests still in flight spend the reported room too: whether sent
-    /// after this one or before it (a request sent earlier may reach the server later, on
-    /// a connection still being set up), the count the response reports may not include
-    /// them yet.
+    /// The sends made after send `number` spend the reported room too: the count the
+    /// response reports may not include them yet. Those made before it are taken as
+    /// counted: a burst's reports, each less the requests still in flight, said 20 fewer
+    /// than was left (a 50-a-window quota, 20 sent at once, most of them counted but not
+    /// yet answered), and a fifth of each window went unspent. The `others` requests in
+    /// flight bound how far apart in the count two reports may come.
     pub(crate) fn learn(
         &mut self,
         number: u64,
@@ -168,13 +176,16 @@ impl Quota {
             return;
         }
         let remaining = i64::try_from(left.remaining).unwrap_or(i64::MAX);
-        let mut credit = remaining.saturating_sub(i64::from(others));
+        let after = self.sent.saturating_sub(number.saturating_add(1));
+        let mut ceiling = remaining;
+        let mut credit = remaining.saturating_sub(i64::try_from(after).unwrap_or(i64::MAX));
         let mut reset = left
             .reset
             .map(|reset| instant_after(now, reset.min(max_reset)));
         // Until the reported reset, the room only shrinks: two requests on two connections
-        // may be counted in one order and answered in the other, and the report that
-        // arrives last is then not the newest count. And the earliest reset holds: each
+        // may be counted in one order and answered in the other, and the report of the
+        // later send is then not the newest count (the ceiling keeps the lower one's
+        // word). And the earliest reset holds: each
         // is at or after the true one (a reset in whole seconds is rounded up, and counts
         // from when the server answered), so the earliest is the closest. (Clients that
         // shared one limit and each waited for a late estimate came back late together,
@@ -203,7 +214,7 @@ impl Quota {
             && until > now
             && !renewed
         {
-            credit = credit.min(known.credit);
+            ceiling = ceiling.min(known.ceiling);
             reset = Some(reset.map_or(until, |reset| reset.min(until)));
             // What the others sharing the quota took since the base report: the room it
             // reported, less this client's sends since, less the room now.
@@ -227,7 +238,8 @@ impl Quota {
             }
         }
         self.known = Some(Known {
-            credit,
+            credit: credit.min(ceiling),
+            ceiling,
             reset,
             basis: number,
             reported: left.remaining,
@@ -326,15 +338,39 @@ mod tests {
         let mut quota = Quota::default();
         let (zero, one) = (quota.sent(now), quota.sent(now));
         quota.learn(zero, left(8, Some(SEC)), 1, Duration::MAX, now);
+        // 1 may not be counted yet: 7 for now.
+        assert_eq!(quota.known.as_ref().map(|k| k.credit), Some(7));
+        // 1's later report (9) does not raise the room above what 0's said (8).
         quota.learn(one, left(9, Some(SEC)), 0, Duration::MAX, now);
-        // Not 9: when 0's answer came, 1 was in flight and might not have been counted
-        // yet (8 − 1), and 1's later answer cannot raise that.
-        for _ in 0..7 {
+        for _ in 0..8 {
             assert_eq!(quota.spent_until(now), None);
             quota.sent(now);
         }
         assert_eq!(quota.spent_until(now), Some(now + SEC));
     }
+
+    /// As traced against express-rate-limit: 20 sent at once into a fresh window of 50,
+    /// the server counts them in another order than they were sent and the answers come
+    /// in yet another. The reports of the later sends tell what is left: 30, all of it
+    /// spent before the reset (counting each report less the requests then in flight
+    /// made it 20, and a fifth of every window went unspent).
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_is_counted_by_the_reports_of_its_latest_sends() {
+        let now = Instant::now();
+        let mut quota = Quota::default();
+        let sends: Vec<u64> = (0..20).map(|_| quota.sent(now)).collect();
+        // Answered first: send 0, counted fourth (46 left), 19 in flight besides.
+        quota.learn(sends[0], left(46, Some(SEC)), 19, Duration::MAX, now);
+        // Then send 8, counted ninth (41 left), and send 19, counted last (30 left).
+        quota.learn(sends[8], left(41, Some(SEC)), 18, Duration::MAX, now);
+        quota.learn(sends[19], left(30, Some(SEC)), 10, Duration::MAX, now);
+        for _ in 0..30 {
+            assert_eq!(quota.spent_until(now), None);
+            quota.sent(now);
+        }
+        assert_eq!(quota.spent_until(now), Some(now + SEC));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn reported_room_is_spread_until_the_reset_over_a_second_at_most() {
         let now = Instant::now();
