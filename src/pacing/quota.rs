@@ -178,16 +178,16 @@ impl Quota {
         let remaining = i64::try_from(left.remaining).unwrap_or(i64::MAX);
         let after = self.sent.saturating_sub(number.saturating_add(1));
         let mut ceiling = remaining;
-        let mut credit = remaining.saturating_sub(i64::try_from(after).unwrap_or(i64::MAX));
+        let credit = remaining.saturating_sub(i64::try_from(after).unwrap_or(i64::MAX));
         let mut reset = left
             .reset
             .map(|reset| instant_after(now, reset.min(max_reset)));
         // Until the reported reset, the room only shrinks: two requests on two connections
         // may be counted in one order and answered in the other, and the report of the
         // later send is then not the newest count (the ceiling keeps the lower one's
-        // word). And the earliest reset holds: each
-        // is at or after the true one (a reset in whole seconds is rounded up, and counts
-        // from when the server answered), so the earliest is the closest. (Clients that
+        // word). And the earliest reset holds: each is at or after the true one (a reset
+        // in whole seconds is rounded up, and counts from when the server answered), so
+        // the earliest is the closest. (Clients that
         // shared one limit and each waited for a late estimate came back late together,
         // and those that came back first took the whole next window.)
         // Within one count, what a report says is left only goes down, but for reports
@@ -202,10 +202,9 @@ impl Quota {
                     .reported
                     .saturating_add(u64::from(others).saturating_add(1))
         });
-        let raw = credit;
         let mut base = Base {
             at: now,
-            credit: raw,
+            credit,
             sent: self.sent,
         };
         let mut others_rate = None;
@@ -224,7 +223,7 @@ impl Quota {
                 .base
                 .credit
                 .saturating_sub(own)
-                .saturating_sub(raw)
+                .saturating_sub(credit)
                 .max(0);
             base = known.base;
             others_rate = known.others;
@@ -232,7 +231,7 @@ impl Quota {
                 others_rate = Some(used as f64 / span.as_secs_f64());
                 base = Base {
                     at: now,
-                    credit: raw,
+                    credit,
                     sent: self.sent,
                 };
             }
