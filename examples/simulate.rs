@@ -30,8 +30,7 @@ use tokio::time::{Instant, sleep};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt};
 use tower_backoff::backoff::{
-    DecorrelatedJitter, EqualJitter, FullJitter, ResponsiveBackOff, Schedule, Table, ZeroBackOff,
-    aws,
+    DecorrelatedJitter, EqualJitter, FullJitter, Schedule, Table, ZeroBackOff, aws,
 };
 use tower_backoff::budget::{RetryBudget, RetryThrottle};
 use tower_backoff::{BackOff, ExponentialBackOff, PacingLayer, RetryLayer, RetrySettings};
@@ -524,14 +523,8 @@ const VARIANTS: [Variant; 7] = [
 
 /// The default pacing layer but for its initial interval, its randomization seeded.
 fn pacing(seed: u64, initial_interval: Duration) -> PacingLayer {
-    let backoff = ResponsiveBackOff::builder()
+    let backoff = PacingLayer::default_backoff_builder()
         .with_initial_interval(initial_interval)
-        .with_max_interval(PacingLayer::DEFAULT_MAX_INTERVAL)
-        .with_up_multiplier(PacingLayer::DEFAULT_UP_MULTIPLIER)
-        .with_down_multiplier(PacingLayer::DEFAULT_DOWN_MULTIPLIER)
-        .with_down_threshold(PacingLayer::DEFAULT_DOWN_THRESHOLD)
-        .with_randomization_factor(PacingLayer::DEFAULT_RANDOMIZATION_FACTOR)
-        .with_max_randomization(PacingLayer::DEFAULT_MAX_RANDOMIZATION)
         .with_seed(seed)
         .build()
         .unwrap();

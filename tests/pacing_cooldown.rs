@@ -246,7 +246,7 @@ async fn hyper_client_waits_out_a_real_servers_retry_after() {
         }
     });
 
-    let pacing = PacingLayer::new();
+    let pacing = seeded(1);
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let mut client = pacing.layer(client);
     let uri = format!("http://{addr}/");

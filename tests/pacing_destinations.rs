@@ -114,7 +114,7 @@ fn the_futures_are_send() {
     fn assert_send<T: Send>(_: &T) {}
     fn assert_sync<T: Send + Sync>() {}
     let log = Log::default();
-    let mut client = PacingLayer::new().layer(scripted(&log));
+    let mut client = seeded(1).layer(scripted(&log));
     assert_send(&client.call(get("http://a/")));
     assert_sync::<PacingLayer>();
     assert_sync::<PacingError>();
@@ -142,7 +142,7 @@ async fn a_failing_destination_does_not_slow_down_a_healthy_one() {
             }
         })
     };
-    let pacing = PacingLayer::new();
+    let pacing = seeded(1);
     let client = pacing.layer(server);
     let (mut good, mut bad) = (Vec::new(), Vec::new());
     for _ in 0..500 {

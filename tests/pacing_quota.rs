@@ -85,7 +85,7 @@ async fn a_reported_quota_is_never_overrun_by_a_burst() {
     let seen = Seen::default();
     let client = ServiceBuilder::new()
         .layer(RetryLayer::new(ExponentialBackOff::default()))
-        .layer(PacingLayer::new())
+        .layer(seeded(1))
         .service(fixed_window(50, &seen));
     let start = Instant::now();
     // 150 GETs, 20 at a time.
@@ -217,7 +217,7 @@ fn slow_counting(
 /// Sends 40 requests at once through a default pacing layer; the most in flight at once.
 async fn burst_of_40(header: Option<(&'static str, &'static str)>) -> usize {
     let (server, peak) = slow_counting(header);
-    let client = PacingLayer::new().layer(server);
+    let client = seeded(1).layer(server);
     let requests: Vec<_> = (0..40)
         .map(|_| tokio::spawn(client.clone().oneshot(get("http://api.example/"))))
         .collect();
@@ -311,10 +311,11 @@ fn bucket_at_its_limit() -> (
     (service, peak)
 }
 
-#[tokio::test(start_paused = true)]
-async fn after_a_refusal_no_room_reported_sends_one_request_at_a_time() {
+/// The most requests in flight at once to [`bucket_at_its_limit`] after a refusal and a
+/// report of no room, when ten go at once, paced with the jitter of `seed`.
+async fn in_flight_after_no_room(seed: u64) -> usize {
     let (server, peak) = bucket_at_its_limit();
-    let client = PacingLayer::new().layer(server);
+    let client = seeded(seed).layer(server);
     let refused = client
         .clone()
         .oneshot(get("http://api.example/"))
@@ -334,9 +335,19 @@ async fn after_a_refusal_no_room_reported_sends_one_request_at_a_time() {
     for request in requests {
         assert_eq!(request.await.unwrap().unwrap().status(), StatusCode::OK);
     }
-    // The bucket is spent: each request goes once the one before it has answered (the
-    // pace alone would have had several of these slow answers under way at once).
-    assert_eq!(peak.load(Ordering::SeqCst), 1);
+    peak.load(Ordering::SeqCst)
+}
+
+/// The bucket is spent: each request goes once the one before it has answered (the pace
+/// alone would have had several of these slow answers under way at once). Over 20 seeds
+/// of the pace's jitter: a held request that looked again just as long after it was held
+/// as a report speaks (1 s, as long as the bucket takes to answer) went beside the
+/// request in flight with some of them (seed 3 the first).
+#[tokio::test(start_paused = true)]
+async fn after_a_refusal_no_room_reported_sends_one_request_at_a_time() {
+    for seed in 0..20 {
+        assert_eq!(in_flight_after_no_room(seed).await, 1, "seed {seed}");
+    }
 }
 
 /// After one refusal, `n` requests one after the other to a server answering at once with

@@ -19,7 +19,9 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
 /// How long a request held by [`State::one_at_a_time`] waits for the request in flight
-/// before it looks again: as long as a report without a reset speaks.
+/// before it looks again: as long as a report without a reset speaks, plus the
+/// destination's round trip. (Just as long, a bucket answering in a second had the held
+/// request look again as the answer came, and go beside it when it looked first.)
 const ONE_AT_A_TIME: Duration = Duration::from_secs(1);
 
 /// One destination's pacing.
@@ -273,7 +275,8 @@ impl Destination {
         if s.one_at_a_time(now) && s.window.in_flight() > 0 {
             // Woken when the request in flight answers (`release`); looks again when the
             // report that holds it has stopped speaking, in case none answers.
-            return Err(instant_after(now, ONE_AT_A_TIME));
+            let wait = ONE_AT_A_TIME.saturating_add(s.rate.round_trip());
+            return Err(instant_after(now, wait));
         }
         match s.rate.mode() {
             Mode::Open => {}

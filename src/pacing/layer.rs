@@ -150,7 +150,18 @@ impl PacingLayer {
             .expect("the default pacing backoff settings are valid")
     }
 
-    fn default_backoff_builder() -> crate::backoff::ResponsiveBackOffBuilder {
+    /// A builder holding the default probing backoff's settings, to change one of them
+    /// (a seed, for pacing that a test or a simulation can replay) and keep the others.
+    ///
+    /// ```
+    /// use tower_backoff::PacingLayer;
+    ///
+    /// let backoff = PacingLayer::default_backoff_builder().with_seed(7).build()?;
+    /// let pacing = PacingLayer::builder().with_backoff(backoff).build()?;
+    /// # let _ = pacing;
+    /// # Ok::<(), tower_backoff::ConfigError>(())
+    /// ```
+    pub fn default_backoff_builder() -> crate::backoff::ResponsiveBackOffBuilder {
         ResponsiveBackOff::builder()
             .with_initial_interval(Self::DEFAULT_INITIAL_INTERVAL)
             .with_max_interval(Self::DEFAULT_MAX_INTERVAL)

@@ -101,6 +101,18 @@ pub fn builder(threshold: u32) -> PacingBuilder {
     PacingLayer::builder().with_backoff(backoff(threshold))
 }
 
+/// The default pacing layer, its probing backoff's randomness seeded.
+pub fn seeded(seed: u64) -> PacingLayer {
+    let backoff = PacingLayer::default_backoff_builder()
+        .with_seed(seed)
+        .build()
+        .unwrap();
+    PacingLayer::builder()
+        .with_backoff(backoff)
+        .build()
+        .unwrap()
+}
+
 pub fn layer(threshold: u32) -> PacingLayer {
     builder(threshold).build().unwrap()
 }
