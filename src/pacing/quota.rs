@@ -187,9 +187,9 @@ impl Quota {
         // later send is then not the newest count (the ceiling keeps the lower one's
         // word). And the earliest reset holds: each is at or after the true one (a reset
         // in whole seconds is rounded up, and counts from when the server answered), so
-        // the earliest is the closest. (Clients that
-        // shared one limit and each waited for a late estimate came back late together,
-        // and those that came back first took the whole next window.)
+        // the earliest is the closest. (Clients that shared one limit and each waited for
+        // a late estimate came back late together, and those that came back first took
+        // the whole next window.)
         // Within one count, what a report says is left only goes down, but for reports
         // counted in one order and answered in another: at most the requests in flight
         // apart. More than that up, and the count has started over — sooner than the reset
