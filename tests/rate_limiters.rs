@@ -213,10 +213,10 @@ async fn healthy_destination_sees_no_failure_beside_a_limited_one() {
 /// Target 1 at full size: 300 GETs, 20 at a time, 50 r/s: all succeed within 1.1× the
 /// ideal 6 s, under 5 % of attempts refused, with the README's recommended stack.
 ///
-/// Every run must complete every request under 5 % refused; the time, which background
-/// load on a shared machine stretches, may miss once: a second run (a fresh limiter and
-/// client) must then meet it.
-async fn target_1(kind: Kind) {
+/// Every run must complete every request under `max_refused` of its attempts refused (the
+/// target: 5 %); the time, which background load on a shared machine stretches, may miss
+/// once: a second run (a fresh limiter and client) must then meet it.
+async fn target_1(kind: Kind, max_refused: f64) {
     for run in 1..=2 {
         let Some(limiter) = start_or_skip(kind, RateLimit::TARGET).await else {
             return;
@@ -228,7 +228,7 @@ async fn target_1(kind: Kind) {
         let c = counts.total();
         assert_eq!(s.ok, 300, "{}: {:?}", kind.name(), s.failures);
         assert!(
-            (c.refused as f64) < 0.05 * c.attempts as f64,
+            (c.refused as f64) < max_refused * c.attempts as f64,
             "{}: {c:?}",
             kind.name()
         );
@@ -248,7 +248,7 @@ async fn target_1(kind: Kind) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_1_express_recommended_stack_completes_a_burst_near_the_limit() {
     let _alone = one_at_a_time().await;
-    target_1(Kind::Express).await;
+    target_1(Kind::Express, 0.05).await;
 }
 
 /// Met against tower_governor, which reports the tokens left in its bucket: once it has
@@ -256,14 +256,25 @@ async fn target_1_express_recommended_stack_completes_a_burst_near_the_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_1_governor_recommended_stack_completes_a_burst_near_the_limit() {
     let _alone = one_at_a_time().await;
-    target_1(Kind::Governor).await;
+    target_1(Kind::Governor, 0.05).await;
+}
+
+/// Against HAProxy, which reports nothing and counts its refusals in its sliding window:
+/// the cool-down after the first burst lasts until the window has served the refusals it
+/// counted, and the pace holds under the allowance measured over it. The time is met; the
+/// refusals are those of the requests in flight when the limit is hit, 2.0-5.4 % over 20
+/// runs (2026-11-24), so this asserts under 8 % and the full target below is ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn target_1_haproxy_time_is_met_with_few_refusals() {
+    let _alone = one_at_a_time().await;
+    target_1(Kind::Haproxy, 0.08).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "target 1 against HAProxy is not met today: 1.21-1.41x the ideal time, 4.5-7.7 % refused"]
+#[ignore = "target 1 against HAProxy: time met (1.05-1.08x), refusals 2.0-5.4 % (under 5 % in most runs, not all)"]
 async fn target_1_haproxy_recommended_stack_completes_a_burst_near_the_limit() {
     let _alone = one_at_a_time().await;
-    target_1(Kind::Haproxy).await;
+    target_1(Kind::Haproxy, 0.05).await;
 }
 
 /// Target 2: a limited destination does not slow a healthy one down: the healthy one's

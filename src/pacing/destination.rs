@@ -422,12 +422,20 @@ impl Destination {
         // is no news of its capacity: the quota holds the requests until its reset and
         // spreads them after it.
         let explained = refused && s.quota.spent_until(now).is_some();
-        if refused && sent.round != s.rate.round() {
-            // The refusal of a request sent at the old pace: the pace already went down
-            // for it (TCP, likewise, backs off once per round trip).
-            return;
+        if refused {
+            // Counted for the time a limiter needs to serve what it refused (see below).
+            s.rate.counted_refusal(now);
+            if sent.round != s.rate.round() {
+                // The refusal of a request sent at the old pace: the pace already went
+                // down for it (TCP, likewise, backs off once per round trip). Nor does it
+                // count towards a cool-down: a token bucket refuses a burst as a window
+                // limiter does, and a cool-down that starts at the burst measures its
+                // burst as its allowance (a bucket of 5 tokens at 50 r/s: a pace of 5 r/s).
+                s.cooldown.record(true, sent.number);
+                return;
+            }
         }
-        s.cooldown.record(refused);
+        s.cooldown.record(refused, sent.number);
         if refused {
             let was_throttled = s.rate.is_throttled();
             let window = match s.rate.mode() {
@@ -441,9 +449,19 @@ impl Destination {
                 tracing::debug!(to = %self.key, mode = ?s.rate.mode(), %status, "pacing: destination slows down");
             }
             s.window.close();
-            let cooling = s.cooldown.start(asked, self.settings.max_cooldown, now);
+            // A rate limiter (429) whose quota does not explain the refusal (and say when
+            // it resets) may count its refusals too: it is given the time to serve them.
+            let drain = match asked {
+                Some(asked) if !explained && status == StatusCode::TOO_MANY_REQUESTS => {
+                    s.rate.drain(asked, now)
+                }
+                _ => Duration::ZERO,
+            };
+            let cooling = s
+                .cooldown
+                .start(asked, drain, self.settings.max_cooldown, now);
             if let Some(until) = cooling {
-                s.rate.cool_down(until, now);
+                s.rate.cool_down(until, asked.unwrap_or_default(), now);
                 tracing::debug!(to = %self.key, cooldown = ?(until - now), "pacing: destination cools down");
             }
             if cooling.is_some() || !was_throttled {

@@ -43,6 +43,13 @@ impl Meter {
         self.count += 1.0;
     }
 
+    /// The events of about the last [`TAU`] seconds, each weighted by its age: two
+    /// meters' counts at the same instant compare what they saw over the same time.
+    pub(crate) fn count(&mut self, now: Instant) -> f64 {
+        self.advance(now);
+        self.count
+    }
+
     /// The rate, once the meter has [`MIN_SPAN`] of history.
     pub(crate) fn rate(&mut self, now: Instant) -> Option<f64> {
         self.advance(now);

@@ -34,6 +34,9 @@ const MIN_RATE: f64 = 1.0;
 const SLOW_STEP: f64 = 1.0;
 /// "Near the ceiling" means above this fraction of it.
 const NEAR_CEILING: f64 = 0.95;
+/// After a cool-down that measured a window's allowance, the pace holds just under it
+/// for this many windows before it probes past it.
+const HELD_WINDOWS: u32 = 4;
 /// Without a fresh refusal for this long the episode is over: the ceiling is forgotten
 /// and, once no request waits, pacing stops.
 const QUIET: Duration = Duration::from_secs(10);
@@ -64,6 +67,35 @@ struct Episode {
     delivered: Meter,
     /// The delivery rate measured at the last refusal: the capacity, as far as known.
     ceiling: Option<f64>,
+    /// The ceiling is a window's allowance: what the destination served over the length of
+    /// the cool-down it asked for (see [`Rate::cool_down`]). The pace holds under it until
+    /// then: one window after the cool-down.
+    held: Option<Instant>,
+    started: Instant,
+    /// Successes from about a second before the episode started (the meter's count then)
+    /// on: a window's allowance, counted without the meter's decay, when the window
+    /// began with the episode.
+    served: f64,
+}
+
+impl Episode {
+    fn new(served: &mut Meter, now: Instant) -> Self {
+        Self {
+            delivered: Meter::new(now),
+            ceiling: None,
+            held: None,
+            started: now,
+            served: served.count(now),
+        }
+    }
+}
+
+/// A cool-down, until the destination serves a request after it.
+#[derive(Debug, Clone, Copy)]
+struct Cooled {
+    until: Instant,
+    /// The length the destination asked for: its allowance is what it served over as long.
+    pause: Duration,
 }
 
 /// The rate controller of one destination.
@@ -76,6 +108,9 @@ pub(crate) struct Rate {
     responses: Meter,
     /// Successes, over about the last second.
     served: Meter,
+    /// Refusals, over about the last second: every one, also those of requests sent at a
+    /// pace already cut for them.
+    refusals: Meter,
     episode: Option<Episode>,
     last_refusal: Option<Instant>,
     /// Counts the decreases of the pace: only the refusal of a request sent in the
@@ -83,8 +118,8 @@ pub(crate) struct Rate {
     round: u64,
     /// The probing delay, this destination's own.
     backoff: ResponsiveBackOff,
-    /// The end of the last cool-down, until the destination serves a request after it.
-    resumed: Option<Instant>,
+    /// The last cool-down, until the destination serves a request after it.
+    cooled: Option<Cooled>,
     /// The destination reports its room without a reset: a token bucket.
     bucket: bool,
 }
@@ -97,11 +132,12 @@ impl Rate {
             srtt: None,
             responses: Meter::new(now),
             served: Meter::new(now),
+            refusals: Meter::new(now),
             episode: None,
             last_refusal: None,
             round: 0,
             backoff,
-            resumed: None,
+            cooled: None,
             bucket: false,
         }
     }
@@ -210,9 +246,18 @@ impl Rate {
             self.backoff.on_success();
         }
         self.served.add(now);
-        self.resumed = None;
+        match self.cooled {
+            // A request sent before the cool-down, served during it: part of the allowance
+            // the cool-down measured (a limiter answers its refusals first, so the
+            // cool-down often starts before the last of a burst's successes come back).
+            Some(cooled) if now < cooled.until => {
+                self.measure_allowance(cooled.until, cooled.pause, now);
+            }
+            _ => self.cooled = None,
+        }
         if let Some(episode) = &mut self.episode {
             episode.delivered.add(now);
+            episode.served += 1.0;
         }
         match self.mode {
             Mode::Start | Mode::Open => {}
@@ -223,10 +268,7 @@ impl Rate {
                 self.mode = Mode::Paced {
                     rate: 1.0 / interval.as_secs_f64().max(1e-3) + self.fast_gain(),
                 };
-                self.episode = Some(Episode {
-                    delivered: Meter::new(now),
-                    ceiling: None,
-                });
+                self.episode = Some(Episode::new(&mut self.served, now));
             }
             Mode::Paced { rate } => {
                 let quiet = self
@@ -241,7 +283,15 @@ impl Rate {
                     }
                 }
                 let ceiling = self.episode.as_ref().and_then(|e| e.ceiling);
+                let held = self.episode.as_ref().and_then(|e| e.held);
                 let gain = match ceiling {
+                    // A window's allowance, measured over a whole window, is the limit
+                    // itself for a client alone: past it each refusal earns its request
+                    // the `Retry-After` it carries (against HAProxy, about one every two
+                    // seconds, and the run's last requests a second late). The pace holds
+                    // just under it for a window, then probes as below: clients sharing
+                    // the limit each measured only their share.
+                    Some(c) if held.is_some_and(|until| now < until) && rate >= c * DECREASE => 0.0,
                     Some(c) if rate >= c * NEAR_CEILING => {
                         // Near the ceiling: probe, with steps that grow the longer no
                         // refusal comes (as TCP CUBIC), so a ceiling measured too low
@@ -249,6 +299,7 @@ impl Rate {
                         // 1/rate seconds: its share of the second's step is step/rate.
                         let calm = self
                             .last_refusal
+                            .max(held)
                             .map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
                         (SLOW_STEP * (1.0 + calm * calm) / rate.max(MIN_RATE)).min(self.fast_gain())
                     }
@@ -269,27 +320,75 @@ impl Rate {
         self.succeeded(idle, false, now);
     }
 
-    /// The destination refuses nearly everything and said to come back at `until` (a
-    /// cool-down): it served its allowance. What it served over the last cool-down's length
-    /// is the pace to come back at — a window limiter's allowance per window, which
-    /// refusals sent at a pace cut in quick blind steps would underestimate manyfold.
-    /// What it delivers is measured from `until` on: time in which it was sent nothing
-    /// says nothing of its capacity.
-    pub(crate) fn cool_down(&mut self, until: Instant, now: Instant) {
-        // Refused again before serving anything since the last cool-down: that one was too
-        // short, and nothing new was learnt of the pace.
-        let learnt = self.resumed.is_none();
-        self.resumed = Some(until);
-        let pause = until
-            .saturating_duration_since(now)
-            .max(super::meter::MIN_SPAN);
-        let allowance = self.served.rate_over(now, pause);
+    /// Counts a refusal, fresh or not, for [`drain`](Self::drain).
+    pub(crate) fn counted_refusal(&mut self, now: Instant) {
+        self.refusals.add(now);
+    }
+
+    /// How much longer than the `asked` cool-down a limiter that counts its refusals too
+    /// needs before the next request is served: the refusals of the last second, in
+    /// cool-downs of `asked` per allowance served over the same second, at most one more
+    /// `asked`. A sliding window (HAProxy's stick tables, most sliding-window counters)
+    /// still counts the burst it refused when the `Retry-After` it gave runs out, and a
+    /// request sent then earns another full one: against HAProxy, 50 served and 10
+    /// refused in the first burst made the request at 1.0 s a refusal and cost the second
+    /// after it. A limiter that does not count them (a token bucket) loses this share of
+    /// a cool-down, a small one when few of its answers were refusals.
+    pub(crate) fn drain(&mut self, asked: Duration, now: Instant) -> Duration {
+        let served = self.served.count(now);
+        let refused = self.refusals.count(now);
+        if served < 1.0 {
+            // Nothing served lately: an outage, with no allowance to drain at.
+            return Duration::ZERO;
+        }
+        asked.mul_f64((refused / served).min(1.0))
+    }
+
+    /// The destination refuses nearly everything and said to come back in `asked`; it is
+    /// held until `until` (a cool-down): it served its allowance. What it served over
+    /// `asked` is the pace to come back at — a window limiter's allowance per window,
+    /// which refusals sent at a pace cut in quick blind steps would underestimate
+    /// manyfold. What it delivers is measured from `until` on: time in which it was sent
+    /// nothing says nothing of its capacity.
+    pub(crate) fn cool_down(&mut self, until: Instant, asked: Duration, now: Instant) {
+        if let Some(cooled) = &mut self.cooled {
+            // Refused again before serving anything since the last cool-down: that one was
+            // too short, and nothing new was learnt of the pace.
+            cooled.until = until;
+        } else {
+            let pause = asked.max(super::meter::MIN_SPAN);
+            self.cooled = Some(Cooled { until, pause });
+            if let Some(episode) = &mut self.episode {
+                // A new window's allowance replaces the last one's.
+                episode.held = None;
+            }
+            self.measure_allowance(until, pause, now);
+        }
+        if let Some(episode) = &mut self.episode {
+            episode.delivered = Meter::new(until);
+        }
+    }
+
+    /// Paces at what the destination served over `pause` (its allowance per window), if
+    /// that is more than the allowance known, and holds that pace for a window after the
+    /// cool-down ending `until`.
+    fn measure_allowance(&mut self, until: Instant, pause: Duration, now: Instant) {
         let Some(episode) = &mut self.episode else {
             return;
         };
-        episode.delivered = Meter::new(until);
-        if let Some(allowance) = allowance.filter(|&a| learnt && a >= MIN_RATE) {
+        // An episode that began within the window counts its successes exactly; over
+        // longer, the meter's decay is the window's edge.
+        let allowance = if instant_after(episode.started, pause) >= now {
+            Some(episode.served / pause.as_secs_f64())
+        } else {
+            self.served.rate_over(now, pause)
+        };
+        let known = episode.ceiling.filter(|_| episode.held.is_some());
+        if let Some(allowance) =
+            allowance.filter(|&a| a >= MIN_RATE && known.is_none_or(|known| a > known))
+        {
             episode.ceiling = Some(allowance);
+            episode.held = Some(instant_after(until, pause.saturating_mul(HELD_WINDOWS)));
             self.mode = Mode::Paced {
                 rate: allowance * DECREASE,
             };
@@ -307,12 +406,9 @@ impl Rate {
         // The new pace counts from this refusal: the next request goes one spacing later.
         self.last_send = Some(self.last_send.map_or(now, |last| last.max(now)));
         if quiet || self.episode.is_none() {
-            self.episode = Some(Episode {
-                delivered: Meter::new(now),
-                ceiling: None,
-            });
+            self.episode = Some(Episode::new(&mut self.served, now));
         }
-        if self.resumed.is_some() {
+        if self.cooled.is_some() {
             // The first answers after a cool-down, refused: it was too short (a limiter
             // that counts its refusals too is still over its limit). The pace did not
             // cause this; the next cool-down holds the requests.
@@ -354,6 +450,9 @@ impl Rate {
             (None, None) => None,
         };
         // Where trouble starts, as far as known: past it the rate grows only slowly.
+        if delivered.is_some() {
+            episode.held = None;
+        }
         episode.ceiling = match (delivered, current) {
             (Some(delivered), Some(current)) => Some(current.min(delivered)),
             (Some(delivered), None) => Some(delivered),
@@ -433,12 +532,102 @@ mod tests {
             rate.refused(Some(40), now);
         }
         let cut = rate.rate().unwrap();
-        rate.cool_down(now + Duration::from_secs(1), now);
+        rate.cool_down(now + Duration::from_secs(1), Duration::from_secs(1), now);
         let paced = rate.rate().unwrap();
         assert!(
             (45.0..=50.0).contains(&paced),
             "paced at {paced} after the cool-down (at {cut} before it)"
         );
+    }
+
+    /// A sliding window that counts refusals (HAProxy's) served 50 and refused 10: it
+    /// needs a fifth of its window more than the second it asked for. One that refused
+    /// more than it served gets one more window at most, and a destination that served
+    /// nothing (an outage) none.
+    #[test]
+    fn a_limiter_is_given_the_time_to_serve_the_refusals_it_counts() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut rate = rate(3, true, start);
+        let now = start + 5 * MS;
+        assert_eq!(rate.drain(second, now), Duration::ZERO);
+        for _ in 0..10 {
+            rate.counted_refusal(now);
+        }
+        assert_eq!(rate.drain(second, now), Duration::ZERO, "nothing served");
+        for _ in 0..50 {
+            rate.succeeded(false, true, now);
+        }
+        let drain = rate.drain(second, now);
+        assert!(
+            (190 * MS..=210 * MS).contains(&drain),
+            "{drain:?} for 10 refused of 60"
+        );
+        for _ in 0..100 {
+            rate.counted_refusal(now);
+        }
+        assert_eq!(rate.drain(second, now), second);
+    }
+
+    /// A limiter answers its refusals before its backend answers what it let through, so
+    /// a cool-down often starts with some of the burst's successes still to come: they
+    /// count in the allowance it measured, and the pace rises with them.
+    #[test]
+    fn successes_that_come_during_a_cool_down_count_in_its_allowance() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut rate = rate(4, true, start);
+        let mut now = start + MS;
+        for _ in 0..40 {
+            rate.succeeded(false, true, now);
+        }
+        rate.refused(Some(40), now);
+        let until = now + second;
+        rate.cool_down(until, second, now);
+        let early = rate.rate().unwrap();
+        assert!((38.0..=39.5).contains(&early), "{early}");
+        now += MS;
+        for _ in 0..10 {
+            rate.succeeded(false, true, now);
+        }
+        let paced = rate.rate().unwrap();
+        assert!((47.5..=49.0).contains(&paced), "{paced}");
+        // Once the cool-down is over, a success measures nothing more.
+        rate.succeeded(false, true, until + MS);
+        assert!(rate.rate().unwrap() <= paced + 0.01);
+    }
+
+    /// A window's allowance is the limit itself for a client alone: the pace holds just
+    /// under it for [`HELD_WINDOWS`] windows after the cool-down (probing past it earns
+    /// refusals, and their `Retry-After`), and probes for more after that.
+    #[test]
+    fn the_pace_holds_under_a_windows_allowance_then_probes() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut rate = rate(5, true, start);
+        let mut now = start + MS;
+        for _ in 0..50 {
+            rate.succeeded(false, true, now);
+        }
+        rate.refused(Some(50), now);
+        let until = now + second;
+        rate.cool_down(until, second, now);
+        let paced = rate.rate().unwrap();
+        // A success every spacing, from the cool-down's end to the end of the hold.
+        let held = until + second * HELD_WINDOWS;
+        now = until;
+        while now < held {
+            now += rate.spacing().unwrap();
+            rate.succeeded(false, true, now);
+            if now < held {
+                assert_eq!(rate.rate(), Some(paced), "at {:?}", now - until);
+            }
+        }
+        for _ in 0..100 {
+            now += rate.spacing().unwrap();
+            rate.succeeded(false, true, now);
+        }
+        assert!(rate.rate().unwrap() > paced + 1.0, "{:?}", rate.rate());
     }
 
     /// A limiter that counts its refusals too is still over its limit when the cool-down
@@ -457,12 +646,12 @@ mod tests {
         }
         rate.refused(None, now);
         let until = now + Duration::from_secs(1);
-        rate.cool_down(until, now);
+        rate.cool_down(until, Duration::from_secs(1), now);
         let paced = rate.rate().unwrap();
         // The cool-down ends; its first request is refused, with a new cool-down.
         now = until + MS;
         rate.refused(None, now);
-        rate.cool_down(now + Duration::from_secs(1), now);
+        rate.cool_down(now + Duration::from_secs(1), Duration::from_secs(1), now);
         assert_eq!(rate.rate(), Some(paced));
         // Served again, then refused: the pace is cut.
         now += Duration::from_secs(1);
