@@ -427,10 +427,11 @@ impl Destination {
             s.rate.counted_refusal(now);
             if sent.round != s.rate.round() {
                 // The refusal of a request sent at the old pace: the pace already went
-                // down for it (TCP, likewise, backs off once per round trip). Nor does it
-                // count towards a cool-down: a token bucket refuses a burst as a window
-                // limiter does, and a cool-down that starts at the burst measures its
-                // burst as its allowance (a bucket of 5 tokens at 50 r/s: a pace of 5 r/s).
+                // down for it (TCP, likewise, backs off once per round trip). It counts in
+                // the refusal share, but starts no cool-down: a token bucket refuses a
+                // burst as a window limiter does, and a cool-down that starts at the burst
+                // measures the burst as the allowance (5 tokens at 50 r/s: a 5 r/s pace).
+                // The next fresh refusal starts it.
                 s.cooldown.record(true, sent.number);
                 return;
             }
