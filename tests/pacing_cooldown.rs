@@ -328,3 +328,37 @@ async fn waiting_requests_that_cannot_wait_out_a_new_cool_down_fail_at_once() {
     }
     assert_eq!(log.len(), 1);
 }
+
+/// Sends 20 requests one by one, then 8 at once that are all refused with `status` and
+/// `Retry-After: 5` (one refusal of the current pace, seven of requests sent before it
+/// was cut), then one more refused alone: whether the destination then cools down.
+async fn cools_down_after_a_refused_burst(status: &str) -> Option<Duration> {
+    let log = Log::default();
+    let pacing = layer(100);
+    let mut client = pacing.layer(scripted(&log));
+    for _ in 0..20 {
+        send(&mut client, get("http://a/200")).await.unwrap();
+    }
+    let refused = format!("http://a/{status}?sleep=10");
+    let burst: Vec<_> = (0..8)
+        .map(|_| tokio::spawn(client.clone().oneshot(get_ra(&refused, "5"))))
+        .collect();
+    for task in burst {
+        task.await.unwrap().unwrap();
+    }
+    send(&mut client, get_ra(&format!("http://a/{status}"), "5"))
+        .await
+        .unwrap();
+    pacing.cooldown(&"a".parse().unwrap())
+}
+
+/// Past its allowance a rate limiter (429) refuses everything until its window moves: a
+/// burst it refused counts towards a cool-down. An overloaded server (503) sheds a share
+/// of the excess: the refusals of requests sent before the pace was cut do not, and one
+/// recovering from an outage is not closed for its recovery burst.
+#[tokio::test(start_paused = true)]
+async fn a_refused_burst_counts_towards_a_cool_down_from_a_rate_limiter_only() {
+    let limiter = cools_down_after_a_refused_burst("429").await;
+    assert!(limiter.is_some_and(|left| left >= secs(4)), "{limiter:?}");
+    assert_eq!(cools_down_after_a_refused_burst("503").await, None);
+}

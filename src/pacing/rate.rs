@@ -74,7 +74,7 @@ struct Episode {
     started: Instant,
     /// Successes from about a second before the episode started (the meter's count then)
     /// on: a window's allowance, counted without the meter's decay, when the window
-    /// began with the episode.
+    /// began with the episode or shortly before.
     served: f64,
 }
 
@@ -376,10 +376,13 @@ impl Rate {
         let Some(episode) = &mut self.episode else {
             return;
         };
-        // An episode that began within the window counts its successes exactly; over
+        // An episode that began within about two windows counts its successes exactly
+        // (a burst refused whole sends nothing more, and its first fresh refusal can come a
+        // window later, when the meter has forgotten two thirds of the burst); over
         // longer, the meter's decay is the window's edge.
-        let allowance = if instant_after(episode.started, pause) >= now {
-            Some(episode.served / pause.as_secs_f64())
+        let age = now.saturating_duration_since(episode.started);
+        let allowance = if age <= pause.saturating_mul(2) {
+            Some(episode.served / pause.max(age).as_secs_f64())
         } else {
             self.served.rate_over(now, pause)
         };
@@ -595,6 +598,26 @@ mod tests {
         // Once the cool-down is over, a success measures nothing more.
         rate.succeeded(false, true, until + MS);
         assert!(rate.rate().unwrap() <= paced + 0.01);
+    }
+
+    /// A burst refused whole sends nothing more until its retries come back, a window
+    /// later: the cool-down that starts then still counts the burst's successes, not
+    /// what is left of them in the meter a second on (a third: 18 r/s for 50).
+    #[test]
+    fn a_cool_down_a_window_after_its_burst_counts_the_whole_burst() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut rate = rate(6, true, start);
+        let mut now = start + MS;
+        for _ in 0..50 {
+            rate.succeeded(false, true, now);
+        }
+        rate.refused(Some(50), now);
+        now += second + 10 * MS;
+        rate.refused(None, now);
+        rate.cool_down(now + second, second, now);
+        let paced = rate.rate().unwrap();
+        assert!((47.0..=49.0).contains(&paced), "{paced}");
     }
 
     /// A window's allowance is the limit itself for a client alone: the pace holds just
