@@ -61,9 +61,13 @@
 //!   the header for that request. A cool-down also holds the requests already waiting
 //!   (those that cannot wait it out fail at once); when it ends, they leave at the pace,
 //!   not in a burst: the pace of what the destination served over the cool-down's length
-//!   before it (a window limiter's allowance). A refusal of the first requests after a
-//!   cool-down (a limiter that counts refusals too is still over its limit) extends the
-//!   cool-down without cutting that pace.
+//!   before it (a window limiter's allowance), held for four windows before it probes
+//!   for more. After 429s that no reported quota explains, the cool-down lasts longer
+//!   than asked by the refusals of the last second per success (at most twice as long):
+//!   a limiter that counts refusals too (HAProxy's stick tables) still remembers them
+//!   when its `Retry-After` runs out. A refusal of the first requests after a cool-down
+//!   (such a limiter still over its limit) extends the cool-down without cutting that
+//!   pace.
 //! - **Quotas the server reports.** A response that says how many requests its sender
 //!   still grants (the `RateLimit` field of the IETF drafts, `RateLimit-Remaining`, or
 //!   `X-RateLimit-Remaining`) is believed: once the requests sent since use that room up,
