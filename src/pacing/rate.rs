@@ -515,6 +515,18 @@ mod tests {
         Rate::new(backoff, slow_start, now)
     }
 
+    /// A slow start whose first `served` requests succeed at once, then one is refused:
+    /// the rate, and when.
+    fn refused_burst(seed: u64, served: u32) -> (Rate, Instant) {
+        let now = Instant::now() + MS;
+        let mut rate = rate(seed, true, now);
+        for _ in 0..served {
+            rate.succeeded(false, true, now);
+        }
+        rate.refused(Some(served), now);
+        (rate, now)
+    }
+
     /// A window limiter (HAProxy's sliding second) serves a slow start's burst of 50 in
     /// 5 ms, refuses the rest, and says to come back in a second: the pace after the
     /// cool-down is what it served over that second (50 r/s), not a rate read over the
@@ -577,14 +589,8 @@ mod tests {
     /// count in the allowance it measured, and the pace rises with them.
     #[test]
     fn successes_that_come_during_a_cool_down_count_in_its_allowance() {
-        let start = Instant::now();
         let second = Duration::from_secs(1);
-        let mut rate = rate(4, true, start);
-        let mut now = start + MS;
-        for _ in 0..40 {
-            rate.succeeded(false, true, now);
-        }
-        rate.refused(Some(40), now);
+        let (mut rate, mut now) = refused_burst(4, 40);
         let until = now + second;
         rate.cool_down(until, second, now);
         let early = rate.rate().unwrap();
@@ -605,14 +611,8 @@ mod tests {
     /// what is left of them in the meter a second on (a third: 18 r/s for 50).
     #[test]
     fn a_cool_down_a_window_after_its_burst_counts_the_whole_burst() {
-        let start = Instant::now();
         let second = Duration::from_secs(1);
-        let mut rate = rate(6, true, start);
-        let mut now = start + MS;
-        for _ in 0..50 {
-            rate.succeeded(false, true, now);
-        }
-        rate.refused(Some(50), now);
+        let (mut rate, mut now) = refused_burst(6, 50);
         now += second + 10 * MS;
         rate.refused(None, now);
         rate.cool_down(now + second, second, now);
@@ -625,14 +625,8 @@ mod tests {
     /// refusals, and their `Retry-After`), and probes for more after that.
     #[test]
     fn the_pace_holds_under_a_windows_allowance_then_probes() {
-        let start = Instant::now();
         let second = Duration::from_secs(1);
-        let mut rate = rate(5, true, start);
-        let mut now = start + MS;
-        for _ in 0..50 {
-            rate.succeeded(false, true, now);
-        }
-        rate.refused(Some(50), now);
+        let (mut rate, mut now) = refused_burst(5, 50);
         let until = now + second;
         rate.cool_down(until, second, now);
         let paced = rate.rate().unwrap();
