@@ -19,6 +19,9 @@
 //! 3. **fleet**: 8 independent clients (8 processes: this example re-spawns itself) share
 //!    one limiter for 10 s: ≥ 95 % of its capacity used, < 10 % refused, Jain's index ≥ 0.9.
 //!
+//! With `LIMITERS_TRACE=1` every attempt is printed on stderr as `attempt <sent ms>
+//! <answered ms> <status>` (since the process's first attempt), for a timeline of a run.
+//!
 //! Real time, real sockets: a run takes a few minutes. Every figure is measured, none is
 //! asserted: the fast properties are asserted by `tests/rate_limiters.rs`.
 

@@ -109,6 +109,16 @@ where
     BoxCloneService::new(service.map_err(Into::into))
 }
 
+/// With `LIMITERS_TRACE` set, the milliseconds since this process's first traced attempt;
+/// each attempt is then printed on stderr as `attempt <sent> <answered> <status>` (status
+/// 0: a transport error), for a timeline of what a limiter refused and when.
+fn trace_clock() -> Option<f64> {
+    static START: std::sync::OnceLock<Option<std::time::Instant>> = std::sync::OnceLock::new();
+    let start =
+        START.get_or_init(|| std::env::var_os("LIMITERS_TRACE").map(|_| std::time::Instant::now()));
+    start.map(|start| start.elapsed().as_secs_f64() * 1000.0)
+}
+
 /// Attempts as they reach the network, per destination (the request's authority).
 #[derive(Clone, Default)]
 pub struct Counts(Arc<Mutex<HashMap<String, Count>>>);
@@ -132,8 +142,14 @@ impl Counts {
                 .unwrap_or_default();
             let counts = counts.clone();
             let sent = client.request(req);
+            let at = trace_clock();
             async move {
                 let result = sent.await;
+                if let Some(at) = at {
+                    let status = result.as_ref().map_or(0, |r| r.status().as_u16());
+                    let answered = trace_clock().unwrap_or(at);
+                    eprintln!("attempt {at:.1} {answered:.1} {status}");
+                }
                 let mut map = counts.0.lock().unwrap();
                 let count = map.entry(authority).or_default();
                 count.attempts += 1;
