@@ -326,9 +326,10 @@ impl Rate {
     }
 
     /// How much longer than the `asked` cool-down a limiter that counts its refusals too
-    /// needs before the next request is served: the refusals of the last second, in
-    /// cool-downs of `asked` per allowance served over the same second, at most one more
-    /// `asked`. A sliding window (HAProxy's stick tables, most sliding-window counters)
+    /// needs before the next request is served: `asked` times the refusals per success of
+    /// about the last second, at most one more `asked` (the window served its allowance
+    /// in one `asked`; the refusals it counted take their share of another). A sliding
+    /// window (HAProxy's stick tables, most sliding-window counters)
     /// still counts the burst it refused when the `Retry-After` it gave runs out, and a
     /// request sent then earns another full one: against HAProxy, 50 served and 10
     /// refused in the first burst made the request at 1.0 s a refusal and cost the second
