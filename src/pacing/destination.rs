@@ -422,26 +422,25 @@ impl Destination {
         // is no news of its capacity: the quota holds the requests until its reset and
         // spreads them after it.
         let explained = refused && s.quota.spent_until(now).is_some();
+        // A rate limiter's refusal: past its allowance a limiter refuses everything until
+        // its window moves, where an overloaded server (503) sheds a share of the excess.
+        let by_limiter = refused && status == StatusCode::TOO_MANY_REQUESTS;
         if refused {
-            // Counted for the time a limiter needs to serve what it refused (see below).
+            // Counted for the time a limiter needs to serve what it refused (`cool_down`).
             s.rate.counted_refusal(now);
             if sent.round != s.rate.round() {
                 // The refusal of a request sent at the old pace: the pace already went
-                // down for it (TCP, likewise, backs off once per round trip). A rate
-                // limiter's (429) counts in the refusal share: past its allowance a limiter
-                // refuses all until its window moves, where an overloaded server (503)
-                // sheds a share of the excess (counted, the recovery burst after a
-                // simulated outage cooled the destination down: p50 5.2 s, was 26 ms). It
-                // starts no cool-down: a token bucket refuses a burst as a window limiter
-                // does, and a cool-down that starts at the burst measures the burst as the
-                // allowance (5 tokens at 50 r/s: a 5 r/s pace). The next fresh refusal
-                // starts it; one under way is lengthened by the refusals that come after
-                // it began (see `cool_down`).
-                if status == StatusCode::TOO_MANY_REQUESTS {
+                // down for it (TCP, likewise, backs off once per round trip). A limiter's
+                // counts in the refusal share (a 503's did, and the simulated outage's
+                // recovery burst closed the destination: p50 5.2 s, was 26 ms), but starts
+                // no cool-down: a token bucket refuses a burst as a window limiter does,
+                // and a cool-down at the burst would take the burst for the allowance (5
+                // tokens at 50 r/s: a 5 r/s pace). One under way is lengthened.
+                if by_limiter {
                     s.cooldown.record(true, sent.number);
                 }
                 if s.cooldown.until(now).is_some() {
-                    self.cool_down(&mut s, status, asked, explained, now);
+                    self.cool_down(&mut s, asked, by_limiter && !explained, now);
                 }
                 return;
             }
@@ -460,7 +459,7 @@ impl Destination {
                 tracing::debug!(to = %self.key, mode = ?s.rate.mode(), %status, "pacing: destination slows down");
             }
             s.window.close();
-            let cooling = self.cool_down(&mut s, status, asked, explained, now);
+            let cooling = self.cool_down(&mut s, asked, by_limiter && !explained, now);
             if cooling.is_some() || !was_throttled {
                 // Every waiter checks whether it can wait the new pace or cool-down out.
                 s.queue.wake_all();
@@ -498,21 +497,19 @@ impl Destination {
     }
 
     /// Starts or lengthens a cool-down after a refusal that `asked` for one, if the
-    /// destination mostly refuses; returns its end when it starts or moves.
+    /// destination mostly refuses; returns its end when it starts or moves. A refusal
+    /// `to_drain` (a limiter's, that no reported quota explains: nothing says when its
+    /// count resets) comes from a limiter that may count its refusals too: it is given
+    /// the time to serve them.
     fn cool_down(
         &self,
         s: &mut State,
-        status: StatusCode,
         asked: Option<Duration>,
-        explained: bool,
+        to_drain: bool,
         now: Instant,
     ) -> Option<Instant> {
-        // A rate limiter (429) whose quota does not explain the refusal (and say when it
-        // resets) may count its refusals too: it is given the time to serve them.
         let drain = match asked {
-            Some(asked) if !explained && status == StatusCode::TOO_MANY_REQUESTS => {
-                s.rate.drain(asked, now)
-            }
+            Some(asked) if to_drain => s.rate.drain(asked, now),
             _ => Duration::ZERO,
         };
         let until = s

@@ -69,8 +69,9 @@ struct Episode {
     ceiling: Option<f64>,
     /// The ceiling is a window's allowance: what the destination served over the length of
     /// the cool-down it asked for (see [`Rate::cool_down`]). The pace holds under it until
-    /// then: one window after the cool-down.
+    /// then, [`HELD_WINDOWS`] windows after the cool-down.
     held: Option<Instant>,
+    /// When the episode began: its first fresh refusal after a quiet spell.
     started: Instant,
     /// Successes from about a second before the episode started (the meter's count then)
     /// on: a window's allowance, counted without the meter's decay, when the window
@@ -289,8 +290,8 @@ impl Rate {
                     // itself for a client alone: past it each refusal earns its request
                     // the `Retry-After` it carries (against HAProxy, about one every two
                     // seconds, and the run's last requests a second late). The pace holds
-                    // just under it for a window, then probes as below: clients sharing
-                    // the limit each measured only their share.
+                    // just under it for `HELD_WINDOWS` windows, then probes as below:
+                    // clients sharing the limit each measured only their share.
                     Some(c) if held.is_some_and(|until| now < until) && rate >= c * DECREASE => 0.0,
                     Some(c) if rate >= c * NEAR_CEILING => {
                         // Near the ceiling: probe, with steps that grow the longer no
@@ -329,12 +330,12 @@ impl Rate {
     /// needs before the next request is served: `asked` times the refusals per success of
     /// about the last second, at most one more `asked` (the window served its allowance
     /// in one `asked`; the refusals it counted take their share of another). A sliding
-    /// window (HAProxy's stick tables, most sliding-window counters)
-    /// still counts the burst it refused when the `Retry-After` it gave runs out, and a
-    /// request sent then earns another full one: against HAProxy, 50 served and 10
-    /// refused in the first burst made the request at 1.0 s a refusal and cost the second
-    /// after it. A limiter that does not count them (a token bucket) loses this share of
-    /// a cool-down, a small one when few of its answers were refusals.
+    /// window (HAProxy's stick tables, most sliding-window counters) still counts the
+    /// burst it refused when the `Retry-After` it gave runs out, and a request sent then
+    /// earns another full one: against HAProxy, 50 served and 10 refused in the first
+    /// burst made the request at 1.0 s a refusal and cost the second after it. A limiter
+    /// that does not count them (a token bucket) loses this share of a cool-down, a small
+    /// one when few of its answers were refusals.
     pub(crate) fn drain(&mut self, asked: Duration, now: Instant) -> Duration {
         let served = self.served.count(now);
         let refused = self.refusals.count(now);
@@ -371,8 +372,8 @@ impl Rate {
     }
 
     /// Paces at what the destination served over `pause` (its allowance per window), if
-    /// that is more than the allowance known, and holds that pace for a window after the
-    /// cool-down ending `until`.
+    /// that is more than the allowance known, and holds that pace for [`HELD_WINDOWS`]
+    /// windows after the cool-down ending `until`.
     fn measure_allowance(&mut self, until: Instant, pause: Duration, now: Instant) {
         let Some(episode) = &mut self.episode else {
             return;
