@@ -362,3 +362,45 @@ async fn a_refused_burst_counts_towards_a_cool_down_from_a_rate_limiter_only() {
     assert!(limiter.is_some_and(|left| left >= secs(4)), "{limiter:?}");
     assert_eq!(cools_down_after_a_refused_burst("503").await, None);
 }
+
+/// A refusal of a request sent before the pace was cut, answered while a cool-down is
+/// under way (a slow answer of the burst that started it), lengthens the cool-down from
+/// its own arrival: the limiter counted that request too.
+#[tokio::test(start_paused = true)]
+async fn a_late_refusal_of_the_burst_lengthens_the_cool_down_under_way() {
+    let log = Log::default();
+    let pacing = layer(100);
+    let mut client = pacing.layer(scripted(&log));
+    let a: http::uri::Authority = "a".parse().unwrap();
+    for _ in 0..20 {
+        send(&mut client, get("http://a/200")).await.unwrap();
+    }
+    // Eight sent at once: seven answered in 10 ms, one in 2 s.
+    let slow = tokio::spawn(
+        client
+            .clone()
+            .oneshot(get_ra("http://a/429?sleep=2000", "5")),
+    );
+    let burst: Vec<_> = (0..7)
+        .map(|_| tokio::spawn(client.clone().oneshot(get_ra("http://a/429?sleep=10", "5"))))
+        .collect();
+    for task in burst {
+        task.await.unwrap().unwrap();
+    }
+    // A fresh refusal starts the cool-down.
+    send(&mut client, get_ra("http://a/429", "5"))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let first_end = started + pacing.cooldown(&a).expect("a cool-down");
+    slow.await.unwrap().unwrap();
+    let answered = Instant::now();
+    assert!(
+        answered < first_end,
+        "the slow answer came during the cool-down"
+    );
+    let end = answered + pacing.cooldown(&a).expect("still cooling down");
+    // From the late refusal on: its 5 s, and more for the refusals the limiter counted.
+    assert!(end >= answered + secs(5), "{:?}", end - answered);
+    assert!(end > first_end, "{:?} after the first end", end - first_end);
+}

@@ -529,6 +529,15 @@ mod tests {
         (rate, now)
     }
 
+    /// [`refused_burst`], then a cool-down of a second: the rate, when the cool-down
+    /// started, and when it ends.
+    fn cooled_burst(seed: u64, served: u32) -> (Rate, Instant, Instant) {
+        let (mut rate, now) = refused_burst(seed, served);
+        let until = now + Duration::from_secs(1);
+        rate.cool_down(until, Duration::from_secs(1), now);
+        (rate, now, until)
+    }
+
     /// A window limiter (HAProxy's sliding second) serves a slow start's burst of 50 in
     /// 5 ms, refuses the rest, and says to come back in a second: the pace after the
     /// cool-down is what it served over that second (50 r/s), not a rate read over the
@@ -591,10 +600,7 @@ mod tests {
     /// count in the allowance it measured, and the pace rises with them.
     #[test]
     fn successes_that_come_during_a_cool_down_count_in_its_allowance() {
-        let second = Duration::from_secs(1);
-        let (mut rate, mut now) = refused_burst(4, 40);
-        let until = now + second;
-        rate.cool_down(until, second, now);
+        let (mut rate, mut now, until) = cooled_burst(4, 40);
         let early = rate.rate().unwrap();
         assert!((38.0..=39.5).contains(&early), "{early}");
         now += MS;
@@ -627,14 +633,11 @@ mod tests {
     /// refusals, and their `Retry-After`), and probes for more after that.
     #[test]
     fn the_pace_holds_under_a_windows_allowance_then_probes() {
-        let second = Duration::from_secs(1);
-        let (mut rate, mut now) = refused_burst(5, 50);
-        let until = now + second;
-        rate.cool_down(until, second, now);
+        let (mut rate, _, until) = cooled_burst(5, 50);
         let paced = rate.rate().unwrap();
         // A success every spacing, from the cool-down's end to the end of the hold.
-        let held = until + second * HELD_WINDOWS;
-        now = until;
+        let held = until + Duration::from_secs(1) * HELD_WINDOWS;
+        let mut now = until;
         while now < held {
             now += rate.spacing().unwrap();
             rate.succeeded(false, true, now);
