@@ -51,15 +51,10 @@ impl<B: Clone, R, E> Policy<Request<B>, R, E> for AlwaysClone {
     }
 }
 
-/// A full copy of `req`: what a retrying policy clones.
+/// A full copy of `req`: what a retrying policy clones (as a trivial policy would write
+/// it, with `Request::clone`).
 pub fn clone_request<B: Clone>(req: &Request<B>) -> Request<B> {
-    let mut copy = Request::new(req.body().clone());
-    *copy.method_mut() = req.method().clone();
-    *copy.uri_mut() = req.uri().clone();
-    *copy.version_mut() = req.version();
-    *copy.headers_mut() = req.headers().clone();
-    *copy.extensions_mut() = req.extensions().clone();
-    copy
+    req.clone()
 }
 
 /// A GET with ten typical client headers and a small body.

@@ -3,7 +3,7 @@
 use super::error::{ErrorClass, default_error_class};
 use super::outcome::{Outcome, Resend, ServerDelay};
 use super::reason::RetryReason;
-use super::{Attempt, Classify, ResponseHead};
+use super::{Attempt, Classify, ResponseHead, StatusSet};
 use crate::retry_after;
 use http::StatusCode;
 use std::error::Error;
@@ -93,45 +93,64 @@ pub(crate) fn error_outcome(class: ErrorClass) -> Outcome {
 }
 
 impl Classify for HttpClassifier {
+    // Inline, as far as the status lookup that judges most responses; a retried status
+    // goes on out of line.
+    #[inline]
     fn classify_response(&self, attempt: &Attempt<'_>, res: &ResponseHead<'_>) -> Outcome {
         let status = res.status();
-        if !attempt.statuses().contains(status) {
-            return if status.is_client_error() || status.is_server_error() {
-                Outcome::failure()
-            } else {
-                Outcome::success()
-            };
-        }
-        let mut outcome = Outcome::retry(RetryReason::Status(status));
-        let asked = retry_after::from_headers(res.headers(), attempt.wall_clock());
-        if status == StatusCode::TOO_MANY_REQUESTS {
-            outcome = outcome.with_resend(Resend::AnyMethod);
-            // A rate limiter that said when to come back (even "0") scheduled the retry.
-            if asked.is_some() {
-                outcome = outcome.with_scheduled();
-            }
-        }
-        match asked {
-            // "0": servers that round down say 0 for "under a second" (tower_governor
-            // does), and retrying at once would be refused again: the backoff decides.
-            None => outcome,
-            Some(after) if after.is_zero() => outcome,
-            // The server said when: trust it, for the statuses whose header means that.
-            Some(after)
-                if matches!(
-                    status,
-                    StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
-                ) =>
-            {
-                outcome.with_server_delay(ServerDelay::Exactly(after))
-            }
-            // Elsewhere a Retry-After is a floor: never sooner than asked.
-            Some(after) => outcome.with_server_delay(ServerDelay::AtLeast(after)),
+        match unretried_status(attempt.statuses(), status) {
+            Some(outcome) => outcome,
+            None => retried_status(status, res, attempt),
         }
     }
 
     fn classify_error(&self, _: &Attempt<'_>, err: &(dyn Error + 'static)) -> Outcome {
         error_outcome(self.error_class(err))
+    }
+}
+
+/// The outcome of a response whose status `retried` does not hold: a success or a
+/// failure, by its class. `None`: the status is retried (see [`retried_status`]).
+#[inline]
+pub(crate) fn unretried_status(retried: &StatusSet, status: StatusCode) -> Option<Outcome> {
+    if retried.contains(status) {
+        None
+    } else if status.is_client_error() || status.is_server_error() {
+        Some(Outcome::failure())
+    } else {
+        Some(Outcome::success())
+    }
+}
+
+/// The outcome of a response whose status the attempt's settings retry: its
+/// `Retry-After`, and what a 429 allows.
+#[inline(never)]
+fn retried_status(status: StatusCode, res: &ResponseHead<'_>, attempt: &Attempt<'_>) -> Outcome {
+    let mut outcome = Outcome::retry(RetryReason::Status(status));
+    let asked = retry_after::from_headers(res.headers(), attempt.wall_clock());
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        outcome = outcome.with_resend(Resend::AnyMethod);
+        // A rate limiter that said when to come back (even "0") scheduled the retry.
+        if asked.is_some() {
+            outcome = outcome.with_scheduled();
+        }
+    }
+    match asked {
+        // "0": servers that round down say 0 for "under a second" (tower_governor
+        // does), and retrying at once would be refused again: the backoff decides.
+        None => outcome,
+        Some(after) if after.is_zero() => outcome,
+        // The server said when: trust it, for the statuses whose header means that.
+        Some(after)
+            if matches!(
+                status,
+                StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+            ) =>
+        {
+            outcome.with_server_delay(ServerDelay::Exactly(after))
+        }
+        // Elsewhere a Retry-After is a floor: never sooner than asked.
+        Some(after) => outcome.with_server_delay(ServerDelay::AtLeast(after)),
     }
 }
 

@@ -50,7 +50,7 @@
 
 pub(crate) mod error;
 mod grpc;
-mod http;
+pub(crate) mod http;
 mod idempotent;
 mod outcome;
 mod reason;

@@ -6,11 +6,10 @@ use super::stats::GiveUp;
 use crate::backoff::BackOff;
 use crate::body::CloneBody;
 use crate::body::ReplayGuard;
-use crate::classify::{Outcome, RetryReason};
+use crate::classify::RetryReason;
 use crate::limits::LimitReached;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use std::error::Error;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -121,8 +120,32 @@ where
         loop {
             match this.state.as_mut().project() {
                 StateProj::Attempt { future } => {
-                    let (result, timed_out) = match future.poll(cx) {
-                        Poll::Ready(result) => (result.map_err(Into::into), false),
+                    let (step, result) = match future.poll(cx) {
+                        Poll::Ready(Ok(mut res)) => {
+                            // Most requests end here, at a response: decided on the spot
+                            // and returned as it came, moved once (as tower's `Retry`
+                            // does), rather than through the error path's result type.
+                            let step = match this.request.as_mut() {
+                                None => {
+                                    this.policy.fund_unclocked();
+                                    Step::Done(None)
+                                }
+                                Some(request) => {
+                                    let outcome = this.policy.classify_response(request, &res);
+                                    this.policy.next_step(request, &outcome, None)
+                                }
+                            };
+                            if let Step::Done(gave_up) = step {
+                                this.policy.attach_stats(&mut res, gave_up);
+                                return Poll::Ready(Ok(res));
+                            }
+                            (step, Ok(res))
+                        }
+                        Poll::Ready(Err(err)) => {
+                            let err = err.into();
+                            let step = this.policy.error_step(this.request.as_mut(), &err, false);
+                            (step, Err(err))
+                        }
                         Poll::Pending => {
                             this.policy.clock_start();
                             let expired = this
@@ -132,30 +155,17 @@ where
                             if !expired {
                                 return Poll::Pending;
                             }
-                            (Err(AttemptTimedOut::new().into()), true)
+                            let err = AttemptTimedOut::new().into();
+                            let step = this.policy.error_step(this.request.as_mut(), &err, true);
+                            (step, Err(err))
                         }
                     };
-                    if this.timeout.is_some() {
-                        *this.timeout = None;
-                    }
-                    let Some(request) = this.request.as_mut() else {
-                        this.policy.fund_unclocked();
-                        return Poll::Ready(finish(this.policy, result, None));
-                    };
-                    let outcome = match &result {
-                        _ if timed_out => Outcome::retry(RetryReason::Timeout),
-                        Ok(res) => this.policy.classify_response(request, res),
-                        Err(err) => this.policy.classify_error(request, Some(&**err)),
-                    };
-                    let error = result
-                        .as_ref()
-                        .err()
-                        .map(|e| &**e as &(dyn Error + 'static));
-                    match this.policy.next_step(request, &outcome, error) {
+                    match step {
                         Step::Done(gave_up) => {
                             return Poll::Ready(finish(this.policy, result, gave_up));
                         }
                         Step::Retry(delay, reason) => {
+                            *this.timeout = None;
                             let wait = Box::pin(Wait {
                                 sleep: tokio::time::sleep(delay),
                                 for_body: false,

@@ -5,7 +5,7 @@ use super::policy::RetryPolicy;
 use super::routes::Routes;
 use super::service::RetryService;
 use super::settings::RetrySettings;
-use super::shared::Shared;
+use super::shared::{Classifier, Shared};
 use crate::backoff::BackOff;
 use crate::backoff::jitter::Jitter;
 use crate::body::ReplayBodyLayer;
@@ -149,7 +149,7 @@ impl<B: BackOff> RetryLayer<B> {
     /// Reads the outcome of each attempt with `classifier` instead of the default
     /// [`HttpClassifier`](crate::classify::HttpClassifier) (see [`crate::classify`]).
     pub fn with_classifier<C: Classify>(mut self, classifier: C) -> Self {
-        self.shared_mut().classifier = Arc::new(classifier);
+        self.shared_mut().classifier = Classifier::Custom(Arc::new(classifier));
         self
     }
 

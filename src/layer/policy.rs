@@ -253,15 +253,17 @@ impl<B> RetryPolicy<B> {
     }
 
     /// **Decide**, for a response.
+    #[inline]
     pub(crate) fn classify_response<ReqB, ResB>(
         &self,
         req: &Request<ReqB>,
         res: &Response<ResB>,
     ) -> Outcome {
-        self.template
-            .shared
-            .classifier
-            .classify_response(&self.attempt_view(req), &ResponseHead::of(res))
+        self.template.shared.classifier.classify_response(
+            self.current_settings().statuses_ref(),
+            || self.attempt_view(req),
+            &ResponseHead::of(res),
+        )
     }
 
     /// **Decide**, for an error (`None`: an error with nothing to inspect).
@@ -275,6 +277,7 @@ impl<B> RetryPolicy<B> {
                 .template
                 .shared
                 .classifier
+                .as_dyn()
                 .classify_error(&self.attempt_view(req), err),
             None => Outcome::retry(RetryReason::Transport),
         }
@@ -309,6 +312,29 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
             }
             Some(reason) => self.retry_step(req, reason, outcome, error),
         }
+    }
+
+    /// [`next_step`](Self::next_step) for an attempt that failed with `err` (`timed_out`:
+    /// the attempt's own timer ran out); `req` is `None` for a request never retried.
+    /// Kept out of line, as the retry path is.
+    #[inline(never)]
+    pub(crate) fn error_step<ReqB>(
+        &mut self,
+        req: Option<&mut Request<ReqB>>,
+        err: &crate::error::BoxError,
+        timed_out: bool,
+    ) -> Step {
+        let Some(req) = req else {
+            self.fund_unclocked();
+            return Step::Done(None);
+        };
+        let err: &(dyn Error + 'static) = &**err;
+        let outcome = if timed_out {
+            Outcome::retry(RetryReason::Timeout)
+        } else {
+            self.classify_error(req, Some(err))
+        };
+        self.next_step(req, &outcome, Some(err))
     }
 
     /// [`next_step`](Self::next_step) for a retryable outcome: kept out of line, so that
@@ -420,6 +446,7 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         self.template
             .shared
             .classifier
+            .as_dyn()
             .prepare_resend(req.headers_mut(), self.attempts);
         self.waited = self.waited.saturating_add(delay);
     }
@@ -460,15 +487,11 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
     }
 }
 
-/// A copy of `req`: head, extensions and body.
+/// A copy of `req`: head, extensions and body. (`Request::clone` copies each part once;
+/// building a copy field by field would first make and drop a default head.)
+#[inline]
 pub(crate) fn clone_request<ReqB: Clone>(req: &Request<ReqB>) -> Request<ReqB> {
-    let mut copy = Request::new(req.body().clone());
-    *copy.method_mut() = req.method().clone();
-    *copy.uri_mut() = req.uri().clone();
-    *copy.version_mut() = req.version();
-    *copy.headers_mut() = req.headers().clone();
-    *copy.extensions_mut() = req.extensions().clone();
-    copy
+    req.clone()
 }
 
 impl<B: fmt::Debug> fmt::Debug for RetryPolicy<B> {

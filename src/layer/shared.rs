@@ -7,14 +7,15 @@ use super::settings::RetrySettings;
 use crate::backoff::jitter::Jitter;
 use crate::budget::{RetryBudget, RetryThrottle};
 use crate::classify::ClockFn;
-use crate::classify::{Classify, HttpClassifier};
+use crate::classify::http::unretried_status;
+use crate::classify::{Attempt, Classify, HttpClassifier, Outcome, ResponseHead, StatusSet};
 use std::sync::Arc;
 
 #[derive(Clone)]
 pub(crate) struct Shared {
     pub(crate) settings: RetrySettings,
     pub(crate) routes: Routes,
-    pub(crate) classifier: Arc<dyn Classify>,
+    pub(crate) classifier: Classifier,
     pub(crate) on_retry: Arc<dyn OnRetry + Send + Sync>,
     pub(crate) on_give_up: Arc<dyn OnGiveUp + Send + Sync>,
     pub(crate) wall_clock: Option<Arc<ClockFn>>,
@@ -29,7 +30,7 @@ impl Default for Shared {
         Self {
             settings: RetrySettings::default(),
             routes: Routes::default(),
-            classifier: Arc::new(HttpClassifier::new()),
+            classifier: Classifier::Default(HttpClassifier::new()),
             on_retry: Arc::new(()),
             on_give_up: Arc::new(()),
             wall_clock: None,
@@ -37,6 +38,42 @@ impl Default for Shared {
             retry_throttle: None,
             jitter: Jitter::from_entropy(),
             stats: true,
+        }
+    }
+}
+
+/// The layer's classifier. The default one is held as itself, so that the response every
+/// request gets is judged without a virtual call (most are judged by one status lookup).
+#[derive(Clone)]
+pub(crate) enum Classifier {
+    Default(HttpClassifier),
+    Custom(Arc<dyn Classify>),
+}
+
+impl Classifier {
+    /// What a response means. `attempt` is only built when needed: by the default
+    /// classifier, only for a retried status.
+    #[inline]
+    pub(crate) fn classify_response<'a>(
+        &self,
+        statuses: &StatusSet,
+        attempt: impl FnOnce() -> Attempt<'a>,
+        res: &ResponseHead<'_>,
+    ) -> Outcome {
+        match self {
+            Self::Default(http) => match unretried_status(statuses, res.status()) {
+                Some(outcome) => outcome,
+                None => http.classify_response(&attempt(), res),
+            },
+            Self::Custom(custom) => custom.classify_response(&attempt(), res),
+        }
+    }
+
+    /// The classifier, for what is not on every request's path.
+    pub(crate) fn as_dyn(&self) -> &dyn Classify {
+        match self {
+            Self::Default(http) => http,
+            Self::Custom(custom) => &**custom,
         }
     }
 }
