@@ -318,6 +318,8 @@ struct ClientFigures {
     ok: u64,
     requests: u64,
     count: Count,
+    /// When the client started, in milliseconds since the Unix epoch.
+    started: u64,
 }
 
 async fn fleet(kind: Kind, in_process: bool, out: &mut String) -> Result<(), BoxError> {
@@ -356,12 +358,13 @@ async fn fleet(kind: Kind, in_process: bool, out: &mut String) -> Result<(), Box
         let shares: Vec<f64> = figures.iter().map(|f| f.ok as f64).collect();
         let used = ok as f64 * 100.0 / capacity;
         let fairness = jain(&shares);
+        let first = figures.iter().map(|f| f.started).min().unwrap_or(0);
         eprintln!(
-            "{}: per client ok/refused {:?}",
+            "{}: per client ok/refused/ms started after the first {:?}",
             stack.describe(),
             figures
                 .iter()
-                .map(|f| (f.ok, f.count.refused))
+                .map(|f| (f.ok, f.count.refused, f.started - first))
                 .collect::<Vec<_>>()
         );
         let met = used >= 95.0 && pct(refused, attempts) < 10.0 && fairness >= 0.9;
@@ -393,6 +396,7 @@ async fn futures_join_all<F: std::future::Future<Output = ClientFigures> + Send 
 
 /// One client of the fleet: its own stack, saturating `url` for `seconds`.
 async fn run_client(url: &str, stack: Stack, seconds: u64, concurrency: usize) -> ClientFigures {
+    let started = unix_ms();
     let counts = Counts::default();
     let client = stack.build(&counts);
     let outcomes = drive::saturate(
@@ -414,7 +418,13 @@ async fn run_client(url: &str, stack: Stack, seconds: u64, concurrency: usize) -
         ok: in_time as u64,
         requests: s.requests as u64,
         count: counts.total(),
+        started,
     }
+}
+
+fn unix_ms() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Re-spawns this example `FLEET` times as `fleet-client`, each its own process.
@@ -454,6 +464,7 @@ async fn spawn_fleet(url: &str, stack: Stack) -> Result<Vec<ClientFigures>, BoxE
                 refused: field("refused"),
                 errors: field("errors"),
             },
+            started: field("started"),
         });
     }
     Ok(figures)
@@ -468,8 +479,8 @@ async fn fleet_client(args: &[String]) -> Result<(), BoxError> {
     let stack = Stack::parse(stack).ok_or(format!("unknown stack {stack}"))?;
     let f = run_client(url, stack, seconds.parse()?, concurrency.parse()?).await;
     println!(
-        "ok={} requests={} attempts={} refused={} errors={}",
-        f.ok, f.requests, f.count.attempts, f.count.refused, f.count.errors
+        "ok={} requests={} attempts={} refused={} errors={} started={}",
+        f.ok, f.requests, f.count.attempts, f.count.refused, f.count.errors, f.started
     );
     Ok(())
 }
