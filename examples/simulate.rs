@@ -6,6 +6,7 @@
 //! cargo run --release --example simulate -- contention     # or: overload, ratelimit, limiters, delays
 //! cargo run --release --example simulate -- overload --timeline   # + when each client sends
 //! cargo run --release --example simulate -- limiters --seeds 8      # ranges over 8 seeds
+//! cargo run --example simulate -- all --check --seeds 8   # CI: fails if a target met today is missed
 //! ```
 //!
 //! Every experiment runs the crate's real `RetryLayer` (tower's `Retry` with the crate's
@@ -968,6 +969,72 @@ fn run_rate_limit(short: bool, seed: u64, out: &mut String) -> Vec<RateRow> {
     rows
 }
 
+/// The outage and overload targets, for `--check` (full experiments): with the default
+/// budget, amplification within 1.2× in the window; with pacing, every request issued after
+/// the outage succeeds, the median request is not held (p50 within 100 ms: a pacing change
+/// that closed a recovering destination once made it 5.2 s), and an overload is served at
+/// 95 % of capacity.
+fn check_overload(scenarios: &[(&str, Vec<OverloadRow>)], missed: &mut Vec<String>) {
+    for (name, rows) in scenarios {
+        let row = |v: Variant| {
+            rows.iter()
+                .find(|r| r.variant == v)
+                .expect("every variant runs")
+        };
+        let budget = row(Variant::Budget);
+        let amplification = budget.window_attempts as f64 / budget.window_requests as f64;
+        if amplification > 1.2 {
+            missed.push(format!(
+                "{name}: default budget amplification {amplification:.2}× > 1.2×"
+            ));
+        }
+        let paced = row(Variant::BudgetPacing);
+        if name.starts_with("Outage") {
+            if paced.after.1 < paced.after.0 {
+                missed.push(format!(
+                    "{name}: with pacing, {} of {} requests issued after the outage failed",
+                    paced.after.0 - paced.after.1,
+                    paced.after.0
+                ));
+            }
+            if paced.p50 > 0.1 {
+                missed.push(format!(
+                    "{name}: with pacing, p50 {:.0} ms > 100 ms",
+                    paced.p50 * 1e3
+                ));
+            }
+        } else {
+            // The full overload: 500 req/s of capacity over its 10 s window.
+            let served = paced.window_served as f64 / (10.0 * 500.0);
+            if served < 0.95 {
+                missed.push(format!(
+                    "{name}: with pacing, goodput {:.1} % < 95 %",
+                    served * 100.0
+                ));
+            }
+        }
+    }
+}
+
+/// The rate-limit target, for `--check`: with pacing, every request succeeds within 1.1×
+/// N/R and under 5 % of N are refused.
+fn check_rate_limit(rows: &[RateRow], missed: &mut Vec<String>) {
+    let (n, rate) = (1000, 100.0);
+    let paced = rows
+        .iter()
+        .find(|r| r.variant == Variant::BudgetPacing)
+        .expect("the pacing client runs");
+    let time = paced.last_success / (n as f64 / rate);
+    let refused = paced.limited as f64 / n as f64;
+    if paced.ok < n || time > 1.1 || refused >= 0.05 {
+        missed.push(format!(
+            "rate limit with pacing: {} of {n} in {time:.2}× N/R with {:.1} % refused (needs all, ≤ 1.1×, < 5 %)",
+            paced.ok,
+            refused * 100.0
+        ));
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // 3b. Models of the real rate limiters of `examples/limiters.rs`
 // ---------------------------------------------------------------------------------------
@@ -1235,7 +1302,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         .map_or("all", String::as_str);
     let docs: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
     std::fs::create_dir_all(&docs)?;
-    let charts = !short;
+    // `--check`: the full experiments, and an error if a target they meet today is missed.
+    let check = args.iter().any(|a| a == "--check");
+    if check && short {
+        return Err("--check runs the full experiments: leave out --short".into());
+    }
+    let charts = !short && !check;
+    let mut missed = Vec::new();
     let real = std::time::Instant::now();
     let mut out = String::new();
     let all = what == "all";
@@ -1268,10 +1341,16 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     if all || what == "overload" {
-        run_overload(short, 1, &mut out);
+        let scenarios = run_overload(short, 1, &mut out);
+        if check {
+            check_overload(&scenarios, &mut missed);
+        }
     }
     if all || what == "ratelimit" {
-        run_rate_limit(short, 1, &mut out);
+        let rows = run_rate_limit(short, 1, &mut out);
+        if check {
+            check_rate_limit(&rows, &mut missed);
+        }
     }
     if all || what == "limiters" {
         let seeds = args
@@ -1281,7 +1360,10 @@ fn main() -> Result<(), Box<dyn Error>> {
             .map_or(Ok(1), |n| n.parse::<u64>())
             .map_err(|e| format!("--seeds: {e}"))?;
         let mut table = String::new();
-        limiter_models::run(short, 1, seeds, &mut table);
+        let rows = limiter_models::run(short, 1, seeds, &mut table);
+        if check {
+            limiter_models::check(&rows, &mut missed);
+        }
         if short {
             // Reproducibility: every stack here is seeded, the retry layer's
             // `Retry-After` jitter included.
@@ -1299,6 +1381,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     print!("{out}");
+    if !missed.is_empty() {
+        eprintln!("--check: targets missed:\n- {}", missed.join("\n- "));
+        return Err(format!("{} targets missed", missed.len()).into());
+    }
+    if check {
+        eprintln!("--check: every target checked is met");
+    }
     eprintln!(
         "simulated in {:.1} s of real time{}",
         real.elapsed().as_secs_f64(),
