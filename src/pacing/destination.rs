@@ -11,6 +11,7 @@ use super::settings::Settings;
 use super::window::Window;
 use crate::backoff::ResponsiveBackOff;
 use crate::metrics::DestinationGauges;
+use crate::retry_after::QuotaLeft;
 use crate::time::{instant_after, never};
 use http::{HeaderMap, StatusCode};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -148,18 +149,22 @@ pub(crate) struct Grant {
     round: u64,
     /// Its number among the destination's sends.
     number: u64,
+    /// Released by [`finish`](Self::finish) already.
+    finished: bool,
 }
 
 impl Grant {
-    /// Learns from the response to this request, sent at `sent`.
-    pub(crate) fn record(&self, sent: Instant, status: StatusCode, headers: &HeaderMap) {
+    /// Learns from the response to this request, sent at `sent`, and releases it (one
+    /// lock for both, where dropping the grant would take a second).
+    pub(crate) fn finish(mut self, sent: Instant, status: StatusCode, headers: &HeaderMap) {
         let sent = Sent {
             round: self.round,
             number: self.number,
             at: sent,
         };
+        self.finished = true;
         self.destination
-            .record(sent, status, headers, Instant::now());
+            .finish(sent, status, headers, Instant::now());
     }
 }
 
@@ -173,7 +178,9 @@ struct Sent {
 
 impl Drop for Grant {
     fn drop(&mut self) {
-        self.destination.release(Instant::now());
+        if !self.finished {
+            self.destination.release(Instant::now());
+        }
     }
 }
 
@@ -301,6 +308,7 @@ impl Destination {
             destination: Arc::clone(self),
             round: s.rate.round(),
             number: s.quota.sent(now),
+            finished: false,
         })
     }
 
@@ -389,7 +397,11 @@ impl Destination {
     }
 
     fn release(&self, now: Instant) {
-        let mut s = self.lock();
+        Self::release_in(&mut self.lock(), now);
+    }
+
+    /// A request is no longer in flight.
+    fn release_in(s: &mut State, now: Instant) {
         s.window.release(now);
         s.last_active = now;
         if s.rate.mode() == Mode::Start || s.one_at_a_time(now) {
@@ -397,8 +409,9 @@ impl Destination {
         }
     }
 
-    /// Learns from the response to a request `sent`.
-    fn record(&self, sent: Sent, status: StatusCode, headers: &HeaderMap, now: Instant) {
+    /// Learns from the response to a request `sent`, which is then no longer in flight:
+    /// both under one lock.
+    fn finish(&self, sent: Sent, status: StatusCode, headers: &HeaderMap, now: Instant) {
         let refused = self.settings.slow_down.contains(status);
         // Parsed before the lock: other requests to the destination wait for it.
         let wall = SystemTime::now();
@@ -407,6 +420,21 @@ impl Destination {
             .then(|| crate::retry_after::from_headers(headers, wall))
             .flatten();
         let mut s = self.lock();
+        self.learn(&mut s, sent, status, refused, (quota, asked), now);
+        Self::release_in(&mut s, now);
+    }
+
+    /// [`finish`](Self::finish)'s lesson: whether the status is a refusal (as the settings
+    /// say), and the quota and `Retry-After` the response reported.
+    fn learn(
+        &self,
+        s: &mut State,
+        sent: Sent,
+        status: StatusCode,
+        refused: bool,
+        (quota, asked): (Option<QuotaLeft>, Option<Duration>),
+        now: Instant,
+    ) {
         s.last_active = now;
         s.rate.responded(sent.at, now);
         if quota.is_some_and(|q| q.reset.is_none()) {
@@ -440,7 +468,7 @@ impl Destination {
                     s.cooldown.record(true, sent.number);
                 }
                 if s.cooldown.until(now).is_some() {
-                    self.cool_down(&mut s, asked, by_limiter && !explained, now);
+                    self.cool_down(s, asked, by_limiter && !explained, now);
                 }
                 return;
             }
@@ -459,7 +487,7 @@ impl Destination {
                 tracing::debug!(to = %self.key, mode = ?s.rate.mode(), %status, "pacing: destination slows down");
             }
             s.window.close();
-            let cooling = self.cool_down(&mut s, asked, by_limiter && !explained, now);
+            let cooling = self.cool_down(s, asked, by_limiter && !explained, now);
             if cooling.is_some() || !was_throttled {
                 // Every waiter checks whether it can wait the new pace or cool-down out.
                 s.queue.wake_all();
@@ -493,7 +521,7 @@ impl Destination {
             // The first in line may go sooner at the new pace (or the window has room).
             s.queue.wake_head(now);
         }
-        self.report(&s);
+        self.report(s);
     }
 
     /// Starts or lengthens a cool-down after a refusal that `asked` for one, if the

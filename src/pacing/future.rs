@@ -176,10 +176,12 @@ where
                     let result = ready!(future.poll(cx));
                     // Transport errors leave the pace alone: they say nothing about the
                     // server's load, and a dead host must not slow down the others.
-                    if let (Ok(response), Some(grant)) = (&result, grant.as_ref()) {
-                        grant.record(*sent, response.status(), response.headers());
+                    match (&result, grant.take()) {
+                        (Ok(response), Some(grant)) => {
+                            grant.finish(*sent, response.status(), response.headers());
+                        }
+                        (_, grant) => drop(grant),
                     }
-                    drop(grant.take());
                     return Poll::Ready(result.map_err(Into::into));
                 }
             }
