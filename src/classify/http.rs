@@ -125,7 +125,11 @@ pub(crate) fn unretried_status(retried: &StatusSet, status: StatusCode) -> Optio
 /// The outcome of a response whose status the attempt's settings retry: its
 /// `Retry-After`, and what a 429 allows.
 #[inline(never)]
-fn retried_status(status: StatusCode, res: &ResponseHead<'_>, attempt: &Attempt<'_>) -> Outcome {
+pub(crate) fn retried_status(
+    status: StatusCode,
+    res: &ResponseHead<'_>,
+    attempt: &Attempt<'_>,
+) -> Outcome {
     let mut outcome = Outcome::retry(RetryReason::Status(status));
     let asked = retry_after::from_headers(res.headers(), attempt.wall_clock());
     if status == StatusCode::TOO_MANY_REQUESTS {
