@@ -168,6 +168,14 @@ impl Grant {
     }
 }
 
+/// What a response reported of its destination, read before the destination's lock.
+struct Reported {
+    /// The quota left, from `RateLimit` or `X-RateLimit-*` headers.
+    quota: Option<QuotaLeft>,
+    /// The `Retry-After` of a refusal.
+    asked: Option<Duration>,
+}
+
 /// When and in which round a request was sent.
 #[derive(Debug, Clone, Copy)]
 struct Sent {
@@ -419,20 +427,21 @@ impl Destination {
         let asked = refused
             .then(|| crate::retry_after::from_headers(headers, wall))
             .flatten();
+        let reported = Reported { quota, asked };
         let mut s = self.lock();
-        self.learn(&mut s, sent, status, refused, (quota, asked), now);
+        self.learn(&mut s, sent, status, refused, reported, now);
         Self::release_in(&mut s, now);
     }
 
     /// [`finish`](Self::finish)'s lesson: whether the status is a refusal (as the settings
-    /// say), and the quota and `Retry-After` the response reported.
+    /// say), and what the response reported.
     fn learn(
         &self,
         s: &mut State,
         sent: Sent,
         status: StatusCode,
         refused: bool,
-        (quota, asked): (Option<QuotaLeft>, Option<Duration>),
+        Reported { quota, asked }: Reported,
         now: Instant,
     ) {
         s.last_active = now;
