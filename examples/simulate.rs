@@ -616,6 +616,13 @@ struct Scenario {
     window: (f64, f64),
 }
 
+impl OverloadRow {
+    /// Attempts per request issued in the window.
+    fn amplification(&self) -> f64 {
+        self.window_attempts as f64 / self.window_requests as f64
+    }
+}
+
 struct OverloadRow {
     variant: Variant,
     requests: usize,
@@ -623,6 +630,8 @@ struct OverloadRow {
     window_requests: usize,
     window_attempts: usize,
     window_served: usize,
+    /// What was served in the window, over the capacity it had.
+    goodput: f64,
     ok: usize,
     /// Requests issued after the window, and how many of them succeeded.
     after: (usize, usize),
@@ -729,13 +738,15 @@ fn overload(scenario: &Scenario, variant: Variant, seed: u64) -> OverloadRow {
         let inside = |t: f64| t >= w0 && t < w1;
         let mut latencies: Vec<f64> = outcomes.iter().map(|o| o.1).collect();
         latencies.sort_by(f64::total_cmp);
+        let window_served = state.log.iter().filter(|l| inside(l.0) && l.1).count();
         OverloadRow {
             variant,
             requests: outcomes.len(),
             attempts: state.log.len(),
             window_requests: outcomes.iter().filter(|o| inside(o.0)).count(),
             window_attempts: state.log.iter().filter(|l| inside(l.0)).count(),
-            window_served: state.log.iter().filter(|l| inside(l.0) && l.1).count(),
+            window_served,
+            goodput: window_served as f64 / ((w1 - w0) * scenario.capacity),
             ok: outcomes.iter().filter(|o| o.2).count(),
             after: (
                 outcomes.iter().filter(|o| o.0 >= w1).count(),
@@ -789,7 +800,7 @@ fn run_overload(short: bool, seed: u64, out: &mut String) -> Vec<(&'static str, 
             let fourth = if outage {
                 r.after.1 as f64 / r.after.0 as f64
             } else {
-                r.window_served as f64 / ((w1 - w0) * sc.capacity)
+                r.goodput
             };
             let _ = writeln!(
                 out,
@@ -797,7 +808,7 @@ fn run_overload(short: bool, seed: u64, out: &mut String) -> Vec<(&'static str, 
                 r.variant.name(),
                 r.requests,
                 r.attempts,
-                r.window_attempts as f64 / r.window_requests as f64,
+                r.amplification(),
                 fourth * 100.0,
                 r.ok as f64 * 100.0 / r.requests as f64,
                 r.p50 * 1000.0,
@@ -865,6 +876,9 @@ impl Limiter {
 
 struct RateRow {
     variant: Variant,
+    /// The burst's size, and its ideal time N/R in seconds.
+    n: usize,
+    ideal: f64,
     ok: usize,
     limited: usize,
     /// When the last request ended (success or not), and the last success, in seconds.
@@ -920,6 +934,8 @@ fn rate_limit(n: usize, rate: f64, variant: Variant, seed: u64) -> RateRow {
         let l = limiter.lock().unwrap();
         RateRow {
             variant,
+            n,
+            ideal: n as f64 / rate,
             ok: l.ok,
             limited: l.limited,
             done: secs(Instant::now(), start),
@@ -982,7 +998,7 @@ fn check_overload(scenarios: &[(&str, Vec<OverloadRow>)], missed: &mut Vec<Strin
                 .expect("every variant runs")
         };
         let budget = row(Variant::Budget);
-        let amplification = budget.window_attempts as f64 / budget.window_requests as f64;
+        let amplification = budget.amplification();
         if amplification > 1.2 {
             missed.push(format!(
                 "{name}: default budget amplification {amplification:.2}× > 1.2×"
@@ -1004,12 +1020,10 @@ fn check_overload(scenarios: &[(&str, Vec<OverloadRow>)], missed: &mut Vec<Strin
                 ));
             }
         } else {
-            // The full overload: 500 req/s of capacity over its 10 s window.
-            let served = paced.window_served as f64 / (10.0 * 500.0);
-            if served < 0.95 {
+            if paced.goodput < 0.95 {
                 missed.push(format!(
                     "{name}: with pacing, goodput {:.1} % < 95 %",
-                    served * 100.0
+                    paced.goodput * 100.0
                 ));
             }
         }
@@ -1019,12 +1033,12 @@ fn check_overload(scenarios: &[(&str, Vec<OverloadRow>)], missed: &mut Vec<Strin
 /// The rate-limit target, for `--check`: with pacing, every request succeeds within 1.1×
 /// N/R and under 5 % of N are refused.
 fn check_rate_limit(rows: &[RateRow], missed: &mut Vec<String>) {
-    let (n, rate) = (1000, 100.0);
     let paced = rows
         .iter()
         .find(|r| r.variant == Variant::BudgetPacing)
         .expect("the pacing client runs");
-    let time = paced.last_success / (n as f64 / rate);
+    let n = paced.n;
+    let time = paced.last_success / paced.ideal;
     let refused = paced.limited as f64 / n as f64;
     if paced.ok < n || time > 1.1 || refused >= 0.05 {
         missed.push(format!(
