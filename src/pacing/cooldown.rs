@@ -61,7 +61,7 @@ impl Cooldown {
     /// moves.
     pub(crate) fn start(
         &mut self,
-        asked: Option<Duration>,
+        asked: Duration,
         extra: Duration,
         max: Duration,
         now: Instant,
@@ -69,7 +69,6 @@ impl Cooldown {
         if max.is_zero() || self.refusals.is_none_or(|share| share <= COOL_SHARE) {
             return None;
         }
-        let asked = asked?;
         if asked.is_zero() {
             return None;
         }
@@ -93,8 +92,8 @@ mod tests {
         Duration::from_secs(n)
     }
 
-    fn asked(headers: &HeaderMap) -> Option<Duration> {
-        crate::retry_after::from_headers(headers, SystemTime::now())
+    fn asked(headers: &HeaderMap) -> Duration {
+        crate::retry_after::from_headers(headers, SystemTime::now()).expect("a Retry-After")
     }
 
     #[tokio::test(start_paused = true)]
@@ -150,7 +149,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_success_older_than_the_latest_refusal_does_not_dilute_the_share() {
         let now = Instant::now();
-        let asked = Some(Duration::from_secs(1));
+        let asked = Duration::from_secs(1);
         let burst = |older_successes: bool| {
             let mut cooldown = Cooldown::default();
             for n in 0..40 {

@@ -545,14 +545,16 @@ impl Destination {
         to_drain: bool,
         now: Instant,
     ) -> Option<Instant> {
-        let drain = match asked {
-            Some(asked) if to_drain => s.rate.drain(asked, now),
-            _ => Duration::ZERO,
+        let asked = asked?;
+        let drain = if to_drain {
+            s.rate.drain(asked, now)
+        } else {
+            Duration::ZERO
         };
         let until = s
             .cooldown
             .start(asked, drain, self.settings.max_cooldown, now)?;
-        s.rate.cool_down(until, asked.unwrap_or_default(), now);
+        s.rate.cool_down(until, asked, now);
         tracing::debug!(to = %self.key, cooldown = ?(until - now), "pacing: destination cools down");
         Some(until)
     }
