@@ -97,11 +97,7 @@ impl Classify for HttpClassifier {
     // goes on out of line.
     #[inline]
     fn classify_response(&self, attempt: &Attempt<'_>, res: &ResponseHead<'_>) -> Outcome {
-        let status = res.status();
-        match unretried_status(attempt.statuses(), status) {
-            Some(outcome) => outcome,
-            None => retried_status(status, res, attempt),
-        }
+        response_outcome(attempt.statuses(), || *attempt, res)
     }
 
     fn classify_error(&self, _: &Attempt<'_>, err: &(dyn Error + 'static)) -> Outcome {
@@ -109,10 +105,26 @@ impl Classify for HttpClassifier {
     }
 }
 
+/// What a response means by the default table: `retried` are the statuses the attempt's
+/// settings retry; `attempt` is only built for one of them (most responses are judged by
+/// one lookup).
+#[inline]
+pub(crate) fn response_outcome<'a>(
+    retried: &StatusSet,
+    attempt: impl FnOnce() -> Attempt<'a>,
+    res: &ResponseHead<'_>,
+) -> Outcome {
+    let status = res.status();
+    match unretried_status(retried, status) {
+        Some(outcome) => outcome,
+        None => retried_status(status, res, &attempt()),
+    }
+}
+
 /// The outcome of a response whose status `retried` does not hold: a success or a
 /// failure, by its class. `None`: the status is retried (see [`retried_status`]).
 #[inline]
-pub(crate) fn unretried_status(retried: &StatusSet, status: StatusCode) -> Option<Outcome> {
+fn unretried_status(retried: &StatusSet, status: StatusCode) -> Option<Outcome> {
     if retried.contains(status) {
         None
     } else if status.is_client_error() || status.is_server_error() {
@@ -125,11 +137,7 @@ pub(crate) fn unretried_status(retried: &StatusSet, status: StatusCode) -> Optio
 /// The outcome of a response whose status the attempt's settings retry: its
 /// `Retry-After`, and what a 429 allows.
 #[inline(never)]
-pub(crate) fn retried_status(
-    status: StatusCode,
-    res: &ResponseHead<'_>,
-    attempt: &Attempt<'_>,
-) -> Outcome {
+fn retried_status(status: StatusCode, res: &ResponseHead<'_>, attempt: &Attempt<'_>) -> Outcome {
     let mut outcome = Outcome::retry(RetryReason::Status(status));
     let asked = retry_after::from_headers(res.headers(), attempt.wall_clock());
     if status == StatusCode::TOO_MANY_REQUESTS {

@@ -7,7 +7,7 @@ use super::settings::RetrySettings;
 use crate::backoff::jitter::Jitter;
 use crate::budget::{RetryBudget, RetryThrottle};
 use crate::classify::ClockFn;
-use crate::classify::http::{retried_status, unretried_status};
+use crate::classify::http::response_outcome;
 use crate::classify::{Attempt, Classify, HttpClassifier, Outcome, ResponseHead, StatusSet};
 use std::sync::Arc;
 
@@ -61,10 +61,7 @@ impl Classifier {
         res: &ResponseHead<'_>,
     ) -> Outcome {
         match self {
-            Self::Default(_) => match unretried_status(statuses, res.status()) {
-                Some(outcome) => outcome,
-                None => retried_status(res.status(), res, &attempt()),
-            },
+            Self::Default(_) => response_outcome(statuses, attempt, res),
             Self::Custom(custom) => custom.classify_response(&attempt(), res),
         }
     }
