@@ -589,3 +589,48 @@ impl Destination {
             && instant_after(s.last_active, idle) <= now
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pacing::PacingLayer;
+
+    fn destination(now: Instant) -> Arc<Destination> {
+        let settings = Settings {
+            max_wait: PacingLayer::DEFAULT_MAX_WAIT,
+            max_cooldown: PacingLayer::DEFAULT_MAX_COOLDOWN,
+            initial_window: PacingLayer::DEFAULT_INITIAL_WINDOW,
+            slow_down: crate::classify::StatusSet::EMPTY,
+            max_queue: PacingLayer::DEFAULT_MAX_QUEUE,
+            max_destinations: PacingLayer::DEFAULT_MAX_DESTINATIONS,
+            idle_timeout: PacingLayer::DEFAULT_IDLE_TIMEOUT,
+        };
+        let key = Key::from_authority(&"api.example".parse().unwrap());
+        let backoff = PacingLayer::default_backoff();
+        Arc::new(Destination::new(key, settings, backoff, now))
+    }
+
+    fn go(destination: &Arc<Destination>, now: Instant) -> Grant {
+        let limits = Limits::new(now, PacingLayer::DEFAULT_MAX_WAIT, None);
+        match destination.admit(&limits, now) {
+            Admit::Go(grant) => grant,
+            _ => panic!("an idle destination in its slow start lets a request go"),
+        }
+    }
+
+    /// A grant that learnt from its response has released its request in the same lock;
+    /// dropping it then must not release it a second time (the window would count one
+    /// request fewer in flight than there is).
+    #[tokio::test(start_paused = true)]
+    async fn a_finished_request_leaves_the_flight_once() {
+        let now = Instant::now();
+        let destination = destination(now);
+        let (first, second) = (go(&destination, now), go(&destination, now));
+        assert_eq!(destination.lock().window.in_flight(), 2);
+        first.finish(now, StatusCode::OK, &HeaderMap::new());
+        assert_eq!(destination.lock().window.in_flight(), 1);
+        // A request whose response never came (a transport error) leaves on drop.
+        drop(second);
+        assert_eq!(destination.lock().window.in_flight(), 0);
+    }
+}
