@@ -758,7 +758,7 @@ fn overload(scenario: &Scenario, variant: Variant, seed: u64) -> OverloadRow {
     })
 }
 
-fn run_overload(short: bool, seed: u64, out: &mut String) -> Vec<(&'static str, Vec<OverloadRow>)> {
+fn run_overload(short: bool, seed: u64, out: &mut String) -> Vec<(Scenario, Vec<OverloadRow>)> {
     let capacity = if short { 200.0 } else { 500.0 };
     let scenarios = [
         Scenario {
@@ -777,7 +777,8 @@ fn run_overload(short: bool, seed: u64, out: &mut String) -> Vec<(&'static str, 
         },
     ];
     let mut all = Vec::new();
-    for sc in &scenarios {
+    for scenario in scenarios {
+        let sc = &scenario;
         let rows: Vec<_> = VARIANTS.iter().map(|&v| overload(sc, v, seed)).collect();
         let (w0, w1) = sc.window;
         let _ = writeln!(
@@ -835,7 +836,7 @@ fn run_overload(short: bool, seed: u64, out: &mut String) -> Vec<(&'static str, 
                 sc.name
             );
         }
-        all.push((sc.name, rows));
+        all.push((scenario, rows));
     }
     all
 }
@@ -990,8 +991,9 @@ fn run_rate_limit(short: bool, seed: u64, out: &mut String) -> Vec<RateRow> {
 /// the outage succeeds, the median request is not held (p50 within 100 ms: a pacing change
 /// that closed a recovering destination once made it 5.2 s), and an overload is served at
 /// 95 % of capacity.
-fn check_overload(scenarios: &[(&str, Vec<OverloadRow>)], missed: &mut Vec<String>) {
-    for (name, rows) in scenarios {
+fn check_overload(scenarios: &[(Scenario, Vec<OverloadRow>)], missed: &mut Vec<String>) {
+    for (scenario, rows) in scenarios {
+        let name = scenario.name;
         let row = |v: Variant| {
             rows.iter()
                 .find(|r| r.variant == v)
@@ -1005,7 +1007,7 @@ fn check_overload(scenarios: &[(&str, Vec<OverloadRow>)], missed: &mut Vec<Strin
             ));
         }
         let paced = row(Variant::BudgetPacing);
-        if name.starts_with("Outage") {
+        if scenario.outage.is_some() {
             if paced.after.1 < paced.after.0 {
                 missed.push(format!(
                     "{name}: with pacing, {} of {} requests issued after the outage failed",
