@@ -20,7 +20,7 @@ use tower::{Layer, Service};
 use tower_backoff::{ConstantBackOff, ExponentialBackOff, RetryLayer};
 
 mod support;
-use support::{AlwaysClone, Ok200, Req, Res, clone_request, request, send};
+use support::{AlwaysClone, Ok200, Req, Res, SharedState, clone_request, request, send};
 
 /// A service under test, type-erased so that every variant runs through the same code
 /// (the indirect call costs all of them alike).
@@ -40,6 +40,17 @@ fn variants() -> Vec<Variant> {
         (
             "tower Retry, always-clone policy",
             boxed(Retry::new(AlwaysClone, Ok200)),
+        ),
+        (
+            // What any policy with shared state pays: tower clones the policy into every
+            // response future, so its `Arc` is counted up and down once per request.
+            "tower Retry, policy holding an Arc",
+            boxed(Retry::new(SharedState::new(false), Ok200)),
+        ),
+        (
+            // ... and what a retry budget adds at the least: one shared count per request.
+            "tower Retry, policy holding an Arc, counting each request",
+            boxed(Retry::new(SharedState::new(true), Ok200)),
         ),
         (
             "RetryLayer (default, retry budget on)",

@@ -8,6 +8,8 @@ use http_body_util::Full;
 use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
 use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 use tower::Service;
 use tower::retry::Policy;
@@ -43,6 +45,39 @@ impl<B: Clone, R, E> Policy<Request<B>, R, E> for AlwaysClone {
     type Future = Ready<()>;
 
     fn retry(&mut self, _: &mut Request<B>, _: &mut Result<R, E>) -> Option<Self::Future> {
+        None
+    }
+
+    fn clone_request(&mut self, req: &Request<B>) -> Option<Request<B>> {
+        Some(clone_request(req))
+    }
+}
+
+/// [`AlwaysClone`] with shared state, as any policy with a budget has: an `Arc`, cloned
+/// with the policy into every response future; `count`: each request also adds one to
+/// a shared counter, the least a retry budget's deposit costs.
+#[derive(Clone)]
+pub struct SharedState {
+    requests: Arc<AtomicU64>,
+    count: bool,
+}
+
+impl SharedState {
+    pub fn new(count: bool) -> Self {
+        Self {
+            requests: Arc::new(AtomicU64::new(0)),
+            count,
+        }
+    }
+}
+
+impl<B: Clone, R, E> Policy<Request<B>, R, E> for SharedState {
+    type Future = Ready<()>;
+
+    fn retry(&mut self, _: &mut Request<B>, _: &mut Result<R, E>) -> Option<Self::Future> {
+        if self.count {
+            self.requests.fetch_add(1, Ordering::Relaxed);
+        }
         None
     }
 

@@ -8,7 +8,7 @@ use super::settings::RetrySettings;
 use super::stats::GiveUp;
 use crate::body::ReplayGuard;
 use crate::budget::{RetryBudget, RetryThrottle};
-use crate::classify::{Outcome, RequestHead, Resend, is_idempotent};
+use crate::classify::{Outcome, Resend, is_idempotent};
 use crate::limits::Limits;
 use http::Request;
 use std::time::Duration;
@@ -31,16 +31,15 @@ pub(crate) fn resend_allowed<B>(
 
 /// A body that went past its replay buffer (or failed) cannot be sent again.
 pub(crate) fn body_replayable<B>(req: &Request<B>) -> Result<(), GiveUp> {
-    body_replayable_head(&RequestHead::of(req))
+    replay_possible(req.extensions())
         .then_some(())
         .ok_or(GiveUp::BodyNotReplayable)
 }
 
-/// Whether the body of the request with this head can still be replayed.
+/// Whether the body of a request with these extensions can still be replayed.
 #[inline]
-pub(crate) fn body_replayable_head(head: &RequestHead<'_>) -> bool {
-    !head
-        .extensions()
+pub(crate) fn replay_possible(extensions: &http::Extensions) -> bool {
+    !extensions
         .get::<ReplayGuard>()
         .is_some_and(ReplayGuard::is_capped)
 }

@@ -126,13 +126,14 @@ where
                             // and returned as it came, moved once (as tower's `Retry`
                             // does), rather than through the error path's result type.
                             let step = match this.request.as_mut() {
-                                None => {
-                                    this.policy.fund_unclocked();
-                                    Step::Done(None)
-                                }
-                                Some(request) => {
+                                Some(request) if !this.policy.ends_at(res.status()) => {
                                     let outcome = this.policy.classify_response(request, &res);
                                     this.policy.next_step(request, &outcome, None)
+                                }
+                                // Never retried, or a response that ends the request.
+                                _ => {
+                                    this.policy.fund_unclocked();
+                                    Step::Done(None)
                                 }
                             };
                             if let Step::Done(gave_up) = step {

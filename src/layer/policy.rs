@@ -157,17 +157,18 @@ impl<B> RetryPolicy<B> {
     ///
     /// The clock is not read yet: see [`clock_start`](Self::clock_start).
     #[inline]
-    pub(crate) fn begin(&mut self, head: &RequestHead<'_>) -> bool {
-        self.settings = match head.extensions().get::<RetrySettings>() {
+    pub(crate) fn begin<ReqB>(&mut self, req: &Request<ReqB>) -> bool {
+        self.settings = match req.extensions().get::<RetrySettings>() {
             Some(settings) => Some(settings.clone()),
             None if self.template.shared.routes.is_empty() => None,
-            None => self.template.shared.routes.find(head),
+            None => self.template.shared.routes.find(&RequestHead::of(req)),
         };
         self.start = None;
         self.attempts = 1;
         crate::metrics::attempt();
         self.waited = Duration::ZERO;
-        self.current_settings().limits().max_attempts() > 1 && admit::body_replayable_head(head)
+        self.current_settings().limits().max_attempts() > 1
+            && admit::replay_possible(req.extensions())
     }
 
     /// When the request started, reading the clock the first time it is asked: when its
@@ -250,6 +251,19 @@ impl<B> RetryPolicy<B> {
         if (self.attempts > 1 || gave_up.is_some()) && self.template.shared.stats {
             res.extensions_mut().insert(self.final_stats(gave_up));
         }
+    }
+
+    /// Whether a response with `status` ends the request as it is, with nothing to decide
+    /// or tell: the classifier never retries it and no throttle counts it. Most responses;
+    /// the others go through [`classify_response`](Self::classify_response) and
+    /// [`next_step`](RetryPolicy::next_step), which end at the same step for these.
+    #[inline]
+    pub(crate) fn ends_at(&self, status: http::StatusCode) -> bool {
+        let shared = &self.template.shared;
+        shared.retry_throttle.is_none()
+            && shared
+                .classifier
+                .never_retries(self.current_settings().statuses_ref(), status)
     }
 
     /// **Decide**, for a response.
@@ -547,7 +561,7 @@ where
             self.next_attempt();
             Some(self.retry_request(req))
         } else {
-            let retryable = self.begin(&RequestHead::of(req));
+            let retryable = self.begin(req);
             // Tower's service gives the policy no look at the first attempt's progress:
             // the request starts now.
             self.clock_start();
@@ -571,5 +585,69 @@ impl Future for RetryDelay {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         self.project().sleep.poll(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::shared::Classifier;
+    use super::*;
+    use crate::budget::RetryThrottle;
+    use crate::classify::{HttpClassifier, StatusSet};
+    use crate::{ConstantBackOff, RetryLayer, RetrySettings};
+    use http::StatusCode;
+
+    fn layer() -> RetryLayer<ConstantBackOff> {
+        RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap())
+    }
+
+    /// For every status, with `settings` on the request: whether the shortcut ends the
+    /// request at once, checked against the full path (decide, then `next_step`).
+    fn shortcut_agrees(mut policy: RetryPolicy<ConstantBackOff>, settings: &RetrySettings) -> u32 {
+        let mut ended = 0;
+        for code in 100..1000 {
+            let status = StatusCode::from_u16(code).unwrap();
+            let mut req = Request::get("/").body(()).unwrap();
+            req.extensions_mut().insert(settings.clone());
+            let res = Response::builder().status(status).body(()).unwrap();
+            assert!(policy.begin(&req));
+            let outcome = policy.classify_response(&req, &res);
+            if policy.ends_at(status) {
+                ended += 1;
+                assert_eq!(outcome.reason(), None, "{code}: the classifier retries it");
+                let step = policy.next_step(&mut req, &outcome, None);
+                assert_eq!(step, Step::Done(None), "{code}");
+            } else {
+                let default = matches!(policy.template.shared.classifier, Classifier::Default(_));
+                let throttled = policy.template.shared.retry_throttle.is_some();
+                assert!(
+                    throttled || !default || outcome.reason().is_some(),
+                    "{code}: left to the full path for nothing"
+                );
+            }
+        }
+        ended
+    }
+
+    #[test]
+    fn a_response_the_shortcut_ends_at_is_one_the_full_path_ends_at() {
+        let defaults = RetrySettings::new();
+        let own = RetrySettings::new().with_statuses(
+            StatusSet::EMPTY
+                .with(StatusCode::INTERNAL_SERVER_ERROR)
+                .unwrap(),
+        );
+        // Default classifier: every status but the retried ones ends at once.
+        let retried = defaults.statuses().iter().count() as u32;
+        assert_eq!(shortcut_agrees(layer().policy(), &defaults), 900 - retried);
+        assert_eq!(shortcut_agrees(layer().policy(), &own), 899);
+        // A throttle must hear of every response, and a custom classifier be asked:
+        // nothing is ended by the shortcut.
+        let throttled = layer()
+            .with_retry_throttle(RetryThrottle::default())
+            .policy();
+        assert_eq!(shortcut_agrees(throttled, &defaults), 0);
+        let custom = layer().with_classifier(HttpClassifier::new()).policy();
+        assert_eq!(shortcut_agrees(custom, &defaults), 0);
     }
 }

@@ -6,7 +6,6 @@ use super::policy::{RetryPolicy, clone_request};
 use super::stats::RetryStats;
 use crate::backoff::BackOff;
 use crate::body::CloneBody;
-use crate::classify::RequestHead;
 use http::{Request, Response};
 use std::task::{Context, Poll};
 use tower_service::Service;
@@ -74,7 +73,7 @@ where
     #[inline]
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let mut policy = self.policy.clone();
-        let retryable = policy.begin(&RequestHead::of(&req));
+        let retryable = policy.begin(&req);
         // The original goes out first (a replayable body's original owns its stream); a
         // copy is kept for the retries.
         let kept = retryable.then(|| clone_request(&req));

@@ -9,6 +9,7 @@ use crate::budget::{RetryBudget, RetryThrottle};
 use crate::classify::ClockFn;
 use crate::classify::http::response_outcome;
 use crate::classify::{Attempt, Classify, HttpClassifier, Outcome, ResponseHead, StatusSet};
+use http::StatusCode;
 use std::sync::Arc;
 
 #[derive(Clone)]
@@ -64,6 +65,15 @@ impl Classifier {
             Self::Default(_) => response_outcome(statuses, attempt, res),
             Self::Custom(custom) => custom.classify_response(&attempt(), res),
         }
+    }
+
+    /// Whether a response with `status` is, without a doubt, not to be retried: the
+    /// default classifier retries only the statuses in `statuses`. (`false` for a custom
+    /// classifier, which must be asked.) Lets most responses end their request without
+    /// an [`Outcome`] built.
+    #[inline]
+    pub(crate) fn never_retries(&self, statuses: &StatusSet, status: StatusCode) -> bool {
+        matches!(self, Self::Default(_)) && !statuses.contains(status)
     }
 
     /// The classifier, for what is not on every request's path.
