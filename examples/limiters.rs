@@ -8,7 +8,13 @@
 //! cargo run --release --features hyper --example limiters -- fleet governor --in-process
 //! cargo run --release --features hyper --example limiters -- all --reps 1
 //! cargo run --release --features hyper --example limiters -- fleet governor --paced
+//! cargo run --release --features hyper --example limiters -- all --reps 5 --record real.txt
+//! cargo run --release --example simulate -- limiters --seeds 8 --compare real.txt
 //! ```
+//!
+//! `--record FILE` appends one line per run of targets 1 and 3 to `FILE` (limiter, stack
+//! and figures); `simulate -- limiters --compare FILE` sets the model's figures beside
+//! their means (the calibration of target 4).
 //!
 //! Targets, per limiter (figures in `docs/BENCHMARKS.md`, "Real rate limiters"):
 //!
@@ -53,6 +59,7 @@ async fn main() -> Result<(), BoxError> {
     };
     let reps: usize = flag(&args, "--reps").map_or(Ok(3), str::parse)?;
     let in_process = args.iter().any(|a| a == "--in-process");
+    let record = Record(flag(&args, "--record").map(std::path::PathBuf::from));
     PACED_ONLY.store(
         args.iter().any(|a| a == "--paced"),
         std::sync::atomic::Ordering::Relaxed,
@@ -76,19 +83,44 @@ async fn main() -> Result<(), BoxError> {
         }
         let _ = writeln!(out, "## {} — {}\n", kind.name(), kind.model());
         if what == "all" || what == "burst" {
-            burst(kind, reps, &mut out).await?;
+            burst(kind, reps, &record, &mut out).await?;
         }
         if what == "all" || what == "two" {
             two_destinations(kind, &mut out).await?;
         }
         if what == "all" || what == "fleet" {
-            fleet(kind, in_process, &mut out).await?;
+            fleet(kind, reps, in_process, &record, &mut out).await?;
         }
         print!("{out}");
         out.clear();
     }
     print!("{out}");
     Ok(())
+}
+
+/// `--record FILE`: where each run's figures are appended, one line per run, for
+/// `simulate -- limiters --compare FILE`. Format: `t1 LIMITER STACK time=… refused=…
+/// ok=…` (time as a multiple of the ideal, refused in % of attempts) and `t3 LIMITER STACK
+/// used=… refused=… jain=…` (used in % of the capacity).
+struct Record(Option<std::path::PathBuf>);
+
+impl Record {
+    fn run(&self, target: &str, kind: Kind, stack: Stack, figures: &[(&str, f64)]) {
+        let Some(path) = &self.0 else { return };
+        let mut line = format!("{target} {} {}", kind.name(), stack.name());
+        for (name, value) in figures {
+            let _ = write!(line, " {name}={value:.4}");
+        }
+        line.push('\n');
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()));
+        if let Err(e) = written {
+            eprintln!("--record {}: {e}", path.display());
+        }
+    }
 }
 
 /// `--paced`: only the stacks with `PacingLayer` inside.
@@ -140,7 +172,7 @@ fn range(values: &[f64], fmt: impl Fn(f64) -> String) -> String {
 const N: usize = 300;
 const CONCURRENCY: usize = 20;
 
-async fn burst(kind: Kind, reps: usize, out: &mut String) -> Result<(), BoxError> {
+async fn burst(kind: Kind, reps: usize, record: &Record, out: &mut String) -> Result<(), BoxError> {
     let ideal = N as f64 / LIMIT.per_second as f64;
     let _ = writeln!(
         out,
@@ -168,6 +200,16 @@ async fn burst(kind: Kind, reps: usize, out: &mut String) -> Result<(), BoxError
             .await;
             let s = Summary::of(&outcomes);
             let c = counts.total();
+            record.run(
+                "t1",
+                kind,
+                stack,
+                &[
+                    ("time", s.elapsed.as_secs_f64() / ideal),
+                    ("refused", pct(c.refused, c.attempts)),
+                    ("ok", s.ok as f64),
+                ],
+            );
             oks.push(s.ok as f64);
             times.push(s.elapsed.as_secs_f64());
             attempts.push(c.attempts as f64);
@@ -322,7 +364,13 @@ struct ClientFigures {
     started: u64,
 }
 
-async fn fleet(kind: Kind, in_process: bool, out: &mut String) -> Result<(), BoxError> {
+async fn fleet(
+    kind: Kind,
+    reps: usize,
+    in_process: bool,
+    record: &Record,
+    out: &mut String,
+) -> Result<(), BoxError> {
     let capacity = (LIMIT.per_second as u64 * FLEET_SECONDS) as f64;
     let _ = writeln!(
         out,
@@ -339,7 +387,11 @@ async fn fleet(kind: Kind, in_process: bool, out: &mut String) -> Result<(), Box
         "| client | succeeded within the time | capacity used | attempts | refused / attempts | requests not succeeded within the time | Jain | met |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---|");
-    for stack in measured() {
+    // One row per fleet: a fleet's figures vary far more from run to run than a burst's.
+    for stack in measured()
+        .into_iter()
+        .flat_map(|s| std::iter::repeat_n(s, reps))
+    {
         let limiter = Limiter::start(kind, LIMIT).await?;
         let url = limiter.url("/items");
         let figures: Vec<ClientFigures> = if in_process {
@@ -366,6 +418,16 @@ async fn fleet(kind: Kind, in_process: bool, out: &mut String) -> Result<(), Box
                 .iter()
                 .map(|f| (f.ok, f.count.refused, f.started - first))
                 .collect::<Vec<_>>()
+        );
+        record.run(
+            "t3",
+            kind,
+            stack,
+            &[
+                ("used", used),
+                ("refused", pct(refused, attempts)),
+                ("jain", fairness),
+            ],
         );
         let met = used >= 95.0 && pct(refused, attempts) < 10.0 && fairness >= 0.9;
         let _ = writeln!(

@@ -46,7 +46,7 @@ const SEC: Duration = Duration::from_secs(1);
 
 /// `--timeline`: print, for every overload run, the server's attempts and successes per
 /// half second (to stderr), to see *when* a client sends.
-static TIMELINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+pub static TIMELINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 // ---------------------------------------------------------------------------------------
 // Shared machinery
@@ -1313,7 +1313,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     let what = args
         .iter()
         .enumerate()
-        .find(|(i, a)| !a.starts_with("--") && (*i == 0 || args[i - 1] != "--seeds"))
+        .find(|(i, a)| {
+            !a.starts_with("--")
+                && (*i == 0 || !matches!(args[i - 1].as_str(), "--seeds" | "--compare"))
+        })
         .map(|(_, a)| a)
         .map_or("all", String::as_str);
     let docs: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
@@ -1324,6 +1327,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         return Err("--check runs the full experiments: leave out --short".into());
     }
     let charts = !short && !check;
+    // Only these experiments draw charts.
+    let charted = charts && matches!(what, "all" | "contention" | "delays");
     let mut missed = Vec::new();
     let real = std::time::Instant::now();
     let mut out = String::new();
@@ -1380,6 +1385,23 @@ fn main() -> Result<(), Box<dyn Error>> {
         if check {
             limiter_models::check(&rows, &mut missed);
         }
+        // `--compare FILE`: the real runs `limiters --record FILE` wrote, beside the models.
+        if let Some(path) = args
+            .iter()
+            .position(|a| a == "--compare")
+            .and_then(|i| args.get(i + 1))
+        {
+            let recorded = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+            let outside = limiter_models::compare(&rows, &recorded, &mut table)
+                .map_err(|e| format!("{path}: {e}"))?;
+            if !outside.is_empty() {
+                eprintln!(
+                    "--compare: {} figures of the models are not within 10 % of the real runs:\n- {}",
+                    outside.len(),
+                    outside.join("\n- ")
+                );
+            }
+        }
         if short {
             // Reproducibility: every stack here is seeded, the retry layer's
             // `Retry-After` jitter included.
@@ -1407,7 +1429,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     eprintln!(
         "simulated in {:.1} s of real time{}",
         real.elapsed().as_secs_f64(),
-        if charts {
+        if charted {
             "; charts written to docs/"
         } else {
             ""
