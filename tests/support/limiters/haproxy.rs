@@ -29,11 +29,27 @@ frontend limited
     stick-table type ip size 1k expire 10s store http_req_rate(1s)
     http-request track-sc0 src
     http-request return status 429 content-type text/plain string \"too many requests\" hdr Retry-After 1 if {{ sc_http_req_rate(0) gt {rate} }}
-    default_backend app
+{headers}    default_backend app
 
 backend app
     server app1 {backend}
 ",
+        rate = limit.per_second,
+        headers = if std::env::var_os("LIMITERS_HAPROXY_RATELIMIT").is_some() {
+            rate_limit_header(limit)
+        } else {
+            String::new()
+        }
+    )
+}
+
+/// With `LIMITERS_HAPROXY_RATELIMIT` set (an experiment, not a target's limiter): every
+/// answer also carries the IETF `RateLimit` field as a naive configuration would write it,
+/// `r` = the limit minus HAProxy's current count, `t=1`. A sliding window has no reset,
+/// so `t=1` tells a client that the quota comes back whole in a second, which it does not.
+fn rate_limit_header(limit: RateLimit) -> String {
+    format!(
+        "    http-after-response set-header RateLimit \"\\\"{rate}-in-1sec\\\"; r=%[sc_http_req_rate(0),neg,add({rate})]; t=1\"\n",
         rate = limit.per_second
     )
 }
