@@ -14,7 +14,8 @@
 //!
 //! `--record FILE` appends one line per run of targets 1 and 3 to `FILE` (limiter, stack
 //! and figures); `simulate -- limiters --compare FILE` sets the model's figures beside
-//! their means (the calibration of target 4).
+//! their means (the calibration of target 4). CI compares against the runs in
+//! `docs/real-runs/`.
 //!
 //! Targets, per limiter (figures in `docs/BENCHMARKS.md`, "Real rate limiters"):
 //!
