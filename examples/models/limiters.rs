@@ -458,12 +458,16 @@ const NEXT_TO_NONE: f64 = 1.0;
 /// (each line one run: `t1|t3 LIMITER STACK name=value…`) beside the models' for the
 /// same limiter and stack, mean against mean. Returns the figures not within
 /// [`CALIBRATED`] of the real mean, as `limiter / stack / figure`, but for those the file
-/// lists as known (`known t1|t3 LIMITER STACK NAME`; the reasons are in `docs/`).
+/// lists as known (`known t1|t3 LIMITER STACK NAME`; the reasons are in `docs/`). Lines
+/// that start with `#` are comments.
 pub fn compare(rows: &[ModelRow], recorded: &str, out: &mut String) -> Result<Vec<String>, String> {
     let mut real: Vec<(&str, &str, &str, &str, f64)> = Vec::new();
     let mut known: Vec<(&str, &str, &str, &str)> = Vec::new();
     for (i, line) in recorded.lines().enumerate() {
         let mut words = line.split_whitespace();
+        if line.starts_with('#') {
+            continue;
+        }
         if line.starts_with("known ") {
             words.next();
             let (Some(target), Some(limiter), Some(stack), Some(name), None) = (
