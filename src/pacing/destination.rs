@@ -168,12 +168,31 @@ impl Grant {
     }
 }
 
-/// What a response reported of its destination, read before the destination's lock.
+/// What a response reported of its destination, read before the destination's lock
+/// (other requests to the destination wait for it).
 struct Reported {
+    status: StatusCode,
+    /// The status is one the settings slow down on.
+    refused: bool,
     /// The quota left, from `RateLimit` or `X-RateLimit-*` headers.
     quota: Option<QuotaLeft>,
     /// The `Retry-After` of a refusal.
     asked: Option<Duration>,
+}
+
+impl Reported {
+    fn read(status: StatusCode, headers: &HeaderMap, settings: &Settings) -> Self {
+        let refused = settings.slow_down.contains(status);
+        let wall = SystemTime::now();
+        Self {
+            status,
+            refused,
+            quota: crate::retry_after::quota(headers, wall),
+            asked: refused
+                .then(|| crate::retry_after::from_headers(headers, wall))
+                .flatten(),
+        }
+    }
 }
 
 /// When and in which round a request was sent.
@@ -420,30 +439,20 @@ impl Destination {
     /// Learns from the response to a request `sent`, which is then no longer in flight:
     /// both under one lock.
     fn finish(&self, sent: Sent, status: StatusCode, headers: &HeaderMap, now: Instant) {
-        let refused = self.settings.slow_down.contains(status);
-        // Parsed before the lock: other requests to the destination wait for it.
-        let wall = SystemTime::now();
-        let quota = crate::retry_after::quota(headers, wall);
-        let asked = refused
-            .then(|| crate::retry_after::from_headers(headers, wall))
-            .flatten();
-        let reported = Reported { quota, asked };
+        let reported = Reported::read(status, headers, &self.settings);
         let mut s = self.lock();
-        self.learn(&mut s, sent, status, refused, reported, now);
+        self.learn(&mut s, sent, reported, now);
         Self::release_in(&mut s, now);
     }
 
-    /// [`finish`](Self::finish)'s lesson: whether the status is a refusal (as the settings
-    /// say), and what the response reported.
-    fn learn(
-        &self,
-        s: &mut State,
-        sent: Sent,
-        status: StatusCode,
-        refused: bool,
-        Reported { quota, asked }: Reported,
-        now: Instant,
-    ) {
+    /// [`finish`](Self::finish)'s lesson, from what the response reported.
+    fn learn(&self, s: &mut State, sent: Sent, reported: Reported, now: Instant) {
+        let Reported {
+            status,
+            refused,
+            quota,
+            asked,
+        } = reported;
         s.last_active = now;
         s.rate.responded(sent.at, now);
         if quota.is_some_and(|q| q.reset.is_none()) {
