@@ -96,6 +96,23 @@ fn response(status: StatusCode, retry_after: Option<u64>) -> Res {
     b.body(()).expect("response")
 }
 
+/// A server's answers, `(seconds from the start, served)`, in bins of `bin` seconds:
+/// "served/refused" per bin, for `--timeline`.
+fn timeline(log: &[(f64, bool)], bin: f64) -> String {
+    let end = log.iter().map(|l| l.0).fold(0.0, f64::max);
+    let mut bins = vec![(0, 0); (end / bin) as usize + 1];
+    for &(t, served) in log {
+        let b = &mut bins[(t / bin) as usize];
+        if served {
+            b.0 += 1;
+        } else {
+            b.1 += 1;
+        }
+    }
+    let bins: Vec<String> = bins.iter().map(|(s, r)| format!("{s}/{r}")).collect();
+    bins.join(" ")
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -711,20 +728,12 @@ fn overload(scenario: &Scenario, variant: Variant, seed: u64) -> OverloadRow {
         }
         let state = state.lock().unwrap();
         if TIMELINE.load(std::sync::atomic::Ordering::Relaxed) {
-            let end = state.log.iter().map(|l| l.0).fold(0.0, f64::max);
-            let mut bins = vec![(0, 0); (end * 2.0) as usize + 1];
-            for &(t, served) in &state.log {
-                let bin = &mut bins[(t * 2.0) as usize];
-                bin.0 += 1;
-                bin.1 += usize::from(served);
-            }
             eprintln!(
-                "{} / {}: attempts/served per 0.5 s:",
+                "{} / {}: served/refused per 0.5 s:",
                 scenario.name,
                 variant.name()
             );
-            let line: Vec<String> = bins.iter().map(|(a, s)| format!("{a}/{s}")).collect();
-            eprintln!("  {}", line.join(" "));
+            eprintln!("  {}", timeline(&state.log, 0.5));
             let delays = delays.lock().unwrap();
             if !delays.is_empty() {
                 let line: Vec<String> = delays

@@ -72,13 +72,21 @@ struct Limiter {
     hits: u32,
     /// Sliding window: the previous period's count.
     previous: u32,
-    ok: u64,
-    refused: u64,
     /// Every answer: when (seconds from the start), and whether it was served.
     log: Vec<(f64, bool)>,
 }
 
 impl Limiter {
+    /// Every request it answered.
+    fn answers(&self) -> u64 {
+        self.log.len() as u64
+    }
+
+    /// The requests it refused.
+    fn refused(&self) -> u64 {
+        self.log.iter().filter(|(_, served)| !served).count() as u64
+    }
+
     fn new(model: Model) -> Self {
         Self {
             model,
@@ -87,8 +95,6 @@ impl Limiter {
             window_end: f64::NEG_INFINITY,
             hits: 0,
             previous: 0,
-            ok: 0,
-            refused: 0,
             log: Vec::new(),
         }
     }
@@ -148,10 +154,6 @@ impl Limiter {
             }
         };
         self.log.push((t, verdict.is_ok()));
-        match verdict {
-            Ok(()) => self.ok += 1,
-            Err(_) => self.refused += 1,
-        }
         res = match verdict {
             Ok(()) => res.status(StatusCode::OK),
             Err(0) if self.model == Model::GcraNoZero => res.status(StatusCode::TOO_MANY_REQUESTS),
@@ -285,7 +287,7 @@ fn burst(model: Model, variant: Variant, n: usize, seed: u64) -> (usize, f64, u6
         let (client, _) = client(variant, server(&limiter, seed), seed);
         let (ok, _, end) = workers(client, 20, Some(n), None).await;
         let l = limiter.lock().unwrap();
-        (ok, end, l.ok + l.refused, l.refused)
+        (ok, end, l.answers(), l.refused())
     })
 }
 
@@ -318,27 +320,11 @@ fn fleet(model: Model, variant: Variant, seconds: u64, seed: u64) -> (Vec<f64>, 
         let l = limiter.lock().unwrap();
         if super::TIMELINE.load(Ordering::Relaxed) && variant == Variant::BudgetPacing {
             eprintln!("{} / seed {seed}: served/refused per 250 ms:", model.name());
-            eprintln!("  {}", timeline(&l.log, 0.25));
+            eprintln!("  {}", super::timeline(&l.log, 0.25));
             eprintln!("  successes per client: {shares:?}");
         }
-        (shares, l.ok + l.refused, l.refused)
+        (shares, l.answers(), l.refused())
     })
-}
-
-/// The limiter's answers in bins of `bin` seconds: "served/refused" per bin.
-fn timeline(log: &[(f64, bool)], bin: f64) -> String {
-    let end = log.iter().map(|l| l.0).fold(0.0, f64::max);
-    let mut bins = vec![(0, 0); (end / bin) as usize + 1];
-    for &(t, served) in log {
-        let b = &mut bins[(t / bin) as usize];
-        if served {
-            b.0 += 1;
-        } else {
-            b.1 += 1;
-        }
-    }
-    let bins: Vec<String> = bins.iter().map(|(s, r)| format!("{s}/{r}")).collect();
-    bins.join(" ")
 }
 
 fn jain(shares: &[f64]) -> f64 {
