@@ -63,7 +63,7 @@ async fn main() -> Result<(), BoxError> {
     };
     let reps: usize = flag(&args, "--reps").map_or(Ok(3), str::parse)?;
     let in_process = args.iter().any(|a| a == "--in-process");
-    let record = Record(flag(&args, "--record").map(std::path::PathBuf::from));
+    let record = Record::open(flag(&args, "--record"))?;
     PACED_ONLY.store(
         args.iter().any(|a| a == "--paced"),
         std::sync::atomic::Ordering::Relaxed,
@@ -106,23 +106,35 @@ async fn main() -> Result<(), BoxError> {
 /// `simulate -- limiters --compare FILE`. Format: `t1 LIMITER STACK time=… refused=…
 /// ok=…` (time as a multiple of the ideal, refused in % of attempts) and `t3 LIMITER STACK
 /// used=… refused=… jain=…` (used in % of the capacity).
-struct Record(Option<std::path::PathBuf>);
+struct Record(Option<std::fs::File>);
 
 impl Record {
+    /// Opened once, before any run: a path that cannot be written fails at once, not after
+    /// the minutes of runs whose figures it was to keep.
+    fn open(path: Option<&str>) -> Result<Self, BoxError> {
+        let file = path
+            .map(|path| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| format!("--record {path}: {e}"))
+            })
+            .transpose()?;
+        Ok(Self(file))
+    }
+
     fn run(&self, target: &str, kind: Kind, stack: Stack, figures: &[(&str, f64)]) {
-        let Some(path) = &self.0 else { return };
+        let Some(mut file) = self.0.as_ref() else {
+            return;
+        };
         let mut line = format!("{target} {} {}", kind.name(), stack.name());
         for (name, value) in figures {
             let _ = write!(line, " {name}={value:.4}");
         }
         line.push('\n');
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()));
-        if let Err(e) = written {
-            eprintln!("--record {}: {e}", path.display());
+        if let Err(e) = std::io::Write::write_all(&mut file, line.as_bytes()) {
+            eprintln!("--record: {e}");
         }
     }
 }

@@ -262,9 +262,9 @@ async fn target_1_governor_recommended_stack_completes_a_burst_near_the_limit() 
 /// Against HAProxy, which reports nothing and counts its refusals in its sliding window:
 /// the cool-down after the first burst lasts until the window has served the refusals it
 /// counted, and the pace holds under the allowance measured over it. The time is met; the
-/// refusals are those of the requests in flight when the limit is hit, 2.0-5.4 % over 40
-/// runs (2026-11-24, 3 of them over 5 %), so this asserts under 8 % and the full target
-/// below is ignored.
+/// refusals are those of the requests in flight when the limit is hit, 2.0-5.4 % over 50
+/// runs (2026-11-24 and 25, 3 of them over 5 %), so this asserts under 8 % and the full
+/// target below is ignored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_1_haproxy_time_is_met_with_few_refusals() {
     let _alone = one_at_a_time().await;
@@ -272,7 +272,7 @@ async fn target_1_haproxy_time_is_met_with_few_refusals() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "target 1 against HAProxy: time met (1.04-1.08x), refusals 2.0-5.4 % (over 5 % in 3 of 40 runs)"]
+#[ignore = "target 1 against HAProxy: time met (1.04-1.08x), refusals 2.0-5.4 % (over 5 % in 3 of 50 runs)"]
 async fn target_1_haproxy_recommended_stack_completes_a_burst_near_the_limit() {
     let _alone = one_at_a_time().await;
     target_1(Kind::Haproxy, 0.05).await;
@@ -373,7 +373,7 @@ async fn target_3_governor_fleet_shares_a_limit_fully_and_fairly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "target 3 against HAProxy is not met today: 46-69 % of the capacity used, 21-26 % refused"]
+#[ignore = "target 3 against HAProxy is not met today: 46-71 % of the capacity used, 21-29 % refused (2026-11-24 and 25)"]
 async fn target_3_haproxy_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
     target_3(Kind::Haproxy, 10).await;
