@@ -1312,6 +1312,12 @@ mod charts {
 // Command line
 // ---------------------------------------------------------------------------------------
 
+/// The value after `name` on the command line.
+fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1).map(String::as_str)
+}
+
 fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let short = args.iter().any(|a| a == "--short");
@@ -1383,11 +1389,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     if all || what == "limiters" {
-        let seeds = args
-            .iter()
-            .position(|a| a == "--seeds")
-            .and_then(|i| args.get(i + 1))
-            .map_or(Ok(1), |n| n.parse::<u64>())
+        let seeds = flag(&args, "--seeds")
+            .map_or(Ok(1), str::parse::<u64>)
             .map_err(|e| format!("--seeds: {e}"))?;
         let mut table = String::new();
         let rows = limiter_models::run(short, 1, seeds, &mut table);
@@ -1395,11 +1398,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             limiter_models::check(&rows, &mut missed);
         }
         // `--compare FILE`: the real runs `limiters --record FILE` wrote, beside the models.
-        if let Some(path) = args
-            .iter()
-            .position(|a| a == "--compare")
-            .and_then(|i| args.get(i + 1))
-        {
+        if let Some(path) = flag(&args, "--compare") {
             let recorded = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
             let outside = limiter_models::compare(&rows, &recorded, &mut table)
                 .map_err(|e| format!("{path}: {e}"))?;
