@@ -176,18 +176,18 @@ fn legacy_reset(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     {
         return None;
     }
-    reset_in(headers.get(RATE_LIMIT_RESET)?, now)
+    reset_in(headers.get(RATE_LIMIT_RESET)?, || now)
 }
 
 /// A reset field's value: seconds from now, or past [`RESET_TIMESTAMP_THRESHOLD`] a Unix
 /// timestamp.
-fn reset_in(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
+fn reset_in(value: &HeaderValue, now: impl FnOnce() -> SystemTime) -> Option<Duration> {
     let reset = delay_seconds(trim_ows(value.as_bytes()))?;
     if reset.as_secs() <= RESET_TIMESTAMP_THRESHOLD {
         return Some(reset);
     }
     Some(match UNIX_EPOCH.checked_add(reset) {
-        Some(at) => at.duration_since(now).unwrap_or(Duration::ZERO),
+        Some(at) => at.duration_since(now()).unwrap_or(Duration::ZERO),
         None => reset,
     })
 }
@@ -204,8 +204,9 @@ pub(crate) struct QuotaLeft {
 /// `RateLimit` field (drafts 08 and later; its tightest quota), `RateLimit-Remaining` with
 /// `RateLimit-Reset` (older drafts), `X-RateLimit-Remaining` with `X-RateLimit-Reset`
 /// (GitHub's and many others'). A reset above 10⁹ is a Unix timestamp, as for
-/// `RateLimit-Reset`.
-pub(crate) fn quota(headers: &HeaderMap, now: SystemTime) -> Option<QuotaLeft> {
+/// `RateLimit-Reset`. The clock `now` is read only for such a timestamp: most responses,
+/// with no quota field or a reset in seconds, need none.
+pub(crate) fn quota(headers: &HeaderMap, now: impl Fn() -> SystemTime) -> Option<QuotaLeft> {
     if let Some((remaining, reset)) = rate_limit::tightest(headers.get_all(RATE_LIMIT)) {
         return Some(QuotaLeft { remaining, reset });
     }
@@ -216,7 +217,7 @@ pub(crate) fn quota(headers: &HeaderMap, now: SystemTime) -> Option<QuotaLeft> {
     .into_iter()
     .find_map(|(remaining, reset)| {
         let remaining = header::digits(trim_ows(headers.get(remaining)?.as_bytes()))?;
-        let reset = headers.get(reset).and_then(|value| reset_in(value, now));
+        let reset = headers.get(reset).and_then(|value| reset_in(value, &now));
         Some(QuotaLeft { remaining, reset })
     })
 }
@@ -245,25 +246,25 @@ mod tests {
         let left = |remaining, reset| Some(QuotaLeft { remaining, reset });
         // express-rate-limit's draft-8 field, on a success.
         let express = headers(&[("ratelimit", r#""50-in-1sec"; r=49; t=1"#)]);
-        assert_eq!(quota(&express, now), left(49, Some(secs(1))));
+        assert_eq!(quota(&express, || now), left(49, Some(secs(1))));
         // Older drafts, the reset in seconds.
         let drafts = headers(&[("ratelimit-remaining", "0"), ("ratelimit-reset", "30")]);
-        assert_eq!(quota(&drafts, now), left(0, Some(secs(30))));
+        assert_eq!(quota(&drafts, || now), left(0, Some(secs(30))));
         // GitHub's: the reset as a Unix timestamp.
         let github = headers(&[
             ("x-ratelimit-remaining", " 4999 "),
             ("x-ratelimit-reset", "2000000060"),
         ]);
-        assert_eq!(quota(&github, now), left(4999, Some(secs(60))));
+        assert_eq!(quota(&github, || now), left(4999, Some(secs(60))));
         // tower_governor's: a remaining count, no reset.
         let governor = headers(&[("x-ratelimit-remaining", "0")]);
-        assert_eq!(quota(&governor, now), left(0, None));
+        assert_eq!(quota(&governor, || now), left(0, None));
         // The newest convention wins over the older ones.
         let both = headers(&[
             ("ratelimit", r#"a;r=3;t=2"#),
             ("x-ratelimit-remaining", "0"),
         ]);
-        assert_eq!(quota(&both, now), left(3, Some(secs(2))));
+        assert_eq!(quota(&both, || now), left(3, Some(secs(2))));
         // Nothing usable: no quota.
         for fields in [
             &[][..],
@@ -275,7 +276,7 @@ mod tests {
             &[("x-ratelimit-reset", "1")],
             &[("ratelimit", "a;t=1")],
         ] {
-            assert_eq!(quota(&headers(fields), now), None, "{fields:?}");
+            assert_eq!(quota(&headers(fields), || now), None, "{fields:?}");
         }
     }
 }

@@ -183,13 +183,13 @@ struct Reported {
 impl Reported {
     fn read(status: StatusCode, headers: &HeaderMap, settings: &Settings) -> Self {
         let refused = settings.slow_down.contains(status);
-        let wall = SystemTime::now();
         Self {
             status,
             refused,
-            quota: crate::retry_after::quota(headers, wall),
+            // The wall clock only for a reset or `Retry-After` given as a date.
+            quota: crate::retry_after::quota(headers, SystemTime::now),
             asked: refused
-                .then(|| crate::retry_after::from_headers(headers, wall))
+                .then(|| crate::retry_after::from_headers(headers, SystemTime::now()))
                 .flatten(),
         }
     }
