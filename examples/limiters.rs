@@ -26,8 +26,9 @@
 //! 3. **fleet**: 8 independent clients (8 processes: this example re-spawns itself) share
 //!    one limiter for 10 s: ≥ 95 % of its capacity used, < 10 % refused, Jain's index ≥ 0.9.
 //!
-//! With `LIMITERS_HAPROXY_RATELIMIT=1` HAProxy also sends the IETF `RateLimit` field (an
-//! experiment: `r` = the limit minus its count, `t=1`; see `docs/BENCHMARKS.md`).
+//! `haproxy-ratelimit`, run only when named (`limiters -- burst haproxy-ratelimit`), is
+//! HAProxy sending the IETF `RateLimit` field as well, as a naive configuration writes it
+//! (`r` = the limit minus its count, `t=1`): an experiment, see `docs/BENCHMARKS.md`.
 //!
 //! With `LIMITERS_TRACE=1` every attempt is printed on stderr as `attempt <sent ms>
 //! <answered ms> <status>` (since the process's first attempt), for a timeline of a run.

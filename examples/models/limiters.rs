@@ -32,14 +32,19 @@ pub enum Model {
     /// of the current one plus the current count, every request counted (refused ones too),
     /// periods of one second from the first request; `Retry-After: 1`.
     SlidingWindow,
+    /// HAProxy's sliding window sending the IETF `RateLimit` field as a naive
+    /// configuration writes it (`haproxy-ratelimit` in the real runs): `r` = the limit
+    /// less its count, `t=1` whatever the count.
+    SlidingWindowRateLimit,
 }
 
 impl Model {
-    const ALL: [Model; 4] = [
+    const ALL: [Model; 5] = [
         Model::Gcra,
         Model::FixedWindow,
         Model::SlidingWindow,
         Model::GcraNoZero,
+        Model::SlidingWindowRateLimit,
     ];
 
     /// The real limiter modelled, as `limiters --record` names it.
@@ -48,6 +53,7 @@ impl Model {
             Model::Gcra => Some("tower_governor"),
             Model::FixedWindow => Some("express-rate-limit"),
             Model::SlidingWindow => Some("haproxy"),
+            Model::SlidingWindowRateLimit => Some("haproxy-ratelimit"),
             Model::GcraNoZero => None,
         }
     }
@@ -58,6 +64,7 @@ impl Model {
             Model::GcraNoZero => "what-if: GCRA, `Retry-After: 0` read as absent",
             Model::FixedWindow => "fixed window (express-rate-limit)",
             Model::SlidingWindow => "sliding window (HAProxy)",
+            Model::SlidingWindowRateLimit => "sliding window (HAProxy) sending `RateLimit`",
         }
     }
 }
@@ -136,7 +143,7 @@ impl Limiter {
                     Ok(())
                 }
             }
-            Model::SlidingWindow => {
+            Model::SlidingWindow | Model::SlidingWindowRateLimit => {
                 // `window_end` holds the current period's start here.
                 if self.window_end == f64::NEG_INFINITY {
                     self.window_end = t;
@@ -150,6 +157,10 @@ impl Limiter {
                 self.hits += 1;
                 let left = 1.0 - (t - self.window_end);
                 let rate = self.hits as f64 + self.previous as f64 * left;
+                if self.model == Model::SlidingWindowRateLimit {
+                    let r = RATE as i64 - rate as i64;
+                    res = res.header("ratelimit", format!("\"50-in-1sec\"; r={r}; t=1"));
+                }
                 if rate > RATE { Err(1) } else { Ok(()) }
             }
         };
@@ -193,7 +204,11 @@ fn server(limiter: &Arc<Mutex<Limiter>>, seed: u64) -> Server {
             sleep(there).await;
             let (res, backend) = {
                 let mut limiter = limiter.lock().unwrap();
-                (limiter.admit(), limiter.model == Model::SlidingWindow)
+                let haproxy = matches!(
+                    limiter.model,
+                    Model::SlidingWindow | Model::SlidingWindowRateLimit
+                );
+                (limiter.admit(), haproxy)
             };
             if backend && res.status() == StatusCode::OK {
                 // HAProxy answers its refusals itself and forwards the rest to a backend:

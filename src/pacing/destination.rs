@@ -57,7 +57,7 @@ impl State {
     /// reset is held instead), so the requests already on their way are not joined by
     /// more to be refused. (One that never refused is not slowed.)
     fn one_at_a_time(&self, now: Instant) -> bool {
-        self.rate.is_throttled() && self.quota.is_full(now)
+        (self.rate.is_throttled() && self.quota.is_full(now)) || self.quota.awaits_count()
     }
 
     /// Until when the destination is closed: a cool-down, or a spent quota.
@@ -464,6 +464,7 @@ impl Destination {
             let max_reset = self.settings.max_cooldown;
             s.quota.learn(sent.number, left, others, max_reset, now);
         }
+        s.quota.answered(sent.number);
         // A refusal the destination's own quota explains (spent, and held until it resets)
         // is no news of its capacity: the quota holds the requests until its reset and
         // spreads them after it.

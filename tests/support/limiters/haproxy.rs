@@ -12,7 +12,9 @@ use std::time::Duration;
 /// The configuration: every request is tracked in a one-entry table by source address
 /// (all clients are 127.0.0.1: one shared limit); past `per_second` requests in the
 /// sliding second, HAProxy answers 429 itself. Refused requests count in the rate too.
-pub fn config(port: u16, backend: SocketAddr, limit: RateLimit) -> String {
+/// With `rate_limit_field`, every answer also carries the IETF `RateLimit` field (see
+/// [`rate_limit_header`]).
+pub fn config(port: u16, backend: SocketAddr, limit: RateLimit, rate_limit_field: bool) -> String {
     format!(
         "global
     maxconn 4096
@@ -35,7 +37,7 @@ backend app
     server app1 {backend}
 ",
         rate = limit.per_second,
-        headers = if std::env::var_os("LIMITERS_HAPROXY_RATELIMIT").is_some() {
+        headers = if rate_limit_field {
             rate_limit_header(limit)
         } else {
             String::new()
@@ -43,8 +45,9 @@ backend app
     )
 }
 
-/// With `LIMITERS_HAPROXY_RATELIMIT` set (an experiment, not a target's limiter): every
-/// answer also carries the IETF `RateLimit` field as a naive configuration would write it,
+/// [`Kind::HaproxyRateLimit`](super::Kind::HaproxyRateLimit) (an experiment, not a target's
+/// limiter): every answer also carries the IETF `RateLimit` field as a naive configuration
+/// would write it,
 /// `r` = the limit minus HAProxy's current count, `t=1`. A sliding window has no reset,
 /// so `t=1` tells a client that the quota comes back whole in a second, which it does not.
 fn rate_limit_header(limit: RateLimit) -> String {
@@ -54,7 +57,10 @@ fn rate_limit_header(limit: RateLimit) -> String {
     )
 }
 
-pub async fn start(limit: RateLimit) -> Result<(SocketAddr, Running), Unavailable> {
+pub async fn start(
+    limit: RateLimit,
+    rate_limit_field: bool,
+) -> Result<(SocketAddr, Running), Unavailable> {
     let program = which_haproxy().ok_or_else(|| {
         Unavailable("no haproxy on PATH (apt-get install haproxy; .ci/run does)".into())
     })?;
@@ -72,7 +78,7 @@ pub async fn start(limit: RateLimit) -> Result<(SocketAddr, Running), Unavailabl
     ));
     std::fs::create_dir_all(&dir).map_err(|e| Unavailable(format!("temp dir: {e}")))?;
     let cfg = dir.join("haproxy.cfg");
-    std::fs::write(&cfg, config(port, backend_addr, limit))
+    std::fs::write(&cfg, config(port, backend_addr, limit, rate_limit_field))
         .map_err(|e| Unavailable(format!("writing {}: {e}", cfg.display())))?;
     let log = std::fs::File::create(dir.join("haproxy.log"))
         .map_err(|e| Unavailable(format!("log file: {e}")))?;

@@ -7,6 +7,7 @@
 //! | [`Kind::Governor`]: tower_governor (axum, in process) | GCRA, i.e. a token bucket: one token per `1/rate`, at most `burst` saved | 429, `Retry-After` and `x-ratelimit-after` in whole seconds *rounded down* (so `0` below a second) |
 //! | [`Kind::Express`]: express + express-rate-limit (Node) | a fixed window: the first hit opens a window of one second in which `rate` hits pass | 429, `Retry-After` in seconds to the window's end, rounded up (`1`), IETF `RateLimit`/`RateLimit-Policy` (draft 8) |
 //! | [`Kind::Haproxy`]: HAProxy stick table | a sliding one-second window (`http_req_rate(1s)`) counting *every* request, refused ones too | 429 with `Retry-After: 1` |
+//! | [`Kind::HaproxyRateLimit`] (an experiment, no target's): the same HAProxy | the same | the same, and every answer carries `RateLimit: "50-in-1sec"; r=<50 − its count>; t=1`, as a naive configuration writes it |
 //!
 //! Every limiter has one key for all clients (all come from 127.0.0.1 anyway): a fleet of
 //! clients shares one limit, as the clients of one API key do.
@@ -45,16 +46,23 @@ pub enum Kind {
     Governor,
     Express,
     Haproxy,
+    /// HAProxy sending a naive `RateLimit` field: `t=1` says the quota comes back whole in
+    /// a second, which a sliding window's does not.
+    HaproxyRateLimit,
 }
 
 impl Kind {
+    /// The limiters of the targets.
     pub const ALL: [Kind; 3] = [Kind::Governor, Kind::Express, Kind::Haproxy];
+    /// Limiters run only when named.
+    pub const EXPERIMENTS: [Kind; 1] = [Kind::HaproxyRateLimit];
 
     pub fn name(self) -> &'static str {
         match self {
             Kind::Governor => "tower_governor",
             Kind::Express => "express-rate-limit",
             Kind::Haproxy => "haproxy",
+            Kind::HaproxyRateLimit => "haproxy-ratelimit",
         }
     }
 
@@ -64,13 +72,18 @@ impl Kind {
             Kind::Governor => "GCRA token bucket (burst 10), Retry-After rounded down",
             Kind::Express => "fixed 1 s window, Retry-After rounded up",
             Kind::Haproxy => "sliding 1 s window counting refusals too, Retry-After: 1",
+            Kind::HaproxyRateLimit => {
+                "sliding 1 s window counting refusals too, Retry-After: 1, and `RateLimit: r=<50 − its count>; t=1` (a naive configuration)"
+            }
         }
     }
 
     pub fn parse(name: &str) -> Option<Kind> {
-        Kind::ALL
-            .into_iter()
-            .find(|k| k.name() == name || k.name().contains(name))
+        let kinds = Kind::ALL.into_iter().chain(Kind::EXPERIMENTS);
+        kinds
+            .clone()
+            .find(|k| k.name() == name)
+            .or_else(|| kinds.into_iter().find(|k| k.name().contains(name)))
     }
 }
 
@@ -99,7 +112,8 @@ impl Limiter {
         let (addr, running) = match kind {
             Kind::Governor => governor::start(limit).await,
             Kind::Express => express::start(limit).await?,
-            Kind::Haproxy => haproxy::start(limit).await?,
+            Kind::Haproxy => haproxy::start(limit, false).await?,
+            Kind::HaproxyRateLimit => haproxy::start(limit, true).await?,
         };
         Ok(Limiter {
             kind,
