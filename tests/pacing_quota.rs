@@ -116,6 +116,81 @@ async fn a_reported_quota_is_never_overrun_by_a_burst() {
     );
 }
 
+/// A sliding-window limiter as HAProxy runs one, sending `RateLimit` as a naive
+/// configuration writes it: `limit` requests in the last second (refused ones counted
+/// too), every answer carrying `r=<limit less that count>` and `t=1`, which a sliding
+/// window does not mean: its room comes back as its requests leave it, not at once in a
+/// second. A refusal is a 429 with `Retry-After: 1`. Answers after 1 ms.
+fn sliding_window(
+    limit: usize,
+    seen: &Seen,
+) -> impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future: Send>
++ Clone
++ Send
++ 'static {
+    let log: Arc<Mutex<std::collections::VecDeque<Instant>>> = Arc::default();
+    let seen = seen.clone();
+    tower::service_fn(move |_: Request<()>| {
+        let (log, seen) = (log.clone(), seen.clone());
+        async move {
+            tokio::time::sleep(ms(1)).await;
+            let now = Instant::now();
+            let mut log = log.lock().unwrap();
+            while log.front().is_some_and(|&at| at + secs(1) <= now) {
+                log.pop_front();
+            }
+            log.push_back(now);
+            let count = log.len();
+            let response = if count <= limit {
+                seen.ok.fetch_add(1, Ordering::SeqCst);
+                let left = limit - count;
+                Response::builder()
+                    .status(200)
+                    .header("ratelimit", format!("\"w\";r={left};t=1"))
+            } else {
+                seen.refused.fetch_add(1, Ordering::SeqCst);
+                Response::builder().status(429).header("retry-after", "1")
+            };
+            Ok(response.body(()).unwrap())
+        }
+    })
+}
+
+/// Spreading the room such a window reports over its `t` alone, a client sending x a
+/// second hears 50 − x and settles at 25 (against the real HAProxy, 300 requests took
+/// 2.0× the ideal 6 s). The window's room comes back before the "reset": the client
+/// counts its own requests leaving it as room, and at the first reset sends one request
+/// and waits for its answer before the others go.
+#[tokio::test(start_paused = true)]
+async fn a_client_alone_on_a_sliding_window_that_reports_its_length_as_a_reset_gets_its_limit() {
+    let seen = Seen::default();
+    let client = ServiceBuilder::new()
+        .layer(RetryLayer::new(ExponentialBackOff::default()))
+        .layer(seeded(1))
+        .service(sliding_window(50, &seen));
+    let start = Instant::now();
+    let next = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..20)
+        .map(|_| {
+            let (client, next) = (client.clone(), next.clone());
+            tokio::spawn(async move {
+                while next.fetch_add(1, Ordering::SeqCst) < 300 {
+                    let res = client.clone().oneshot(get("http://api.example/")).await;
+                    assert_eq!(res.unwrap().status(), StatusCode::OK);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    assert_eq!(seen.ok.load(Ordering::SeqCst), 300);
+    assert_eq!(seen.refused.load(Ordering::SeqCst), 0);
+    // 6.2 s here (the ideal: 6 s), 12 s spreading the room over `t` alone.
+    let took = start.elapsed();
+    assert!(took <= secs(6) + ms(300), "took {took:?}");
+}
+
 /// `server` behind a pacing layer that lets a request wait `max_wait`, errors boxed; the
 /// layer too, to look at its state.
 fn paced<S>(

@@ -458,6 +458,7 @@ impl Destination {
         if quota.is_some_and(|q| q.reset.is_none()) {
             s.rate.reports_room();
         }
+        let awaited = s.quota.awaits_count();
         if let Some(left) = quota {
             // In flight: this request (its grant is still held) and the others.
             let others = s.window.in_flight().saturating_sub(1);
@@ -465,6 +466,10 @@ impl Destination {
             s.quota.learn(sent.number, left, others, max_reset, now);
         }
         s.quota.answered(sent.number);
+        if awaited && !s.quota.awaits_count() {
+            // The requests held for the count's report go (at its pace) from now.
+            s.queue.wake_head(now);
+        }
         // A refusal the destination's own quota explains (spent, and held until it resets)
         // is no news of its capacity: the quota holds the requests until its reset and
         // spreads them after it.

@@ -262,18 +262,18 @@ impl Quota {
         // theirs as much as this client's.
         let counted = self.peak.saturating_sub(left.remaining);
         let alone = own as f64 >= ALONE * counted as f64;
-        // The first report since a reset passed: a count that did not start over (no more
-        // room than before, but for the requests in flight), taken up mostly by this
-        // client's own sends, is a sliding window's, whose `t` is only its length. (A
-        // fixed window that the others filled before this client's reset came is taken
-        // up by theirs.) Against HAProxy sending `RateLimit`, a client that took the
-        // reset at its word sent its queue at once into a full window.
+        // The first report since a reset passed: a count that is still this client's
+        // sends of the last stretch, about all of them, is a sliding window's, whose `t`
+        // is only its length (against HAProxy sending `RateLimit`, a client that took the
+        // reset at its word sent its queue at once into a full window). A fixed window
+        // started over: its count holds the sends since, fewer (or the others' too, when
+        // they came back first), and its room came back.
         if let Some(passed) = self.passed.filter(|passed| number >= passed.from) {
             let slack = u64::from(others).saturating_add(1);
-            if left.remaining > passed.reported.saturating_add(slack) {
-                self.restarts = true;
-            } else if alone {
+            if alone && counted as f64 >= ALONE * own as f64 {
                 self.refills = true;
+            } else if left.remaining > passed.reported.saturating_add(slack) {
+                self.restarts = true;
             }
             self.passed = None;
         }
