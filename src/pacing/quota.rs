@@ -12,10 +12,10 @@
 //! against express-rate-limit, 8 clients sharing 50 a second went from one client taking
 //! nearly every window (Jain's index 0.16, 12 % refused) to even shares (0.99, under 2 %).
 //!
-//! A sliding window has no reset, yet may report its length as one (`t=1`). Its room comes
-//! back before that "reset", and does not start over at it; a client alone on it counts
-//! its own sends leaving the window as room (see [`Quota::refills`]), where spreading the
-//! room alone settled at half the limit.
+//! A sliding window has no reset, yet may report its length as one (`t=1`). Its room
+//! comes back before that "reset", and its count does not start over at it; a client
+//! alone on it counts its own sends leaving the window as room (see [`Quota::refills`]),
+//! where spreading the room alone settled at half the limit.
 
 use crate::retry_after::QuotaLeft;
 use crate::time::instant_after;
