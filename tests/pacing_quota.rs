@@ -23,39 +23,64 @@ struct Seen {
 /// 1 s, opened by the first request after the previous one ended, every answer carrying
 /// `RateLimit: "w";r=<left>;t=<seconds to the window's end, rounded up>`; a refusal is a
 /// 429 with `Retry-After`. Answers after 1 ms.
-fn fixed_window(
-    limit: usize,
-    seen: &Seen,
-) -> impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future: Send>
-+ Clone
-+ Send
-+ 'static {
-    let window: Arc<Mutex<Option<(Instant, usize)>>> = Arc::default();
+fn fixed_window(limit: usize, seen: &Seen) -> impl Limiter {
+    limiter(seen, move |window: &mut Option<(Instant, usize)>, now| {
+        let (start, hits) = match *window {
+            Some((start, hits)) if now < start + secs(1) => (start, hits + 1),
+            _ => (now, 1),
+        };
+        *window = Some((start, hits));
+        let reset = (start + secs(1) - now).as_secs_f64().ceil() as u64;
+        let left = limit.saturating_sub(hits);
+        let mut headers = vec![("ratelimit", format!("\"w\";r={left};t={reset}"))];
+        if hits > limit {
+            headers.push(("retry-after", reset.to_string()));
+        }
+        (hits <= limit, headers)
+    })
+}
+
+/// The services the limiters here are.
+trait Limiter:
+    Service<Request<()>, Response = Response<()>, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> Limiter for S where
+    S: Service<Request<()>, Response = Response<()>, Error = Infallible, Future: Send>
+        + Clone
+        + Send
+        + 'static
+{
+}
+
+/// A limiter that answers after 1 ms: `decide` counts a request arriving `now` in its
+/// state and says whether it passes (`200`, else `429`) and with what headers.
+fn limiter<T, D>(seen: &Seen, decide: D) -> impl Limiter
+where
+    T: Default + Send + 'static,
+    D: Fn(&mut T, Instant) -> (bool, Vec<(&'static str, String)>) + Clone + Send + 'static,
+{
+    let state: Arc<Mutex<T>> = Arc::default();
     let seen = seen.clone();
     tower::service_fn(move |_: Request<()>| {
-        let (window, seen) = (window.clone(), seen.clone());
+        let (state, seen, decide) = (state.clone(), seen.clone(), decide.clone());
         async move {
             tokio::time::sleep(ms(1)).await;
-            let now = Instant::now();
-            let mut window = window.lock().unwrap();
-            let (start, hits) = match *window {
-                Some((start, hits)) if now < start + secs(1) => (start, hits + 1),
-                _ => (now, 1),
+            let (passes, headers) = decide(&mut state.lock().unwrap(), Instant::now());
+            let (count, status) = match passes {
+                true => (&seen.ok, 200),
+                false => (&seen.refused, 429),
             };
-            *window = Some((start, hits));
-            let reset = (start + secs(1) - now).as_secs_f64().ceil() as u64;
-            let left = limit.saturating_sub(hits);
-            let response = if hits <= limit {
-                seen.ok.fetch_add(1, Ordering::SeqCst);
-                Response::builder().status(200)
-            } else {
-                seen.refused.fetch_add(1, Ordering::SeqCst);
-                Response::builder()
-                    .status(429)
-                    .header("retry-after", reset.to_string())
-            };
-            let response = response.header("ratelimit", format!("\"w\";r={left};t={reset}"));
-            Ok(response.body(()).unwrap())
+            count.fetch_add(1, Ordering::SeqCst);
+            let mut response = Response::builder().status(status);
+            for (name, value) in headers {
+                response = response.header(name, value);
+            }
+            Ok::<_, Infallible>(response.body(()).unwrap())
         }
     })
 }
@@ -80,21 +105,20 @@ fn reporting(
     })
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_reported_quota_is_never_overrun_by_a_burst() {
-    let seen = Seen::default();
+/// `n` GETs, 20 at a time, through the README's stack (the retry layer, pacing inside) to
+/// `server`: every one must succeed. Returns how long they took.
+async fn burst_through_the_readme_stack(server: impl Limiter, n: usize) -> std::time::Duration {
     let client = ServiceBuilder::new()
         .layer(RetryLayer::new(ExponentialBackOff::default()))
         .layer(seeded(1))
-        .service(fixed_window(50, &seen));
+        .service(server);
     let start = Instant::now();
-    // 150 GETs, 20 at a time.
     let next = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..20)
         .map(|_| {
             let (client, next) = (client.clone(), next.clone());
             tokio::spawn(async move {
-                while next.fetch_add(1, Ordering::SeqCst) < 150 {
+                while next.fetch_add(1, Ordering::SeqCst) < n {
                     let res = client.clone().oneshot(get("http://api.example/")).await;
                     assert_eq!(res.unwrap().status(), StatusCode::OK);
                 }
@@ -104,12 +128,18 @@ async fn a_reported_quota_is_never_overrun_by_a_burst() {
     for worker in workers {
         worker.await.unwrap();
     }
+    start.elapsed()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reported_quota_is_never_overrun_by_a_burst() {
+    let seen = Seen::default();
+    let took = burst_through_the_readme_stack(fixed_window(50, &seen), 150).await;
     assert_eq!(seen.ok.load(Ordering::SeqCst), 150);
     // Each window's 50 are spread over it, then the rest wait for its end: not one
     // refusal...
     assert_eq!(seen.refused.load(Ordering::SeqCst), 0);
     // ...and no time lost either: 150 at 50 a second take 3 s.
-    let took = start.elapsed();
     assert!(
         took >= secs(2) && took <= secs(3) + ms(100),
         "took {took:?}"
@@ -121,39 +151,20 @@ async fn a_reported_quota_is_never_overrun_by_a_burst() {
 /// too), every answer carrying `r=<limit less that count>` and `t=1`, which a sliding
 /// window does not mean: its room comes back as its requests leave it, not at once in a
 /// second. A refusal is a 429 with `Retry-After: 1`. Answers after 1 ms.
-fn sliding_window(
-    limit: usize,
-    seen: &Seen,
-) -> impl Service<Request<()>, Response = Response<()>, Error = Infallible, Future: Send>
-+ Clone
-+ Send
-+ 'static {
-    let log: Arc<Mutex<std::collections::VecDeque<Instant>>> = Arc::default();
-    let seen = seen.clone();
-    tower::service_fn(move |_: Request<()>| {
-        let (log, seen) = (log.clone(), seen.clone());
-        async move {
-            tokio::time::sleep(ms(1)).await;
-            let now = Instant::now();
-            let mut log = log.lock().unwrap();
+fn sliding_window(limit: usize, seen: &Seen) -> impl Limiter {
+    limiter(
+        seen,
+        move |log: &mut std::collections::VecDeque<Instant>, now| {
             while log.front().is_some_and(|&at| at + secs(1) <= now) {
                 log.pop_front();
             }
             log.push_back(now);
-            let count = log.len();
-            let response = if count <= limit {
-                seen.ok.fetch_add(1, Ordering::SeqCst);
-                let left = limit - count;
-                Response::builder()
-                    .status(200)
-                    .header("ratelimit", format!("\"w\";r={left};t=1"))
-            } else {
-                seen.refused.fetch_add(1, Ordering::SeqCst);
-                Response::builder().status(429).header("retry-after", "1")
-            };
-            Ok(response.body(()).unwrap())
-        }
-    })
+            match limit.checked_sub(log.len()) {
+                Some(left) => (true, vec![("ratelimit", format!("\"w\";r={left};t=1"))]),
+                None => (false, vec![("retry-after", "1".to_string())]),
+            }
+        },
+    )
 }
 
 /// Spreading the room such a window reports over its `t` alone, a client sending x a
@@ -164,30 +175,10 @@ fn sliding_window(
 #[tokio::test(start_paused = true)]
 async fn a_client_alone_on_a_sliding_window_that_reports_its_length_as_a_reset_gets_its_limit() {
     let seen = Seen::default();
-    let client = ServiceBuilder::new()
-        .layer(RetryLayer::new(ExponentialBackOff::default()))
-        .layer(seeded(1))
-        .service(sliding_window(50, &seen));
-    let start = Instant::now();
-    let next = Arc::new(AtomicUsize::new(0));
-    let workers: Vec<_> = (0..20)
-        .map(|_| {
-            let (client, next) = (client.clone(), next.clone());
-            tokio::spawn(async move {
-                while next.fetch_add(1, Ordering::SeqCst) < 300 {
-                    let res = client.clone().oneshot(get("http://api.example/")).await;
-                    assert_eq!(res.unwrap().status(), StatusCode::OK);
-                }
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker.await.unwrap();
-    }
+    let took = burst_through_the_readme_stack(sliding_window(50, &seen), 300).await;
     assert_eq!(seen.ok.load(Ordering::SeqCst), 300);
     assert_eq!(seen.refused.load(Ordering::SeqCst), 0);
     // 6.2 s here (the ideal: 6 s), 12 s spreading the room over `t` alone.
-    let took = start.elapsed();
     assert!(took <= secs(6) + ms(300), "took {took:?}");
 }
 
