@@ -333,6 +333,12 @@ async fn target_2_limited_destination_does_not_slow_a_healthy_one() {
 /// Target 3, with 8 independent layers in one process (the example runs 8 processes):
 /// ≥ 95 % of the limiter's capacity used, < 10 % refused, Jain's index ≥ 0.9.
 async fn target_3(kind: Kind, seconds: u64) {
+    fleet_within(kind, seconds, 0.95, 0.1).await;
+}
+
+/// Target 3's fleet, held to `min_used` of the capacity and under `max_refused` of the
+/// attempts refused (and Jain's index 0.9).
+async fn fleet_within(kind: Kind, seconds: u64, min_used: f64, max_refused: f64) {
     let Some(limiter) = start_or_skip(kind, RateLimit::TARGET).await else {
         return;
     };
@@ -358,9 +364,9 @@ async fn target_3(kind: Kind, seconds: u64) {
     }
     let used = shares.iter().sum::<f64>() / (50.0 * seconds as f64);
     let name = kind.name();
-    assert!(used >= 0.95, "{name}: capacity used {used:.3}");
+    assert!(used >= min_used, "{name}: capacity used {used:.3}");
     assert!(
-        (refused as f64) < 0.1 * attempts as f64,
+        (refused as f64) < max_refused * attempts as f64,
         "{name}: {refused} of {attempts} refused"
     );
     assert!(drive::jain(&shares) >= 0.9, "{name}: shares {shares:?}");
@@ -388,4 +394,15 @@ async fn target_3_governor_fleet_shares_a_limit_fully_and_fairly() {
 async fn target_3_haproxy_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
     target_3(Kind::Haproxy, 10).await;
+}
+
+/// HAProxy sending a naive `RateLimit` field (no target's limiter): the clients count
+/// half their own requests leaving its sliding window as room and settle at even shares
+/// under the limit. 85–94 % used and 1–8 % refused over 16 real fleets (74–83 % and
+/// 7–12 % before), so this asserts 80 % and under 10 %; the model, which CI checks too,
+/// gives 92–93 % and 1.2 %.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn haproxy_sending_rate_limit_is_shared_by_a_fleet() {
+    let _alone = one_at_a_time().await;
+    fleet_within(Kind::HaproxyRateLimit, 10, 0.8, 0.1).await;
 }
