@@ -13,9 +13,10 @@
 //! nearly every window (Jain's index 0.16, 12 % refused) to even shares (0.99, under 2 %).
 //!
 //! A sliding window has no reset, yet may report its length as one (`t=1`). Its room
-//! comes back before that "reset", and its count does not start over at it; a client
-//! alone on it counts its own sends leaving the window as room (see [`Quota::refills`]),
-//! where spreading the room alone settled at half the limit.
+//! comes back before that "reset", and its count does not start over at it; its clients
+//! count (a share of) their own sends leaving the window as room (see
+//! [`Quota::refills`]), where spreading the room alone settled a client alone at half
+//! the limit.
 
 use crate::retry_after::QuotaLeft;
 use crate::time::instant_after;
@@ -40,9 +41,10 @@ pub(crate) struct Quota {
     known: Option<Known>,
     /// The last send: the next is spread from it.
     last_send: Option<Instant>,
-    /// Whether the destination's room was seen to come back before its reset: a sliding
-    /// window (or a bucket), whose reported reset is only its length. Its room is not
-    /// all there is until then: the sends it counted leave it meanwhile.
+    /// Whether the destination's room was seen to come back before its reset, or its
+    /// count not to start over at it: a sliding window (or a bucket), whose reported
+    /// reset is only its length. Its room is not all there is until then: the sends it
+    /// counted leave it meanwhile.
     refills: bool,
     /// This client's sends over the last [`SPREAD`], once the destination reported a
     /// quota: those a sliding window lets go of while the next are spread.
@@ -147,8 +149,8 @@ const MIN_SPACING: Duration = Duration::from_millis(2);
 
 /// The share of a count a client's own sends make, at least, for it to be taken as alone
 /// on it (see [`Quota::refills`]). Half let a client that held most of a fleet's sliding
-/// window keep it: against HAProxy sending `RateLimit`, 2 of 6 fleets fell to Jain's index
-/// 0.67–0.74; from 0.75 up the simulated fleets were as without the rule.
+/// window keep it (when the clients among others counted none of their sends back):
+/// against HAProxy sending `RateLimit`, 2 of 6 fleets fell to Jain's index 0.67–0.74.
 const ALONE: f64 = 0.9;
 
 /// The share of its own sends leaving a sliding window that a client alone spends again.
@@ -766,8 +768,8 @@ mod tests {
     }
 
     /// Where others take most of a sliding window, a client counts half its own sends
-    /// leaving it as room, not all (the sharing itself is tested through the layer, in
-    /// `tests/pacing_quota.rs`).
+    /// leaving it as room, not all. (How a fleet then shares the window is tested against
+    /// the real HAProxy, `tests/rate_limiters.rs`, and in the model, `simulate --check`.)
     #[tokio::test(start_paused = true)]
     async fn a_client_among_others_on_a_sliding_window_counts_half_its_sends_back() {
         let ms = Duration::from_millis;
