@@ -182,6 +182,42 @@ async fn a_client_alone_on_a_sliding_window_that_reports_its_length_as_a_reset_g
     assert!(took <= secs(6) + ms(300), "took {took:?}");
 }
 
+/// After a quota's reset the first request goes alone until its answer tells whether the
+/// count started over; when that request is a long poll, the others do not wait for it
+/// (two round trips at most, and a second at the very most).
+#[tokio::test(start_paused = true)]
+async fn a_long_poll_sent_after_a_reset_does_not_hold_the_others() {
+    let server = tower::service_fn(|request: Request<()>| async move {
+        let wait = if request.uri().path() == "/poll" {
+            secs(30)
+        } else {
+            ms(1)
+        };
+        tokio::time::sleep(wait).await;
+        let response = Response::builder().header("ratelimit", "\"w\";r=40;t=1");
+        Ok::<_, Infallible>(response.body(()).unwrap())
+    });
+    let client = ServiceBuilder::new().layer(seeded(1)).service(server);
+    let res = client.clone().oneshot(get("http://api.example/")).await;
+    assert_eq!(res.unwrap().status(), StatusCode::OK);
+    // The reported reset passes; a long poll goes first.
+    tokio::time::sleep(secs(1)).await;
+    let poll = tokio::spawn(client.clone().oneshot(get("http://api.example/poll")));
+    tokio::task::yield_now().await;
+    let mut took = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        let res = client.clone().oneshot(get("http://api.example/")).await;
+        assert_eq!(res.unwrap().status(), StatusCode::OK);
+        took.push(start.elapsed());
+    }
+    // The first waits for the poll's answer 10 ms (two round trips, at least 10 ms), then
+    // each goes at the pace of the room reported (40 over a second: 25 ms apart).
+    assert!(took[0] <= ms(12), "{took:?}");
+    assert!(took.iter().all(|&t| t <= ms(30)), "{took:?}");
+    assert!(!poll.is_finished());
+}
+
 /// `server` behind a pacing layer that lets a request wait `max_wait`, errors boxed; the
 /// layer too, to look at its state.
 fn paced<S>(

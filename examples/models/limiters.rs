@@ -599,13 +599,13 @@ pub fn check(rows: &[ModelRow], missed: &mut Vec<String>) {
         (6, AtLeast(0.9), "T3: Jain's index 0.9"),
     ];
     // HAProxy sending `RateLimit` (no target's limiter): what its fleet reached when the
-    // clients sharing it learned to count half their own sends back (92–93 % used, 1.2 %
-    // refused over seeds 1–8; real: 85–93 %, 1–8 %).
+    // clients sharing it learned to count half their own sends back (90–93 % used,
+    // 1.4–3.4 % refused over seeds 1–8; real: 86–94 %, 1–7 %).
     let shared_sliding = [
         (
             4,
-            AtLeast(90.0),
-            "T3 (RateLimit on a sliding window): 90 % used",
+            AtLeast(88.0),
+            "T3 (RateLimit on a sliding window): 88 % used",
         ),
         (
             5,

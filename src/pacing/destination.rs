@@ -57,7 +57,7 @@ impl State {
     /// reset is held instead), so the requests already on their way are not joined by
     /// more to be refused. (One that never refused is not slowed.)
     fn one_at_a_time(&self, now: Instant) -> bool {
-        (self.rate.is_throttled() && self.quota.is_full(now)) || self.quota.awaits_count()
+        self.rate.is_throttled() && self.quota.is_full(now)
     }
 
     /// Until when the destination is closed: a cool-down, or a spent quota.
@@ -306,6 +306,10 @@ impl Destination {
 
     /// [`try_go`](Self::try_go) for a destination known not to be held now.
     fn try_go_unheld(self: &Arc<Self>, s: &mut State, now: Instant) -> Result<Grant, Instant> {
+        if let Some(until) = s.quota.awaits_count(s.rate.round_trip(), now) {
+            // Woken when the count's answer comes (`learn`).
+            return Err(until);
+        }
         if s.one_at_a_time(now) && s.window.in_flight() > 0 {
             // Woken when the request in flight answers (`release`); looks again when the
             // report that holds it has stopped speaking, in case none answers.
@@ -458,7 +462,7 @@ impl Destination {
         if quota.is_some_and(|q| q.reset.is_none()) {
             s.rate.reports_room();
         }
-        let awaited = s.quota.awaits_count();
+        let awaited = s.quota.awaits_count(s.rate.round_trip(), now).is_some();
         if let Some(left) = quota {
             // In flight: this request (its grant is still held) and the others.
             let others = s.window.in_flight().saturating_sub(1);
@@ -466,7 +470,7 @@ impl Destination {
             s.quota.learn(sent.number, left, others, max_reset, now);
         }
         s.quota.answered(sent.number);
-        if awaited && !s.quota.awaits_count() {
+        if awaited && s.quota.awaits_count(s.rate.round_trip(), now).is_none() {
             // The requests held for the count's report go (at its pace) from now.
             s.queue.wake_head(now);
         }

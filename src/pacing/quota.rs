@@ -65,6 +65,8 @@ struct Passed {
     reported: u64,
     /// The number of the first send made since.
     from: u64,
+    /// When that send went, once it has.
+    probe: Option<Instant>,
 }
 
 /// The instants of the latest sends, at most [`Recent::CAP`] of them (more would only
@@ -168,6 +170,10 @@ const RETURNING: f64 = 0.97;
 /// 92–93 %, 1.2 % refused; 0.7, 80–94 % and up to 14 % refused; 0.8, up to 19 %.
 const RETURNING_SHARED: f64 = 0.5;
 
+/// The least and the most a wait for the count after a reset lasts (see
+/// [`Quota::awaits_count`]).
+const COUNT_PATIENCE: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
+
 /// A report without a reset speaks for this long: a destination that stops reporting (an
 /// endpoint without the headers, an error page from a proxy) is not held to an old word.
 const FRESH: Duration = Duration::from_secs(1);
@@ -210,6 +216,11 @@ impl Quota {
         if let Some(known) = &mut self.known {
             known.credit = known.credit.saturating_sub(1);
             known.ceiling = known.ceiling.saturating_sub(1);
+        }
+        if let Some(passed) = &mut self.passed
+            && passed.from == number
+        {
+            passed.probe = Some(now);
         }
         if self.known.is_some() || self.passed.is_some() {
             self.recent.push(now);
@@ -385,9 +396,11 @@ impl Quota {
         let known = self.known.as_ref()?;
         match known.reset {
             Some(reset) if reset <= now => {
-                self.passed = Some(Passed {
+                // (A report whose reset had already come, `t=0`, counted nothing.)
+                self.passed = (reset > known.at).then_some(Passed {
                     reported: known.reported,
                     from: self.sent,
+                    probe: None,
                 });
                 self.known = None;
                 None
@@ -412,15 +425,24 @@ impl Quota {
         }
     }
 
-    /// Whether requests go one at a time: a count's reset passed, and no send made since
-    /// has reported the new count. A fixed window started over, as the first report says
-    /// a round trip later; a sliding window did not, and the requests held for the reset
-    /// would all be refused (8 simulated clients sending theirs at once into HAProxy's
-    /// full window: 30 refused, and a second without a success). Once the kind of window
-    /// is known, the queue goes at once again (into a fixed window that started over, its
-    /// room is spread from there).
-    pub(crate) fn awaits_count(&self) -> bool {
-        !(self.restarts || self.refills) && self.passed.is_some()
+    /// Until when requests wait for the count: a count's reset passed, one request went
+    /// since, and its answer has not come. A fixed window started over, as that answer
+    /// says a round trip later; a sliding window did not, and the requests held for the
+    /// reset would all be refused (8 simulated clients sending theirs at once into
+    /// HAProxy's full window: 30 refused, and a second without a success). Once the kind
+    /// of window is known, the queue goes at once again (into a fixed window that started
+    /// over, its room is spread from there). The wait lasts two of the destination's
+    /// `round_trip`s, between 10 ms and a second: a slow answer (a long poll) holds no one
+    /// for long.
+    pub(crate) fn awaits_count(&self, round_trip: Duration, now: Instant) -> Option<Instant> {
+        if self.restarts || self.refills {
+            return None;
+        }
+        let patience = round_trip
+            .saturating_mul(2)
+            .clamp(COUNT_PATIENCE.0, COUNT_PATIENCE.1);
+        let until = instant_after(self.passed?.probe?, patience);
+        (until > now).then_some(until)
     }
 
     /// Whether the destination reported no room left for more than what is sent: no
@@ -734,37 +756,52 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn after_a_reset_a_client_alone_awaits_the_new_count_once() {
+    async fn after_a_reset_the_first_request_goes_and_the_others_await_its_count_briefly() {
+        let ms = Duration::from_millis;
+        let rtt = ms(40);
         let now = Instant::now();
         let mut quota = Quota::default();
         for _ in 0..50 {
             let n = quota.sent(now);
             quota.learn(n, left(0, Some(SEC)), 0, Duration::MAX, now);
         }
-        assert!(!quota.awaits_count());
-        // The reset passes: one request goes, the next wait for its report.
+        assert_eq!(quota.awaits_count(rtt, now), None);
+        // The reset passes: one request goes, the next wait for its answer, two round
+        // trips at most (a long poll holds no one for long).
         let later = now + SEC;
         assert_eq!(quota.spent_until(later), None);
-        assert!(quota.awaits_count());
+        assert_eq!(quota.awaits_count(rtt, later), None);
         let n = quota.sent(later);
-        assert!(quota.awaits_count());
-        // The count started over (49 left): a fixed window's, the next reset is not awaited.
-        quota.learn(n, left(49, Some(SEC)), 0, Duration::MAX, later);
+        assert_eq!(quota.awaits_count(rtt, later), Some(later + ms(80)));
+        assert_eq!(quota.awaits_count(rtt, later + ms(80)), None);
+        // Its count started over (49 left): a fixed window's; the next reset is not awaited.
+        quota.learn(n, left(49, Some(SEC)), 0, Duration::MAX, later + ms(40));
         quota.answered(n);
-        assert!(!quota.awaits_count() && quota.restarts);
+        assert!(quota.restarts);
+        assert_eq!(quota.awaits_count(rtt, later + ms(40)), None);
         for _ in 0..49 {
             quota.sent(later);
         }
-        assert_eq!(quota.spent_until(later + SEC), None);
-        assert!(!quota.awaits_count());
+        let again = later + ms(40) + SEC;
+        assert_eq!(quota.spent_until(again), None);
+        quota.sent(again);
+        assert_eq!(quota.awaits_count(rtt, again), None);
         // An answer without a report ends the wait as well.
         let mut silent = Quota::default();
         let n = silent.sent(now);
         silent.learn(n, left(0, Some(SEC)), 0, Duration::MAX, now);
         assert_eq!(silent.spent_until(later), None);
         let n = silent.sent(later);
+        assert!(silent.awaits_count(rtt, later).is_some());
         silent.answered(n);
-        assert!(!silent.awaits_count());
+        assert_eq!(silent.awaits_count(rtt, later), None);
+        // A report whose reset had come already (`t=0`) leaves nothing to await.
+        let mut zero = Quota::default();
+        let n = zero.sent(now);
+        zero.learn(n, left(10, Some(Duration::ZERO)), 0, Duration::MAX, now);
+        assert_eq!(zero.spent_until(now), None);
+        zero.sent(now);
+        assert_eq!(zero.awaits_count(rtt, now), None);
     }
 
     /// Where others take most of a sliding window, a client counts half its own sends

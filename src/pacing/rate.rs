@@ -228,12 +228,12 @@ impl Rate {
         next.saturating_duration_since(now).saturating_add(queued)
     }
 
-    /// Any response, to a request sent at `sent`.
     /// The destination's smoothed round trip; zero before its first answer.
     pub(crate) fn round_trip(&self) -> Duration {
         self.srtt.unwrap_or_default()
     }
 
+    /// Any response, to a request sent at `sent`.
     pub(crate) fn responded(&mut self, sent: Instant, now: Instant) {
         let rtt = now.saturating_duration_since(sent);
         self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
