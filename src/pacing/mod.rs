@@ -75,6 +75,10 @@
 //!   [`with_max_cooldown`](PacingBuilder::with_max_cooldown)), instead of sending what
 //!   it has said it will refuse; and while it reports no room left, it is neither sent
 //!   more at once nor faster. Without a reset time nothing is held on that account.
+//!   A sliding window that reports its length as a reset (`t=1`) is told from a fixed
+//!   one by its count, whose room comes back before that "reset" and does not start over
+//!   at it: its clients count (a share of) their own requests leaving it as room, where
+//!   spreading the room alone until the "reset" settled a client alone at half the limit.
 //! - **Fail fast.** A request to a destination that refused lately (or said its quota
 //!   is spent) never waits longer
 //!   than [`with_max_wait`](PacingBuilder::with_max_wait) (30 s by default): when the wait expected
