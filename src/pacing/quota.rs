@@ -352,11 +352,12 @@ impl Quota {
             // What the others sharing the quota took since the base report: the room it
             // reported, less this client's sends since, less the room now.
             let span = now.saturating_duration_since(known.base.at);
-            let own = i64::try_from(self.sent.saturating_sub(known.base.sent)).unwrap_or(i64::MAX);
+            let own_since =
+                i64::try_from(self.sent.saturating_sub(known.base.sent)).unwrap_or(i64::MAX);
             let used = known
                 .base
                 .credit
-                .saturating_sub(own)
+                .saturating_sub(own_since)
                 .saturating_sub(credit)
                 .max(0);
             base = known.base;
