@@ -827,4 +827,80 @@ mod tests {
         assert_eq!(known.returning, 2);
         assert_eq!(known.credit, 5);
     }
+
+    /// What a destination's reports do to a client, in any order and with any values (a
+    /// hostile or broken limiter): nothing panics, and no report holds the client past
+    /// what the pacing promises. A spent quota holds until its reset at most `max_reset`
+    /// after it was reported; a spread slot is at most a second away; a wait for the count
+    /// after a reset, at most a second after the request it waits for.
+    mod hostile {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Step {
+            Send,
+            /// The report of the send `back` sends before the latest.
+            Report {
+                back: u8,
+                remaining: u64,
+                reset_ms: Option<u64>,
+                others: u8,
+            },
+            Answer(u8),
+            Wait(u64),
+        }
+
+        fn step() -> impl Strategy<Value = Step> {
+            let remaining = prop_oneof![0..60u64, any::<u64>()];
+            let reset_ms = prop::option::of(prop_oneof![0..2_000u64, any::<u64>()]);
+            prop_oneof![
+                3 => Just(Step::Send),
+                3 => (0..8u8, remaining, reset_ms, 0..20u8).prop_map(
+                    |(back, remaining, reset_ms, others)| Step::Report { back, remaining, reset_ms, others }
+                ),
+                1 => (0..8u8).prop_map(Step::Answer),
+                2 => (0..3_000u64).prop_map(Step::Wait),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+            #[test]
+            fn no_report_holds_a_client_past_its_bounds(
+                steps in prop::collection::vec(step(), 1..200),
+            ) {
+                let max_reset = Duration::from_secs(5);
+                let rtt = Duration::from_millis(20);
+                let mut now = Instant::now();
+                let mut quota = Quota::default();
+                for step in steps {
+                    match step {
+                        Step::Send => {
+                            quota.sent(now);
+                        }
+                        Step::Report { back, remaining, reset_ms, others } => {
+                            let number = quota.sent.saturating_sub(1 + u64::from(back));
+                            let reset = reset_ms.map(Duration::from_millis);
+                            let left = QuotaLeft { remaining, reset };
+                            quota.learn(number, left, u32::from(others), max_reset, now);
+                        }
+                        Step::Answer(back) => quota.answered(quota.sent.saturating_sub(1 + u64::from(back))),
+                        Step::Wait(ms) => now += Duration::from_millis(ms),
+                    }
+                    if let Some(until) = quota.spent_until(now) {
+                        prop_assert!(until <= now + max_reset, "held {:?}", until - now);
+                    }
+                    if let Some(at) = quota.ready_at(now) {
+                        prop_assert!(at <= now + SPREAD, "spread to {:?}", at - now);
+                    }
+                    if let Some(until) = quota.awaits_count(rtt, now) {
+                        prop_assert!(until <= now + COUNT_PATIENCE.1, "awaits {:?}", until - now);
+                    }
+                    prop_assert!(quota.recent.0.len() <= Recent::CAP);
+                }
+            }
+        }
+    }
 }
