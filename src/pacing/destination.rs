@@ -67,11 +67,11 @@ impl State {
         cooldown.max(quota)
     }
 
-    /// Until when no request may go: the destination is closed, or the room it reported
-    /// is spread over the time to its reset.
+    /// Until when no request may go: the destination is closed, the room it reported is
+    /// spread over the time to its reset, or after a reset the count is awaited.
     fn held_until(&mut self, now: Instant) -> Option<Instant> {
         let closed = self.closed_until(now);
-        closed.max(self.quota.ready_at(now))
+        closed.max(self.quota.ready_at(self.rate.round_trip(), now))
     }
 }
 
@@ -306,10 +306,6 @@ impl Destination {
 
     /// [`try_go`](Self::try_go) for a destination known not to be held now.
     fn try_go_unheld(self: &Arc<Self>, s: &mut State, now: Instant) -> Result<Grant, Instant> {
-        if let Some(until) = s.quota.awaits_count(s.rate.round_trip(), now) {
-            // Woken when the count's answer comes (`learn`).
-            return Err(until);
-        }
         if s.one_at_a_time(now) && s.window.in_flight() > 0 {
             // Woken when the request in flight answers (`release`); looks again when the
             // report that holds it has stopped speaking, in case none answers.

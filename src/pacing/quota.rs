@@ -240,10 +240,13 @@ impl Quota {
         (spacing >= MIN_SPACING).then(|| instant_after(last, spacing))
     }
 
-    /// When the next send may go, spreading the reported room until the reset (see
-    /// [`SPREAD`]); `None`: now, or nothing reported to spread.
-    pub(crate) fn ready_at(&self, now: Instant) -> Option<Instant> {
-        self.slot(now).filter(|&at| at > now)
+    /// When the next send may go: spreading the reported room until the reset (see
+    /// [`SPREAD`]), or after a reset, once the count is known (see
+    /// [`awaits_count`](Self::awaits_count), which the destination's `round_trip` bounds);
+    /// `None`: now.
+    pub(crate) fn ready_at(&self, round_trip: Duration, now: Instant) -> Option<Instant> {
+        let slot = self.slot(now).filter(|&at| at > now);
+        slot.max(self.awaits_count(round_trip, now))
     }
 
     /// Learns what the response to send `number` reports, capping a reset at `max_reset`.
@@ -479,7 +482,7 @@ mod tests {
         let mut quota = Quota::default();
         let (mut sends, mut refused) = (Vec::new(), 0);
         while now < start + SEC * seconds {
-            let held = [quota.spent_until(now), quota.ready_at(now)];
+            let held = [quota.spent_until(now), quota.ready_at(Duration::ZERO, now)];
             if let Some(until) = held.into_iter().flatten().max() {
                 now = until;
                 continue;
@@ -602,25 +605,28 @@ mod tests {
         // 10 left until a reset in 500 ms: one send every 50 ms.
         quota.learn(n, left(10, Some(SEC / 2)), 0, Duration::MAX, now);
         let ms = Duration::from_millis;
-        assert_eq!(quota.ready_at(now), Some(now + ms(50)));
-        assert_eq!(quota.ready_at(now + ms(50)), None);
+        assert_eq!(quota.ready_at(Duration::ZERO, now), Some(now + ms(50)));
+        assert_eq!(quota.ready_at(Duration::ZERO, now + ms(50)), None);
         quota.sent(now + ms(50));
-        assert_eq!(quota.ready_at(now + ms(50)), Some(now + ms(100)));
+        assert_eq!(
+            quota.ready_at(Duration::ZERO, now + ms(50)),
+            Some(now + ms(100))
+        );
         // An hour's quota is spread over a second, not the hour: 200 left, one every 5 ms.
         let mut hourly = Quota::default();
         let n = hourly.sent(now);
         hourly.learn(n, left(200, Some(3600 * SEC)), 0, Duration::MAX, now);
-        assert_eq!(hourly.ready_at(now), Some(now + ms(5)));
+        assert_eq!(hourly.ready_at(Duration::ZERO, now), Some(now + ms(5)));
         // A spacing under 2 ms is not enforced (timers tick in milliseconds).
         let mut large = Quota::default();
         let n = large.sent(now);
         large.learn(n, left(1000, Some(3600 * SEC)), 0, Duration::MAX, now);
-        assert_eq!(large.ready_at(now), None);
+        assert_eq!(large.ready_at(Duration::ZERO, now), None);
         // No reset reported: nothing to spread over.
         let mut unknown = Quota::default();
         let n = unknown.sent(now);
         unknown.learn(n, left(10, None), 0, Duration::MAX, now);
-        assert_eq!(unknown.ready_at(now), None);
+        assert_eq!(unknown.ready_at(Duration::ZERO, now), None);
     }
 
     #[tokio::test(start_paused = true)]
@@ -680,13 +686,16 @@ mod tests {
         let mut quota = Quota::default();
         let n = quota.sent(now);
         quota.learn(n, left(10, Some(SEC / 2)), 0, Duration::MAX, now);
-        assert_eq!(quota.ready_at(now), Some(now + ms(50)));
+        assert_eq!(quota.ready_at(Duration::ZERO, now), Some(now + ms(50)));
         // Sent 3 ms late: the next slot is 50 ms after the slot, not after the send.
         quota.sent(now + ms(53));
-        assert_eq!(quota.ready_at(now + ms(53)), Some(now + ms(100)));
+        assert_eq!(
+            quota.ready_at(Duration::ZERO, now + ms(53)),
+            Some(now + ms(100))
+        );
         // Far later (a pause): no more than 5 ms is caught up.
         quota.sent(now + ms(200));
-        let next = quota.ready_at(now + ms(200)).unwrap();
+        let next = quota.ready_at(Duration::ZERO, now + ms(200)).unwrap();
         assert!(next >= now + ms(195) + ms(30), "{:?}", next - now);
     }
 
@@ -892,7 +901,7 @@ mod tests {
                     if let Some(until) = quota.spent_until(now) {
                         prop_assert!(until <= now + max_reset, "held {:?}", until - now);
                     }
-                    if let Some(at) = quota.ready_at(now) {
+                    if let Some(at) = quota.ready_at(Duration::ZERO, now) {
                         prop_assert!(at <= now + SPREAD, "spread to {:?}", at - now);
                     }
                     if let Some(until) = quota.awaits_count(rtt, now) {
