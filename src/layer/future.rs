@@ -25,18 +25,18 @@ pin_project! {
         S: Service<Request<ReqB>>,
     {
         #[pin]
-        state: State<S::Future, S::Response>,
-        policy: RetryPolicy<B>,
-        service: S,
+        pub(super) state: State<S::Future, S::Response>,
+        pub(super) policy: RetryPolicy<B>,
+        pub(super) service: S,
         // The copy every retry is cloned from; `None` when the request is never retried.
-        request: Option<Request<ReqB>>,
-        timeout: Option<Pin<Box<Sleep>>>,
+        pub(super) request: Option<Request<ReqB>>,
+        pub(super) timeout: Option<Pin<Box<Sleep>>>,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<F, R> {
+    pub(super) enum State<F, R> {
         // An attempt is in flight.
         Attempt { #[pin] future: F },
         // A retry waits. (Boxed: a request that succeeds at once never waits, and should
@@ -57,31 +57,10 @@ pin_project! {
     }
 }
 
-impl<B, S, ReqB> ResponseFuture<B, S, ReqB>
-where
-    S: Service<Request<ReqB>>,
-{
-    pub(crate) fn new(
-        policy: RetryPolicy<B>,
-        service: S,
-        request: Option<Request<ReqB>>,
-        future: S::Future,
-    ) -> Self {
-        let timeout = attempt_timeout(&policy);
-        Self {
-            state: State::Attempt { future },
-            policy,
-            service,
-            request,
-            timeout,
-        }
-    }
-}
-
 /// A timer for the attempt about to start, when the settings ask for one (and a runtime is
 /// there to run it).
 #[inline]
-fn attempt_timeout<B>(policy: &RetryPolicy<B>) -> Option<Pin<Box<Sleep>>> {
+pub(super) fn attempt_timeout<B>(policy: &RetryPolicy<B>) -> Option<Pin<Box<Sleep>>> {
     policy.current_settings().attempt_timeout().and_then(timer)
 }
 

@@ -1,7 +1,7 @@
 //! The service [`RetryLayer`](crate::RetryLayer) wraps a client in.
 
 use super::error::RetryError;
-use super::future::ResponseFuture;
+use super::future::{ResponseFuture, State, attempt_timeout};
 use super::policy::{RetryPolicy, clone_request};
 use super::stats::RetryStats;
 use crate::backoff::BackOff;
@@ -73,15 +73,26 @@ where
     #[inline]
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let mut policy = self.policy.clone();
-        let retryable = policy.begin(&req);
         // The original goes out first (a replayable body's original owns its stream); a
         // copy is kept for the retries.
-        let kept = retryable.then(|| clone_request(&req));
+        let request = if policy.begin(&req) {
+            Some(clone_request(&req))
+        } else {
+            None
+        };
         // NOTE: `call` must go to the service that was driven to readiness; the future
         // keeps that one for its retries and a fresh clone stays here.
         let fresh = self.inner.clone();
-        let mut ready = std::mem::replace(&mut self.inner, fresh);
-        let first = ready.call(req);
-        ResponseFuture::new(policy, ready, kept, first)
+        let mut service = std::mem::replace(&mut self.inner, fresh);
+        let timeout = attempt_timeout(&policy);
+        ResponseFuture {
+            state: State::Attempt {
+                future: service.call(req),
+            },
+            policy,
+            service,
+            request,
+            timeout,
+        }
     }
 }
