@@ -532,8 +532,9 @@ impl Destination {
             tracing::debug!(to = %self.key, mode = ?s.rate.mode(), "pacing: destination reports no room, slows down");
             s.queue.wake_head(now);
         } else {
-            // A destination that reports no room left is not sent more at once, or faster.
-            let grow = !s.quota.is_full(now);
+            // A destination that reports no room left (a token bucket: almost none) is not
+            // sent more at once, or faster.
+            let grow = s.quota.has_room_to_grow(now);
             if s.rate.mode() == Mode::Start && grow {
                 s.window.grow();
                 if s.window.limit().is_none() {
