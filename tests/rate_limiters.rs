@@ -381,8 +381,9 @@ async fn target_3_express_fleet_shares_a_limit_fully_and_fairly() {
 }
 
 /// Met against tower_governor over the target's 10 s: clients of a token bucket grow back
-/// gently from its refusals, and equal steps near the limit even their shares. (The
-/// fleet's first burst alone is refused about 30 times, too many for 5 s.)
+/// gently from its refusals, hold their pace at its last token, and equal steps near the
+/// limit even their shares. (The fleet's first burst alone is refused about 30 times, too
+/// many for 5 s.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_3_governor_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
