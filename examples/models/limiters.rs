@@ -216,17 +216,12 @@ fn server(limiter: &Arc<Mutex<Limiter>>, seed: u64) -> Server {
                 // about 1 ms, so a burst's successes came back among its refusals).
                 sleep(BACKEND_HOP).await;
             }
-            // A whole round trip on loopback takes less than a tick of tokio's timer, which
-            // rounds every sleep up to a millisecond: the answer takes no second network
-            // delay, except a success through HAProxy's backend (about 1 ms real, against
-            // 0.3 ms for its refusals). With a second delay, a refusal took 2–4 ms here
-            // against 0.3 ms real, the client sent more of its first burst before it saw
-            // the refusals: HAProxy's model refused 5.1–5.7 % of target 1's attempts
-            // against 2.0–5.1 % real, tower_governor's 0.80–0.87 times the real share
-            // (within 10 % with one delay), and express-rate-limit's fleets without
-            // pacing shared the window more evenly than the real ones (Jain's index 1.7
-            // times the real; 1.3 with one delay).
-            if backend && res.status() == StatusCode::OK {
+            // And its refusal comes back in less than a tick of tokio's timer, which rounds
+            // every sleep up to a millisecond: it takes no second network delay. (With one,
+            // a refusal took 2–4 ms here against 0.3 ms real, the client sent more of its
+            // first burst before it saw the refusals, and the model refused 5.1–5.7 % of
+            // target 1's attempts against 2.0–5.1 % real.)
+            if !(backend && res.status() == StatusCode::TOO_MANY_REQUESTS) {
                 let back = net.lock().unwrap().delay();
                 sleep(back).await;
             }
