@@ -31,7 +31,9 @@
 //! (`r` = the limit minus its count, `t=1`): an experiment, see `docs/BENCHMARKS.md`.
 //!
 //! With `LIMITERS_TRACE=1` every attempt is printed on stderr as `attempt <sent ms>
-//! <answered ms> <status>` (since the process's first attempt), for a timeline of a run.
+//! <answered ms> <status> <pid> <wall clock ms>` (the first two since the process's first
+//! attempt; the last two tell a fleet's processes apart and put them on one clock), for a
+//! timeline of a run.
 //!
 //! Real time, real sockets: a run takes a few minutes. Every figure is measured, none is
 //! asserted: the fast properties are asserted by `tests/rate_limiters.rs`.

@@ -110,13 +110,21 @@ where
 }
 
 /// With `LIMITERS_TRACE` set, the milliseconds since this process's first traced attempt;
-/// each attempt is then printed on stderr as `attempt <sent> <answered> <status>` (status
-/// 0: a transport error), for a timeline of what a limiter refused and when.
+/// each attempt is then printed on stderr as `attempt <sent> <answered> <status> <pid>
+/// <wall clock>` (status 0: a transport error; the last two tell a fleet's processes apart
+/// and set them on one clock), for a timeline of what a limiter refused and when.
 fn trace_clock() -> Option<f64> {
     static START: std::sync::OnceLock<Option<std::time::Instant>> = std::sync::OnceLock::new();
     let start =
         START.get_or_init(|| std::env::var_os("LIMITERS_TRACE").map(|_| std::time::Instant::now()));
     start.map(|start| start.elapsed().as_secs_f64() * 1000.0)
+}
+
+/// The wall clock in milliseconds since the Unix epoch, for traces from several processes.
+fn wall_clock_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
 }
 
 /// Attempts as they reach the network, per destination (the request's authority).
@@ -148,7 +156,13 @@ impl Counts {
                 if let Some(at) = at {
                     let status = result.as_ref().map_or(0, |r| r.status().as_u16());
                     let answered = trace_clock().unwrap_or(at);
-                    eprintln!("attempt {at:.1} {answered:.1} {status}");
+                    // One write per line: a fleet's processes share the stream.
+                    let line = format!(
+                        "attempt {at:.1} {answered:.1} {status} {} {:.1}\n",
+                        std::process::id(),
+                        wall_clock_ms()
+                    );
+                    eprint!("{line}");
                 }
                 let mut map = counts.0.lock().unwrap();
                 let count = map.entry(authority).or_default();
