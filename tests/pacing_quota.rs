@@ -491,6 +491,15 @@ async fn after_a_refusal_no_room_reported_eases_the_pace_off() {
     // None left: it goes down, before any other refusal.
     let none = pace_after_reports_of("0", 20).await.unwrap_or(0.0);
     assert!(none < refused, "{none} r/s, {refused} after the refusal");
+    // The last token: the bucket is at its rate. The pace leaves probing at the first
+    // success, and then holds.
+    let left_probing = pace_after_reports_of("1", 1).await.unwrap();
+    let last = pace_after_reports_of("1", 20).await.unwrap();
+    assert_eq!(
+        last, left_probing,
+        "{last} r/s after 20, {left_probing} after 1"
+    );
+    assert!(last < room, "{last} r/s, {room} with room left");
 }
 
 #[tokio::test(start_paused = true)]

@@ -473,10 +473,10 @@ impl Quota {
     /// the bucket sees alike, not less this client's sends since: with those taken off,
     /// 3 of 34 real fleets fell under Jain's index 0.9; none of 34 without.)
     pub(crate) fn has_room_to_grow(&self, now: Instant) -> bool {
-        self.known.as_ref().is_none_or(|known| {
-            let bucket_at_rate = known.reset.is_none() && known.reported < BUCKET_HEADROOM;
-            !known.speaks(now) || (known.credit_at(now) > 0 && !bucket_at_rate)
-        })
+        let bucket_at_rate = self.known.as_ref().is_some_and(|known| {
+            known.speaks(now) && known.reset.is_none() && known.reported < BUCKET_HEADROOM
+        });
+        !self.is_full(now) && !bucket_at_rate
     }
 }
 
