@@ -8,6 +8,7 @@
 //! cargo run --release --features hyper --example limiters -- fleet governor --in-process
 //! cargo run --release --features hyper --example limiters -- all --reps 1
 //! cargo run --release --features hyper --example limiters -- fleet governor --paced
+//! cargo run --release --features hyper --example limiters -- fleet haproxy --paced --seconds 30
 //! cargo run --release --features hyper --example limiters -- all --reps 5 --record real.txt
 //! cargo run --release --example simulate -- limiters --seeds 8 --compare real.txt
 //! ```
@@ -25,6 +26,8 @@
 //!    stream to a healthy one: the healthy one sees no failure, its p99 grows by < 10 ms.
 //! 3. **fleet**: 8 independent clients (8 processes: this example re-spawns itself) share
 //!    one limiter for 10 s: ≥ 95 % of its capacity used, < 10 % refused, Jain's index ≥ 0.9.
+//!    `--seconds N` runs the fleet longer, past what its first seconds cost (not with
+//!    `--record`: the calibration compares 10 s fleets).
 //!
 //! `haproxy-ratelimit`, run only when named (`limiters -- burst haproxy-ratelimit`), is
 //! HAProxy sending the IETF `RateLimit` field as well, as a naive configuration writes it
@@ -66,6 +69,10 @@ async fn main() -> Result<(), BoxError> {
     };
     let reps: usize = flag(&args, "--reps").map_or(Ok(3), str::parse)?;
     let in_process = args.iter().any(|a| a == "--in-process");
+    let seconds: u64 = flag(&args, "--seconds").map_or(Ok(FLEET_SECONDS), str::parse)?;
+    if seconds != FLEET_SECONDS && flag(&args, "--record").is_some() {
+        return Err(format!("--record keeps fleets of {FLEET_SECONDS} s, not {seconds}").into());
+    }
     let record = Record::open(flag(&args, "--record"))?;
     PACED_ONLY.store(
         args.iter().any(|a| a == "--paced"),
@@ -96,7 +103,7 @@ async fn main() -> Result<(), BoxError> {
             two_destinations(kind, &mut out).await?;
         }
         if what == "all" || what == "fleet" {
-            fleet(kind, reps, in_process, &record, &mut out).await?;
+            fleet(kind, reps, seconds, in_process, &record, &mut out).await?;
         }
         print!("{out}");
         out.clear();
@@ -386,15 +393,16 @@ struct ClientFigures {
 async fn fleet(
     kind: Kind,
     reps: usize,
+    seconds: u64,
     in_process: bool,
     record: &Record,
     out: &mut String,
 ) -> Result<(), BoxError> {
-    let capacity = (LIMIT.per_second as u64 * FLEET_SECONDS) as f64;
+    let capacity = (LIMIT.per_second as u64 * seconds) as f64;
     let _ = writeln!(
         out,
-        "### Target 3: {FLEET} independent clients ({}), {FLEET_CONCURRENCY} requests in flight each, {FLEET_SECONDS} s on one limiter\n\n\
-         Capacity: {capacity:.0} successes in {FLEET_SECONDS} s. Met: ≥ 95 % of it used, < 10 % of attempts refused, Jain's index ≥ 0.9.\n",
+        "### Target 3: {FLEET} independent clients ({}), {FLEET_CONCURRENCY} requests in flight each, {seconds} s on one limiter\n\n\
+         Capacity: {capacity:.0} successes in {seconds} s. Met: ≥ 95 % of it used, < 10 % of attempts refused, Jain's index ≥ 0.9.\n",
         if in_process {
             "8 layers in one process"
         } else {
@@ -416,11 +424,11 @@ async fn fleet(
         let figures: Vec<ClientFigures> = if in_process {
             let runs = (0..FLEET).map(|_| {
                 let url = url.clone();
-                async move { run_client(&url, stack, FLEET_SECONDS, FLEET_CONCURRENCY).await }
+                async move { run_client(&url, stack, seconds, FLEET_CONCURRENCY).await }
             });
             futures_join_all(runs).await
         } else {
-            spawn_fleet(&url, stack).await?
+            spawn_fleet(&url, stack, seconds).await?
         };
         let ok: u64 = figures.iter().map(|f| f.ok).sum();
         let requests: u64 = figures.iter().map(|f| f.requests).sum();
@@ -509,7 +517,11 @@ fn unix_ms() -> u64 {
 }
 
 /// Re-spawns this example `FLEET` times as `fleet-client`, each its own process.
-async fn spawn_fleet(url: &str, stack: Stack) -> Result<Vec<ClientFigures>, BoxError> {
+async fn spawn_fleet(
+    url: &str,
+    stack: Stack,
+    seconds: u64,
+) -> Result<Vec<ClientFigures>, BoxError> {
     let exe = std::env::current_exe()?;
     let children: Vec<_> = (0..FLEET)
         .map(|_| {
@@ -518,7 +530,7 @@ async fn spawn_fleet(url: &str, stack: Stack) -> Result<Vec<ClientFigures>, BoxE
                     "fleet-client",
                     url,
                     stack.name(),
-                    &FLEET_SECONDS.to_string(),
+                    &seconds.to_string(),
                     &FLEET_CONCURRENCY.to_string(),
                 ])
                 .stdout(std::process::Stdio::piped())

@@ -6,6 +6,7 @@
 //! cargo run --release --example simulate -- contention     # or: overload, ratelimit, limiters, delays
 //! cargo run --release --example simulate -- overload --timeline   # + when each client sends
 //! cargo run --release --example simulate -- limiters --seeds 8      # ranges over 8 seeds
+//! cargo run --release --example simulate -- limiters --seconds 60   # target 3's fleets for 60 s
 //! cargo run --example simulate -- all --check --seeds 8   # CI: fails if a target met today is missed
 //! ```
 //!
@@ -1330,7 +1331,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         .enumerate()
         .find(|(i, a)| {
             !a.starts_with("--")
-                && (*i == 0 || !matches!(args[i - 1].as_str(), "--seeds" | "--compare"))
+                && (*i == 0
+                    || !matches!(args[i - 1].as_str(), "--seeds" | "--compare" | "--seconds"))
         })
         .map(|(_, a)| a)
         .map_or("all", String::as_str);
@@ -1392,8 +1394,18 @@ fn main() -> Result<(), Box<dyn Error>> {
         let seeds = flag(&args, "--seeds")
             .map_or(Ok(1), str::parse::<u64>)
             .map_err(|e| format!("--seeds: {e}"))?;
+        // `--seconds N`: target 3's fleets run for N s instead of 10 (2 with `--short`), past
+        // what their first seconds cost. The targets and the real runs are of 10 s.
+        let seconds = flag(&args, "--seconds")
+            .map(str::parse::<u64>)
+            .transpose()
+            .map_err(|e| format!("--seconds: {e}"))?;
+        if seconds.is_some() && (check || flag(&args, "--compare").is_some()) {
+            return Err("--seconds runs fleets that --check and --compare do not judge".into());
+        }
+        let seconds = seconds.unwrap_or(if short { 2 } else { 10 });
         let mut table = String::new();
-        let rows = limiter_models::run(short, 1, seeds, &mut table);
+        let rows = limiter_models::run(1, seeds, seconds, &mut table);
         if check {
             limiter_models::check(&rows, &mut missed);
         }
@@ -1422,7 +1434,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             // Reproducibility: every stack here is seeded, the retry layer's
             // `Retry-After` jitter included.
             let mut again = String::new();
-            limiter_models::run(short, 1, seeds, &mut again);
+            limiter_models::run(1, seeds, seconds, &mut again);
             assert_eq!(table, again, "the limiter models are not reproducible");
         }
         out.push_str(&table);

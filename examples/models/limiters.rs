@@ -352,12 +352,11 @@ fn jain(shares: &[f64]) -> f64 {
     }
 }
 
-/// Targets 1 and 3 on the three models; `short` runs the fleet for 2 s instead of 10.
+/// Targets 1 and 3 on the three models, the fleets for `seconds` (target 3's are 10).
 /// With more than one seed each cell gives the range over seeds `seed..seed + seeds`.
-pub fn run(short: bool, seed: u64, seeds: u64, out: &mut String) -> Vec<ModelRow> {
+pub fn run(seed: u64, seeds: u64, seconds: u64, out: &mut String) -> Vec<ModelRow> {
     let n = 300;
     let ideal = n as f64 / RATE;
-    let seconds = if short { 2 } else { 10 };
     let last = seed + seeds.max(1) - 1;
     let seed_text = if last == seed {
         format!("seed {seed}")

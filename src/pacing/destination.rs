@@ -507,7 +507,13 @@ impl Destination {
             if explained {
                 tracing::debug!(to = %self.key, %status, "pacing: destination's quota is spent");
             } else {
-                s.rate.refused(window, now);
+                if by_limiter && quota.is_none() {
+                    // A limiter that says nothing of its count may be counting its
+                    // refusals too.
+                    s.rate.refused_by_limit(window, asked, now);
+                } else {
+                    s.rate.refused(window, now);
+                }
                 tracing::debug!(to = %self.key, mode = ?s.rate.mode(), %status, "pacing: destination slows down");
             }
             s.window.close();

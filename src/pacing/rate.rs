@@ -13,6 +13,20 @@ use tokio::time::Instant;
 const DECREASE: f64 = 0.97;
 /// After a refusal with no measured delivery rate yet: cut the pace to 60 %.
 const BLIND_DECREASE: f64 = 0.6;
+/// A rate limiter that reports no quota (a `429` with at most a `Retry-After`), over its
+/// count (two refusals in a row, nothing served between them) after a ceiling is known:
+/// the pace goes to 70 % of itself, once per window, and grows back by equal steps
+/// ([`SLOW_STEP`]). Such a limiter may count its refusals too (HAProxy's stick tables
+/// do), and then stays over its limit for as long as its clients send at it: a cut just
+/// under the pace ([`DECREASE`]) left every client of a fleet refused until all cooled
+/// down at once, and the fast growth after that overshot again. Equal steps against cuts
+/// in proportion (AIMD) also even out the shares of clients that measured unequal ones.
+/// A token bucket a little over its rate serves between its refusals, and keeps the gentle
+/// cut: a client alone, slowed to 70 % and growing back by 1 r/s per second, took 1.21×
+/// the ideal time of the simulated rate limit (100 r/s), where it takes 1.07×.
+const LIMIT_DECREASE: f64 = 0.7;
+/// A limiter's window when its `Retry-After` does not say: a second, as the meters'.
+const LIMIT_WINDOW: Duration = Duration::from_secs(1);
 /// Far below the known ceiling: each success adds this much to the rate (req/s), so the
 /// rate grows e-fold every 1/8 s while it is used: about ×2 per 90 ms.
 const FAST_GAIN: f64 = 8.0;
@@ -77,6 +91,9 @@ struct Episode {
     /// on: a window's allowance, counted without the meter's decay, when the window
     /// began with the episode or shortly before.
     served: f64,
+    /// When a limiter that reports no quota last cut the pace ([`LIMIT_DECREASE`]): the
+    /// pace then grows back by equal steps.
+    limit_cut: Option<Instant>,
 }
 
 impl Episode {
@@ -87,6 +104,7 @@ impl Episode {
             held: None,
             started: now,
             served: served.count(now),
+            limit_cut: None,
         }
     }
 }
@@ -123,6 +141,9 @@ pub(crate) struct Rate {
     cooled: Option<Cooled>,
     /// The destination reports its room without a reset: a token bucket.
     bucket: bool,
+    /// Refusals since the last success, fresh or not: two or more, and the destination
+    /// refuses everything.
+    streak: u32,
 }
 
 impl Rate {
@@ -140,6 +161,7 @@ impl Rate {
             backoff,
             cooled: None,
             bucket: false,
+            streak: 0,
         }
     }
 
@@ -247,6 +269,7 @@ impl Rate {
             self.backoff.on_success();
         }
         self.served.add(now);
+        self.streak = 0;
         match self.cooled {
             // A request sent before the cool-down, served during it: part of the allowance
             // the cool-down measured (a limiter answers its refusals first, so the
@@ -285,6 +308,7 @@ impl Rate {
                 }
                 let ceiling = self.episode.as_ref().and_then(|e| e.ceiling);
                 let held = self.episode.as_ref().and_then(|e| e.held);
+                let limited = self.episode.as_ref().is_some_and(|e| e.limit_cut.is_some());
                 let gain = match ceiling {
                     // A window's allowance, measured over a whole window, is the limit
                     // itself for a client alone: past it each refusal earns its request
@@ -293,6 +317,9 @@ impl Rate {
                     // just under it for `HELD_WINDOWS` windows, then probes as below:
                     // clients sharing the limit each measured only their share.
                     Some(c) if held.is_some_and(|until| now < until) && rate >= c * DECREASE => 0.0,
+                    // Cut by a limiter over its count: equal steps, far from the ceiling
+                    // too (see `LIMIT_DECREASE`).
+                    Some(_) if limited => SLOW_STEP / rate.max(MIN_RATE),
                     Some(c) if rate >= c * NEAR_CEILING => {
                         // Near the ceiling: probe, with steps that grow the longer no
                         // refusal comes (as TCP CUBIC), so a ceiling measured too low
@@ -324,6 +351,7 @@ impl Rate {
     /// Counts a refusal, fresh or not, for [`drain`](Self::drain).
     pub(crate) fn counted_refusal(&mut self, now: Instant) {
         self.refusals.add(now);
+        self.streak = self.streak.saturating_add(1);
     }
 
     /// How much longer than the `asked` cool-down a limiter that counts its refusals too
@@ -403,6 +431,55 @@ impl Rate {
     /// A fresh refusal; `window` is the slow-start window if the destination was in its
     /// slow start.
     pub(crate) fn refused(&mut self, window: Option<u32>, now: Instant) {
+        if self.count_refusal(now) {
+            self.cut(window, now);
+        }
+    }
+
+    /// A fresh refusal by a rate limiter that reports no quota, which asked to wait
+    /// `asked`: once the pace knows a ceiling, a cut to [`LIMIT_DECREASE`] at most once
+    /// per `asked` (the limiter's window, as far as known). Before, as
+    /// [`refused`](Self::refused).
+    pub(crate) fn refused_by_limit(
+        &mut self,
+        window: Option<u32>,
+        asked: Option<Duration>,
+        now: Instant,
+    ) {
+        if !self.count_refusal(now) {
+            return;
+        }
+        let Mode::Paced { rate } = self.mode else {
+            return self.cut(window, now);
+        };
+        let Some(episode) = self.episode.as_mut().filter(|e| e.ceiling.is_some()) else {
+            return self.cut(window, now);
+        };
+        if self.streak < 2 {
+            // Served since its last refusal: a limiter a little over its rate (a token
+            // bucket) serves between its refusals; one over its count refuses everything.
+            return self.cut(window, now);
+        }
+        let every = asked.filter(|a| !a.is_zero()).unwrap_or(LIMIT_WINDOW);
+        if episode
+            .limit_cut
+            .is_some_and(|at| now.saturating_duration_since(at) < every)
+        {
+            // A window's count falls only as the window moves: a second cut within it
+            // would answer the same overshoot again.
+            return;
+        }
+        episode.limit_cut = Some(now);
+        episode.ceiling = Some(rate);
+        episode.held = None;
+        self.mode = Mode::Paced {
+            rate: (rate * LIMIT_DECREASE).max(MIN_RATE),
+        };
+    }
+
+    /// Counts a fresh refusal; false after a cool-down, whose first answers refused teach
+    /// nothing of the pace.
+    fn count_refusal(&mut self, now: Instant) -> bool {
         self.round = self.round.wrapping_add(1);
         let quiet = self
             .last_refusal
@@ -417,8 +494,13 @@ impl Rate {
             // The first answers after a cool-down, refused: it was too short (a limiter
             // that counts its refusals too is still over its limit). The pace did not
             // cause this; the next cool-down holds the requests.
-            return;
+            return false;
         }
+        true
+    }
+
+    /// The pace after a fresh refusal, from what the destination delivered since the last.
+    fn cut(&mut self, window: Option<u32>, now: Instant) {
         let current = match self.mode {
             Mode::Open => self.responses.rate(now),
             // The window over the round trip, but no more than what was served: a
@@ -593,6 +675,61 @@ mod tests {
             rate.counted_refusal(now);
         }
         assert_eq!(rate.drain(second, now), second);
+    }
+
+    /// Successes at the pace for `span`, from `now`: when the last came.
+    fn served_at_pace(rate: &mut Rate, span: Duration, mut now: Instant) -> Instant {
+        let end = now + span;
+        while now < end {
+            now += from_secs_f64(1.0 / rate.rate().unwrap());
+            rate.succeeded(false, true, now);
+        }
+        now
+    }
+
+    /// A limiter that reports no quota and refuses twice in a row, nothing served between
+    /// (over its count: it refuses everything), once a ceiling is known: the pace goes to
+    /// 70 % of itself, not again within the window the limiter asked to wait, and grows
+    /// back by equal steps, about 1 r/s per second. A refusal after a success (a token
+    /// bucket a little over its rate) keeps the cut just under what was delivered.
+    #[test]
+    fn a_limiter_over_its_count_cuts_the_pace_once_a_window() {
+        let second = Duration::from_secs(1);
+        let (mut rate, _, until) = cooled_burst(5, 40);
+        let mut now = served_at_pace(&mut rate, second, until);
+        let refuse = |rate: &mut Rate, now: Instant| {
+            rate.counted_refusal(now);
+            rate.refused_by_limit(None, Some(second), now);
+            rate.rate().unwrap()
+        };
+        let paced = rate.rate().unwrap();
+        let gentle = refuse(&mut rate, now);
+        assert!(
+            (paced * 0.9..paced).contains(&gentle),
+            "{paced} then {gentle}"
+        );
+        now += 20 * MS;
+        let cut = refuse(&mut rate, now);
+        assert!(
+            (cut - gentle * LIMIT_DECREASE).abs() < 1e-9,
+            "{gentle} then {cut}"
+        );
+        // Within the window: the same overshoot, no second cut.
+        now += 500 * MS;
+        assert_eq!(refuse(&mut rate, now), cut);
+        let grow_from = now;
+        now = served_at_pace(&mut rate, second, now);
+        let grown = rate.rate().unwrap();
+        assert!(
+            (cut + 0.8..cut + 1.3).contains(&grown),
+            "{cut} grew to {grown} in {:?}",
+            now - grow_from
+        );
+        // Refused twice in a row a window after the last cut: cut again.
+        refuse(&mut rate, now);
+        now += 20 * MS;
+        let again = refuse(&mut rate, now);
+        assert!(again < grown * 0.75, "{grown} then {again}");
     }
 
     /// A limiter answers its refusals before its backend answers what it let through, so
