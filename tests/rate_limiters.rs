@@ -283,7 +283,7 @@ async fn target_1_haproxy_sending_rate_limit_is_met_by_a_client_alone() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "target 1 against HAProxy: time met (1.04-1.08x), refusals 2.0-5.4 % (over 5 % in 3 of 50 runs)"]
+#[ignore = "target 1 against HAProxy: time met (1.04-1.08x), refusals 2.0-5.4 % (over 5 % in 4 of the last 40 runs)"]
 async fn target_1_haproxy_recommended_stack_completes_a_burst_near_the_limit() {
     let _alone = one_at_a_time().await;
     target_1(Kind::Haproxy, 0.05).await;
@@ -333,12 +333,29 @@ async fn target_2_limited_destination_does_not_slow_a_healthy_one() {
 /// Target 3, with 8 independent layers in one process (the example runs 8 processes):
 /// ≥ 95 % of the limiter's capacity used, < 10 % refused, Jain's index ≥ 0.9.
 async fn target_3(kind: Kind, seconds: u64) {
-    fleet_within(kind, seconds, 0.95, 0.1).await;
+    fleet_within(kind, seconds, Bounds::TARGET_3).await;
 }
 
-/// Target 3's fleet, held to `min_used` of the capacity and under `max_refused` of the
-/// attempts refused (and Jain's index 0.9).
-async fn fleet_within(kind: Kind, seconds: u64, min_used: f64, max_refused: f64) {
+/// What a fleet is held to.
+struct Bounds {
+    /// The least share of the limiter's capacity used.
+    used: f64,
+    /// The share of attempts refused, at most (not reached).
+    refused: f64,
+    /// The least Jain's index of the clients' successes.
+    jain: f64,
+}
+
+impl Bounds {
+    const TARGET_3: Bounds = Bounds {
+        used: 0.95,
+        refused: 0.1,
+        jain: 0.9,
+    };
+}
+
+/// Target 3's fleet for `seconds`, held to `bounds`.
+async fn fleet_within(kind: Kind, seconds: u64, bounds: Bounds) {
     let Some(limiter) = start_or_skip(kind, RateLimit::TARGET).await else {
         return;
     };
@@ -364,12 +381,20 @@ async fn fleet_within(kind: Kind, seconds: u64, min_used: f64, max_refused: f64)
     }
     let used = shares.iter().sum::<f64>() / (50.0 * seconds as f64);
     let name = kind.name();
-    assert!(used >= min_used, "{name}: capacity used {used:.3}");
+    // In CI's log, beside the real runs the docs give.
+    eprintln!(
+        "{name}: {seconds} s, {used:.3} of the capacity used, {refused} of {attempts} refused, Jain {:.3}",
+        drive::jain(&shares)
+    );
+    assert!(used >= bounds.used, "{name}: capacity used {used:.3}");
     assert!(
-        (refused as f64) < max_refused * attempts as f64,
+        (refused as f64) < bounds.refused * attempts as f64,
         "{name}: {refused} of {attempts} refused"
     );
-    assert!(drive::jain(&shares) >= 0.9, "{name}: shares {shares:?}");
+    assert!(
+        drive::jain(&shares) >= bounds.jain,
+        "{name}: shares {shares:?}"
+    );
 }
 
 /// Met against express-rate-limit: its quota reports, spread over the second to their
@@ -391,7 +416,7 @@ async fn target_3_governor_fleet_shares_a_limit_fully_and_fairly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "target 3 against HAProxy is not met today: 46-71 % of the capacity used, 21-29 % refused (2026-11-24 and 25)"]
+#[ignore = "target 3 against HAProxy is not met: 58-73 % of the capacity used, 15-26 % refused, Jain 0.36-0.94 (2026-11-25, 20 fleets)"]
 async fn target_3_haproxy_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
     target_3(Kind::Haproxy, 10).await;
@@ -405,5 +430,28 @@ async fn target_3_haproxy_fleet_shares_a_limit_fully_and_fairly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn haproxy_sending_rate_limit_is_shared_by_a_fleet() {
     let _alone = one_at_a_time().await;
-    fleet_within(Kind::HaproxyRateLimit, 10, 0.8, 0.1).await;
+    let bounds = Bounds {
+        used: 0.8,
+        ..Bounds::TARGET_3
+    };
+    fleet_within(Kind::HaproxyRateLimit, 10, bounds).await;
+}
+
+/// HAProxy counts its refusals and reports nothing: a client over its count is refused
+/// until the whole fleet sends less. Past what its first seconds cost, the fleet settles
+/// under the limit by cuts to 70 % and equal steps back (AIMD). Over 30 s, 8 layers in one
+/// process: 78.5–80.4 % used, 11.1–11.7 % refused, Jain's index 0.977–0.995 (6 fleets;
+/// 8 processes: 79.0–80.8 %, 12.5–13.4 %, 0.912–0.983). With the cut to just under the
+/// pace used for other refusals: 66.5–69.7 %, 21–24 %, 0.67–0.92 (4 fleets in one
+/// process). Not target 3, which HAProxy's first seconds keep out of reach (the ignored
+/// test above).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn haproxy_fleet_settles_under_a_limit_that_counts_its_refusals() {
+    let _alone = one_at_a_time().await;
+    let bounds = Bounds {
+        used: 0.72,
+        refused: 0.16,
+        jain: 0.9,
+    };
+    fleet_within(Kind::Haproxy, 30, bounds).await;
 }

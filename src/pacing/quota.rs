@@ -15,7 +15,7 @@
 //! A sliding window has no reset, yet may report its length as one (`t=1`). Its room
 //! comes back before that "reset", and its count does not start over at it; its clients
 //! count (a share of) their own sends leaving the window as room (see
-//! [`Quota::refills`]), where spreading the room alone settled a client alone at half
+//! [`Counting::Refills`]), where spreading the room alone settled a client alone at half
 //! the limit.
 
 use crate::retry_after::QuotaLeft;
@@ -41,11 +41,8 @@ pub(crate) struct Quota {
     known: Option<Known>,
     /// The last send: the next is spread from it.
     last_send: Option<Instant>,
-    /// Whether the destination's room was seen to come back before its reset, or its
-    /// count not to start over at it: a sliding window (or a bucket), whose reported
-    /// reset is only its length. Its room is not all there is until then: the sends it
-    /// counted leave it meanwhile.
-    refills: bool,
+    /// What the destination's count was seen to do about its reported reset.
+    counting: Counting,
     /// This client's sends over the last [`SPREAD`], once the destination reported a
     /// quota: those a sliding window lets go of while the next are spread.
     recent: Recent,
@@ -54,8 +51,21 @@ pub(crate) struct Quota {
     passed: Option<Passed>,
     /// The most room any report said was left: about the limit.
     peak: u64,
-    /// Whether a count was seen to start over at its reset: a fixed window's.
-    restarts: bool,
+}
+
+/// The kind of count a destination keeps, as far as its reports told.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Counting {
+    /// Not told yet.
+    #[default]
+    Unknown,
+    /// The count started over at its reset: a fixed window's.
+    Restarts,
+    /// The room came back before the reset, or the count did not start over at it: a
+    /// sliding window (or a bucket), whose reported reset is only its length. Its room is
+    /// not all there is until then: the sends it counted leave it meanwhile. Once seen,
+    /// it stays so, whatever a later reset seems to show.
+    Refills,
 }
 
 /// A count whose reported reset passed, as [`Quota::spent_until`] found it.
@@ -150,7 +160,7 @@ const CATCH_UP: Duration = Duration::from_millis(5);
 const MIN_SPACING: Duration = Duration::from_millis(2);
 
 /// The share of a count a client's own sends make, at least, for it to be taken as alone
-/// on it (see [`Quota::refills`]). Half let a client that held most of a fleet's sliding
+/// on it (see [`Counting::Refills`]). Half let a client that held most of a fleet's sliding
 /// window keep it (when the clients among others counted none of their sends back):
 /// against HAProxy sending `RateLimit`, 2 of 6 fleets fell to Jain's index 0.67–0.74.
 const ALONE: f64 = 0.9;
@@ -306,9 +316,11 @@ impl Quota {
             let slack = u64::from(others).saturating_add(1);
             let ours = alone && counted as f64 >= ALONE * own as f64;
             if ours && counted.saturating_mul(2) >= self.peak {
-                self.refills = true;
-            } else if left.remaining > passed.reported.saturating_add(slack) {
-                self.restarts = true;
+                self.counting = Counting::Refills;
+            } else if left.remaining > passed.reported.saturating_add(slack)
+                && self.counting == Counting::Unknown
+            {
+                self.counting = Counting::Restarts;
             }
             self.passed = None;
         }
@@ -356,9 +368,9 @@ impl Quota {
             // (A count reported is never under 0: past it, sends lower the ceiling alone.)
             let floor = known.ceiling.max(0);
             if credit > floor.saturating_add(i64::from(others).saturating_add(1)) {
-                self.refills = true;
+                self.counting = Counting::Refills;
             }
-            if !self.refills {
+            if self.counting != Counting::Refills {
                 ceiling = ceiling.min(known.ceiling);
                 reset = Some(reset.map_or(until, |reset| reset.min(until)));
             }
@@ -386,10 +398,10 @@ impl Quota {
         }
         // The sends that leave a sliding window while the next are spread: those of the
         // last stretch as long (the pace so far is taken to go on), a share of them.
-        let returning = match (self.refills, alone) {
-            (true, true) => (own as f64 * RETURNING) as i64,
-            (true, false) => (own as f64 * RETURNING_SHARED) as i64,
-            (false, _) => 0,
+        let returning = match (self.counting, alone) {
+            (Counting::Refills, true) => (own as f64 * RETURNING) as i64,
+            (Counting::Refills, false) => (own as f64 * RETURNING_SHARED) as i64,
+            (Counting::Unknown | Counting::Restarts, _) => 0,
         };
         self.known = Some(Known {
             credit: credit.min(ceiling),
@@ -449,7 +461,7 @@ impl Quota {
     /// `round_trip`s, between 10 ms and a second: a slow answer (a long poll) holds no one
     /// for long.
     pub(crate) fn awaits_count(&self, round_trip: Duration, now: Instant) -> Option<Instant> {
-        if self.restarts || self.refills {
+        if self.counting != Counting::Unknown {
             return None;
         }
         let patience = round_trip
@@ -782,7 +794,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_client_alone_on_a_sliding_window_uses_it_without_being_refused() {
         let (quota, sends, refused) = alone_on(sliding, 6);
-        assert!(quota.refills && !quota.restarts);
+        assert_eq!(quota.counting, Counting::Refills);
         assert_eq!(refused, 0);
         let end = *sends.last().unwrap();
         for second in 1..4 {
@@ -807,7 +819,7 @@ mod tests {
             (count as u64, t)
         };
         let (quota, sends, refused) = alone_on(fixed, 5);
-        assert!(quota.restarts && !quota.refills);
+        assert_eq!(quota.counting, Counting::Restarts);
         assert_eq!(refused, 0);
         for window in 1..4 {
             let from = start + SEC * window;
@@ -841,7 +853,7 @@ mod tests {
         // Its count started over (49 left): a fixed window's; the next reset is not awaited.
         quota.learn(n, left(49, Some(SEC)), 0, Duration::MAX, later + ms(40));
         quota.answered(n);
-        assert!(quota.restarts);
+        assert_eq!(quota.counting, Counting::Restarts);
         assert_eq!(quota.awaits_count(rtt, later + ms(40)), None);
         for _ in 0..49 {
             quota.sent(later);
@@ -878,7 +890,7 @@ mod tests {
         let mut quota = Quota::default();
         let n = quota.sent(start);
         quota.learn(n, left(49, Some(SEC)), 0, Duration::MAX, start);
-        quota.refills = true;
+        quota.counting = Counting::Refills;
         // Others take 40 a second; this client sends 5 a second and hears 5 left.
         for k in 1..=10u32 {
             let now = start + ms(200) * k;
