@@ -437,9 +437,9 @@ impl Rate {
     }
 
     /// A fresh refusal by a rate limiter that reports no quota, which asked to wait
-    /// `asked`: once the pace knows a ceiling, a cut to [`LIMIT_DECREASE`] at most once
-    /// per `asked` (the limiter's window, as far as known). Before, as
-    /// [`refused`](Self::refused).
+    /// `asked`. The second in a row once the pace knows a ceiling (the limiter is over
+    /// its count): a cut to [`LIMIT_DECREASE`], at most once per `asked` (the limiter's
+    /// window, as far as known). Otherwise as [`refused`](Self::refused).
     pub(crate) fn refused_by_limit(
         &mut self,
         window: Option<u32>,
