@@ -485,7 +485,7 @@ async fn futures_join_all<F: std::future::Future<Output = ClientFigures> + Send 
 
 /// One client of the fleet: its own stack, saturating `url` for `seconds`.
 async fn run_client(url: &str, stack: Stack, seconds: u64, concurrency: usize) -> ClientFigures {
-    let started = unix_ms();
+    let started = limiters::client::wall_clock_ms() as u64;
     let counts = Counts::default();
     let client = stack.build(&counts);
     let outcomes = drive::saturate(
@@ -509,11 +509,6 @@ async fn run_client(url: &str, stack: Stack, seconds: u64, concurrency: usize) -
         count: counts.total(),
         started,
     }
-}
-
-fn unix_ms() -> u64 {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    now.map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Re-spawns this example `FLEET` times as `fleet-client`, each its own process.

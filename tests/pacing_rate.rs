@@ -416,7 +416,7 @@ async fn a_fleet_shares_a_limiter_that_counts_its_refusals() {
     let refused = f64::from(*refused.lock().unwrap());
     let used = served / (50.0 * SECONDS as f64);
     let refused_share = refused / (served + refused);
-    let jain = served * served / (8.0 * shares.iter().map(|s| s * s).sum::<f64>());
+    let jain = support::fairness::jain(&shares);
     let figures = format!("used {used:.3}, refused {refused_share:.3}, Jain {jain:.3}, {shares:?}");
     assert!(jain >= 0.9, "{figures}");
     assert!(used >= 0.75, "{figures}");

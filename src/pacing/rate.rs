@@ -449,17 +449,15 @@ impl Rate {
         if !self.count_refusal(now) {
             return;
         }
-        let Mode::Paced { rate } = self.mode else {
-            return self.cut(window, now);
+        // Served since its last refusal, the limiter is a little over its rate (a token
+        // bucket serves between its refusals); refusing everything, it is over its count.
+        let over_count = self.streak >= 2;
+        let (rate, episode) = match (self.mode, self.episode.as_mut()) {
+            (Mode::Paced { rate }, Some(episode)) if over_count && episode.ceiling.is_some() => {
+                (rate, episode)
+            }
+            _ => return self.cut(window, now),
         };
-        let Some(episode) = self.episode.as_mut().filter(|e| e.ceiling.is_some()) else {
-            return self.cut(window, now);
-        };
-        if self.streak < 2 {
-            // Served since its last refusal: a limiter a little over its rate (a token
-            // bucket) serves between its refusals; one over its count refuses everything.
-            return self.cut(window, now);
-        }
         let every = asked.filter(|a| !a.is_zero()).unwrap_or(LIMIT_WINDOW);
         if episode
             .limit_cut

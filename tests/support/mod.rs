@@ -2,6 +2,7 @@
 
 pub mod backoffs;
 pub mod echo;
+pub mod fairness;
 pub mod pacing;
 pub mod scripted;
 pub mod time;

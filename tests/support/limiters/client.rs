@@ -120,8 +120,9 @@ fn trace_clock() -> Option<f64> {
     start.map(|start| start.elapsed().as_secs_f64() * 1000.0)
 }
 
-/// The wall clock in milliseconds since the Unix epoch, for traces from several processes.
-fn wall_clock_ms() -> f64 {
+/// The wall clock in milliseconds since the Unix epoch, for traces and figures from several
+/// processes.
+pub fn wall_clock_ms() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64() * 1000.0)

@@ -204,12 +204,4 @@ pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// Jain's fairness index of shares: 1 when all are equal, 1/n when one gets everything.
-pub fn jain(shares: &[f64]) -> f64 {
-    let sum: f64 = shares.iter().sum();
-    let squares: f64 = shares.iter().map(|x| x * x).sum();
-    if squares == 0.0 {
-        return 0.0;
-    }
-    sum * sum / (shares.len() as f64 * squares)
-}
+pub use super::fairness::jain;

@@ -18,6 +18,8 @@ pub mod backend;
 pub mod client;
 pub mod drive;
 pub mod express;
+#[path = "../fairness.rs"]
+pub mod fairness;
 pub mod governor;
 pub mod haproxy;
 
