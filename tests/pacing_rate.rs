@@ -339,26 +339,41 @@ impl CountingWindow {
     }
 }
 
-/// 8 clients, each its own pacing layer with 4 requests in flight, sharing a limiter that
-/// counts its refusals and says nothing of its count: a client over it is refused until
-/// the whole fleet sends less. Over a minute they share it evenly and use most of it
-/// (82 % used, 12 % refused, Jain's index 0.97). Cutting to just under the pace, as for
-/// other refusals, gave 71 %, 23.5 % and 0.88 here.
-#[tokio::test(start_paused = true)]
-async fn a_fleet_shares_a_limiter_that_counts_its_refusals() {
+/// What a fleet on a [`CountingWindow`] made of it: the share of the capacity it used,
+/// the share of its attempts refused, Jain's index of the clients' successes.
+struct FleetFigures {
+    used: f64,
+    refused: f64,
+    jain: f64,
+    shares: Vec<f64>,
+}
+
+impl std::fmt::Display for FleetFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "used {:.3}, refused {:.3}, Jain {:.3}, {:?}",
+            self.used, self.refused, self.jain, self.shares
+        )
+    }
+}
+
+/// 8 clients, each its own pacing layer (seeded from `seed`) with 4 requests in flight,
+/// for `seconds` on one [`CountingWindow`]; a refused request waits its `Retry-After`, as
+/// in the retry layer.
+async fn fleet_on_a_counting_window(seconds: u64, seed: u64) -> FleetFigures {
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
-    const SECONDS: u64 = 60;
     let limiter = Arc::new(Mutex::new(CountingWindow::default()));
     let refused = Arc::new(Mutex::new(0_u32));
     let start = Instant::now();
-    let end = start + secs(SECONDS);
+    let end = start + secs(seconds);
     let mut clients = Vec::new();
-    for seed in 0..8_u64 {
+    for client_seed in (0..8_u64).map(|i| seed * 8 + i) {
         let (limiter, refused) = (Arc::clone(&limiter), Arc::clone(&refused));
         // Loopback: 1–2 ms each way, so that the clients' requests do not arrive in
         // lockstep.
-        let rng = Arc::new(Mutex::new(SmallRng::seed_from_u64(seed)));
+        let rng = Arc::new(Mutex::new(SmallRng::seed_from_u64(client_seed)));
         let server = tower::service_fn(move |_: Request<()>| {
             let (limiter, refused, rng) = (limiter.clone(), refused.clone(), rng.clone());
             async move {
@@ -379,10 +394,11 @@ async fn a_fleet_shares_a_limiter_that_counts_its_refusals() {
                 Ok::<_, Infallible>(response.body(()).unwrap())
             }
         });
-        let client = seeded(seed).layer(server);
+        let client = seeded(client_seed).layer(server);
+        let delay = ms(client_seed % 8 * 3 / 2);
         clients.push(tokio::spawn(async move {
             // The clients start a few milliseconds apart, as processes do.
-            tokio::time::sleep(ms(seed * 3 / 2)).await;
+            tokio::time::sleep(delay).await;
             let workers: Vec<_> = (0..4)
                 .map(|_| {
                     let client = client.clone();
@@ -414,11 +430,40 @@ async fn a_fleet_shares_a_limiter_that_counts_its_refusals() {
     }
     let served: f64 = shares.iter().sum();
     let refused = f64::from(*refused.lock().unwrap());
-    let used = served / (50.0 * SECONDS as f64);
-    let refused_share = refused / (served + refused);
-    let jain = support::fairness::jain(&shares);
-    let figures = format!("used {used:.3}, refused {refused_share:.3}, Jain {jain:.3}, {shares:?}");
-    assert!(jain >= 0.9, "{figures}");
-    assert!(used >= 0.75, "{figures}");
-    assert!(refused_share < 0.16, "{figures}");
+    FleetFigures {
+        used: served / (50.0 * seconds as f64),
+        refused: refused / (served + refused),
+        jain: support::fairness::jain(&shares),
+        shares,
+    }
+}
+
+/// 8 clients, each its own pacing layer with 4 requests in flight, sharing a limiter that
+/// counts its refusals and says nothing of its count: a client over it is refused until
+/// the whole fleet sends less. Over a minute they share it evenly and use most of it
+/// (82 % used, 12 % refused, Jain's index 0.97). Cutting to just under the pace, as for
+/// other refusals, gave 71 %, 23.5 % and 0.88 here.
+#[tokio::test(start_paused = true)]
+async fn a_fleet_shares_a_limiter_that_counts_its_refusals() {
+    let figures = fleet_on_a_counting_window(60, 0).await;
+    assert!(figures.jain >= 0.9, "{figures}");
+    assert!(figures.used >= 0.75, "{figures}");
+    assert!(figures.refused < 0.16, "{figures}");
+}
+
+/// Target 3's ten seconds on the same window, over 8 seeds. Its first burst is refused in
+/// part for every client, and the clients that got nothing probe. A probe's success then
+/// grows from the probing pace by equal steps, not e-fold per 1/8 s, and a cool-down drains
+/// the refusals it counted for at most 30 % of a window more: every fleet's Jain's index
+/// was 0.92–0.97 here, 79 % of the capacity used on average. Before, a probe's success
+/// grew fast to over 100 r/s and overshot: Jain 0.60–0.96, 73 % used.
+#[tokio::test(start_paused = true)]
+async fn a_fleet_comes_back_evenly_from_its_first_burst() {
+    let mut used = 0.0;
+    for seed in 0..8 {
+        let figures = fleet_on_a_counting_window(10, seed).await;
+        assert!(figures.jain >= 0.9, "seed {seed}: {figures}");
+        used += figures.used / 8.0;
+    }
+    assert!(used >= 0.77, "{used:.3} of the capacity used");
 }
