@@ -9,6 +9,7 @@
 //! cargo run --release --features hyper --example limiters -- all --reps 1
 //! cargo run --release --features hyper --example limiters -- fleet governor --paced
 //! cargo run --release --features hyper --example limiters -- fleet haproxy --paced --seconds 30
+//! cargo run --release --features hyper --example limiters -- fleet haproxy --stack told
 //! cargo run --release --features hyper --example limiters -- all --reps 5 --record real.txt
 //! cargo run --release --example simulate -- limiters --seeds 8 --compare real.txt
 //! ```
@@ -28,6 +29,13 @@
 //!    one limiter for 10 s: ≥ 95 % of its capacity used, < 10 % refused, Jain's index ≥ 0.9.
 //!    `--seconds N` runs the fleet longer, past what its first seconds cost (not with
 //!    `--record`: the calibration compares 10 s fleets).
+//!
+//! `--stack NAME` runs one stack only (`--paced`: the two with `PacingLayer`). `told` is a
+//! reference beside the crate's stacks, never among them: each client of the fleet is told
+//! its share of the limit (one request per 160 ms, tower's own `RateLimit`, from a random
+//! phase) and need not learn it. What it reaches is what the limiter allows a fleet that
+//! knows the limit; the model reproduces it (`simulate -- limiters`), which calibrates
+//! the limiters' models with clients that do not adapt.
 //!
 //! `haproxy-ratelimit`, run only when named (`limiters -- burst haproxy-ratelimit`), is
 //! HAProxy sending the IETF `RateLimit` field as well, as a naive configuration writes it
@@ -74,6 +82,10 @@ async fn main() -> Result<(), BoxError> {
         return Err(format!("--record keeps fleets of {FLEET_SECONDS} s, not {seconds}").into());
     }
     let record = Record::open(flag(&args, "--record"))?;
+    if let Some(name) = flag(&args, "--stack") {
+        let stack = Stack::parse(name).ok_or(format!("unknown stack {name}"))?;
+        let _ = ONLY.set(stack);
+    }
     PACED_ONLY.store(
         args.iter().any(|a| a == "--paced"),
         std::sync::atomic::Ordering::Relaxed,
@@ -152,8 +164,14 @@ impl Record {
 /// `--paced`: only the stacks with `PacingLayer` inside.
 static PACED_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// `--stack NAME`: only that stack.
+static ONLY: std::sync::OnceLock<Stack> = std::sync::OnceLock::new();
+
 /// The stacks to measure.
 fn measured() -> Vec<Stack> {
+    if let Some(&stack) = ONLY.get() {
+        return vec![stack];
+    }
     let paced = PACED_ONLY.load(std::sync::atomic::Ordering::Relaxed);
     Stack::MEASURED
         .into_iter()
@@ -486,22 +504,19 @@ async fn futures_join_all<F: std::future::Future<Output = ClientFigures> + Send 
 /// One client of the fleet: its own stack, saturating `url` for `seconds`.
 async fn run_client(url: &str, stack: Stack, seconds: u64, concurrency: usize) -> ClientFigures {
     let started = limiters::client::wall_clock_ms() as u64;
+    // The told client's first request waits its phase, within the client's time.
+    let phase = stack.told_phase();
+    tokio::time::sleep(phase).await;
+    let time = Duration::from_secs(seconds).saturating_sub(phase);
     let counts = Counts::default();
     let client = stack.build(&counts);
-    let outcomes = drive::saturate(
-        client,
-        url,
-        concurrency,
-        Duration::from_secs(seconds),
-        TIMEOUT,
-    )
-    .await;
+    let outcomes = drive::saturate(client, url, concurrency, time, TIMEOUT).await;
     let s = Summary::of(&outcomes);
     // A request still under way at the end may succeed later: only what succeeded within
     // the time counts against the limiter's capacity in that time.
     let in_time = outcomes
         .iter()
-        .filter(|o| o.ok() && o.ended <= Duration::from_secs(seconds))
+        .filter(|o| o.ok() && o.ended <= time)
         .count();
     ClientFigures {
         ok: in_time as u64,

@@ -507,6 +507,9 @@ enum Variant {
     PatientPacing,
     /// No shared budget, pacing inside (a stack of the real-limiter runs).
     NaivePacing,
+    /// A reference of the real-limiter runs, not the crate's pacing: no shared budget,
+    /// tower's `RateLimit` inside at a fleet client's share of the limit (`told`).
+    Told,
 }
 
 impl Variant {
@@ -526,6 +529,7 @@ impl Variant {
             Variant::NaivePacing => {
                 "naive retry (3 attempts, no budget) + PacingLayer::new() inside"
             }
+            Variant::Told => "naive retry (3 attempts, no budget) + tower's RateLimit inside",
         }
     }
 }
@@ -614,6 +618,17 @@ where
                 .layer(retry.with_settings(patient).without_retry_budget())
                 .layer(paced.clone())
                 .service(server),
+        ),
+        // `RateLimit` is not `Clone`: a `Buffer` shares it between the requests.
+        Variant::Told => layered(
+            retry.with_settings(three).without_retry_budget(),
+            tower::buffer::Buffer::new(
+                tower::limit::RateLimit::new(
+                    server,
+                    tower::limit::rate::Rate::new(1, limiter_models::TOLD_REAL_SPACING),
+                ),
+                64,
+            ),
         ),
     };
     let pacing = match variant {

@@ -32,6 +32,11 @@ pub enum Stack {
     RetryNoBudget,
     /// `RetryLayer` without its shared retry budget, `PacingLayer::new()` inside.
     RetryNoBudgetPacing,
+    /// A reference, not the crate's: a client of a fleet of 8 told its share of the 50 r/s
+    /// limit, `RetryLayer` without its budget over tower's own `RateLimit` at one request
+    /// per [`Stack::TOLD_SPACING`], started at a random phase of it (see
+    /// [`Stack::told_phase`]). What the limit allows a fleet that need not learn it.
+    Told,
 }
 
 impl Stack {
@@ -43,6 +48,20 @@ impl Stack {
         Stack::RetryNoBudgetPacing,
     ];
 
+    /// The told client's spacing: 8 clients, each at 6.25 r/s of the 50.
+    pub const TOLD_SPACING: std::time::Duration = std::time::Duration::from_millis(160);
+
+    /// How long the told client waits before its first request: a random phase of its
+    /// spacing. Processes started together and spaced alike send in step; 8 requests at
+    /// once then meet a sliding window (HAProxy's) just after its period turns, when the
+    /// last period still counts whole, and are refused (8 fleets in step: 86–90 % used).
+    pub fn told_phase(self) -> std::time::Duration {
+        match self {
+            Stack::Told => rand::random_range(std::time::Duration::ZERO..Self::TOLD_SPACING),
+            _ => std::time::Duration::ZERO,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Stack::Bare => "bare",
@@ -50,6 +69,7 @@ impl Stack {
             Stack::RetryPacing => "retry+pacing",
             Stack::RetryNoBudget => "retry-nobudget",
             Stack::RetryNoBudgetPacing => "retry-nobudget+pacing",
+            Stack::Told => "told",
         }
     }
 
@@ -62,11 +82,14 @@ impl Stack {
             Stack::RetryNoBudgetPacing => {
                 "(c) RetryLayer default, .without_retry_budget(), PacingLayer::new() inside"
             }
+            Stack::Told => {
+                "(d) reference: told its share, tower's RateLimit at 6.25 r/s, no budget"
+            }
         }
     }
 
     pub fn parse(name: &str) -> Option<Stack> {
-        [Stack::Bare]
+        [Stack::Bare, Stack::Told]
             .into_iter()
             .chain(Stack::MEASURED)
             .find(|s| s.name() == name)
@@ -95,6 +118,17 @@ impl Stack {
                     .layer(PacingLayer::new())
                     .service(inner),
             ),
+            Stack::Told => {
+                // `RateLimit` is not `Clone`: a `Buffer` shares it between the requests.
+                let limited = tower::buffer::Buffer::new(
+                    tower::limit::RateLimit::new(
+                        inner,
+                        tower::limit::rate::Rate::new(1, Self::TOLD_SPACING),
+                    ),
+                    64,
+                );
+                boxed(retry().without_retry_budget().layer(limited))
+            }
         }
     }
 }
