@@ -31,11 +31,12 @@ const LIMIT_WINDOW: Duration = Duration::from_secs(1);
 /// asked more (see [`Rate::drain`]). The refusals per success the meters give overstate
 /// what the window still counts when the refusals are fresh and the successes older, as in
 /// every refusal wave: a fleet of 8 on HAProxy cooled down for 2 s after the first burst's
-/// retries were refused, where the window was over its count for half a second. Capped at
-/// 30 %, the model's fleet used 71 % of the capacity (66 % uncapped) over 64 seeds, and 8
-/// real fleets 73 % (66 %). Under it, a client alone sent its first burst's retries into
-/// a window still counting them: target 1 against the model took up to 1.30× the ideal
-/// time with 25 %, 1.05–1.08× with 30 % (64 seeds).
+/// retries were refused, where the window was over its count for half a second. With this
+/// cap and the equal steps after a probe (see [`Rate::succeeded`]), 8 real fleets on
+/// HAProxy used 72.6 % of its capacity, 66.0 % before both (the model, 64 seeds: 72.3 %
+/// and 67.9 %). Under it, a client alone sent its first burst's retries into a window
+/// still counting them: target 1 against the model took up to 1.30× the ideal time with
+/// 25 % (one seed of 32), 1.05–1.08× with 30 % (64 seeds).
 const MAX_DRAIN: f64 = 0.3;
 /// Far below the known ceiling: each success adds this much to the rate (req/s), so the
 /// rate grows e-fold every 1/8 s while it is used: about ×2 per 90 ms.
@@ -310,8 +311,10 @@ impl Rate {
                     // time, and each growing at the fast gain took 130–220 r/s within
                     // 0.3 s (a trace of the model's HAProxy fleet) and overshot at once.
                     // From the probing pace in equal steps instead, as after a cut
-                    // (`LIMIT_DECREASE`): the model's fleet refused 18 % of its attempts
-                    // where it refused 20 %, Jain's index 0.83 where 0.75 (64 seeds).
+                    // (`LIMIT_DECREASE`); the figures are in `docs/design.md`, "Coming
+                    // back from the first burst". As after a cut, two refusals in a row
+                    // within the window do not cut again; a cool-down takes a limiter
+                    // that still refuses everything.
                     episode.ceiling = Some(probing);
                     episode.limit_cut = Some(now);
                     Mode::Paced { rate: probing }
