@@ -315,8 +315,9 @@ async fn huge_delays_do_not_overflow() {
 }
 
 /// HAProxy's `http_req_rate(1s)` in front of a backend, 50 r/s: the last period's count
-/// weighted by what is left of the current one, plus the current count. Every request is
-/// counted, refused ones too, and a refusal says only `Retry-After: 1`.
+/// weighted by the milliseconds left of the current one, in whole requests rounded down
+/// (as its `read_freq_ctr_period`), plus the current count. Every request is counted,
+/// refused ones too, and a refusal says only `Retry-After: 1`.
 #[derive(Default)]
 struct CountingWindow {
     period_start: Option<Instant>,
@@ -334,8 +335,9 @@ impl CountingWindow {
             self.period_start = Some(start + secs(periods));
         }
         self.hits += 1;
-        let elapsed = (now - self.period_start.unwrap()).as_secs_f64();
-        f64::from(self.hits) + f64::from(self.previous) * (1.0 - elapsed) <= 50.0
+        let elapsed = (now - self.period_start.unwrap()).as_millis();
+        let remain = 1000_u128.saturating_sub(elapsed);
+        u128::from(self.hits) + u128::from(self.previous) * remain / 1000 <= 50
     }
 }
 
@@ -441,8 +443,9 @@ async fn fleet_on_a_counting_window(seconds: u64, seed: u64) -> FleetFigures {
 /// 8 clients, each its own pacing layer with 4 requests in flight, sharing a limiter that
 /// counts its refusals and says nothing of its count: a client over it is refused until
 /// the whole fleet sends less. Over a minute they share it evenly and use most of it
-/// (82 % used, 12 % refused, Jain's index 0.97). Cutting to just under the pace, as for
-/// other refusals, gave 71 %, 23.5 % and 0.88 here.
+/// (85 % used, 11 % refused, Jain's index 0.995). Cutting to just under the pace, as for
+/// other refusals, gave 71 %, 23.5 % and 0.88 here (with the counter's arithmetic exact,
+/// not rounded as HAProxy's).
 #[tokio::test(start_paused = true)]
 async fn a_fleet_shares_a_limiter_that_counts_its_refusals() {
     let figures = fleet_on_a_counting_window(60, 0).await;
@@ -455,8 +458,8 @@ async fn a_fleet_shares_a_limiter_that_counts_its_refusals() {
 /// part for every client, and the clients that got nothing probe. A probe's success then
 /// grows from the probing pace by equal steps, not e-fold per 1/8 s, and a cool-down drains
 /// the refusals it counted for at most 30 % of a window more: every fleet's Jain's index
-/// was 0.92–0.97 here, 79 % of the capacity used on average. Before, a probe's success
-/// grew fast to over 100 r/s and overshot: Jain 0.60–0.96, 73 % used.
+/// was 0.94–0.97 here, 81 % of the capacity used on average. Before, a probe's success
+/// grew fast to over 100 r/s and overshot: Jain 0.57–0.96, 76 % used.
 #[tokio::test(start_paused = true)]
 async fn a_fleet_comes_back_evenly_from_its_first_burst() {
     let mut used = 0.0;
@@ -465,5 +468,5 @@ async fn a_fleet_comes_back_evenly_from_its_first_burst() {
         assert!(figures.jain >= 0.9, "seed {seed}: {figures}");
         used += figures.used / 8.0;
     }
-    assert!(used >= 0.77, "{used:.3} of the capacity used");
+    assert!(used >= 0.79, "{used:.3} of the capacity used");
 }
