@@ -82,14 +82,15 @@ async fn main() -> Result<(), BoxError> {
         return Err(format!("--record keeps fleets of {FLEET_SECONDS} s, not {seconds}").into());
     }
     let record = Record::open(flag(&args, "--record"))?;
-    if let Some(name) = flag(&args, "--stack") {
-        let stack = Stack::parse(name).ok_or(format!("unknown stack {name}"))?;
-        let _ = ONLY.set(stack);
-    }
-    PACED_ONLY.store(
-        args.iter().any(|a| a == "--paced"),
-        std::sync::atomic::Ordering::Relaxed,
-    );
+    let stacks = match flag(&args, "--stack") {
+        Some(name) => vec![Stack::parse(name).ok_or(format!("unknown stack {name}"))?],
+        None if args.iter().any(|a| a == "--paced") => Stack::MEASURED
+            .into_iter()
+            .filter(|stack| matches!(stack, Stack::RetryPacing | Stack::RetryNoBudgetPacing))
+            .collect(),
+        None => Stack::MEASURED.to_vec(),
+    };
+    let _ = STACKS.set(stacks);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -161,22 +162,15 @@ impl Record {
     }
 }
 
-/// `--paced`: only the stacks with `PacingLayer` inside.
-static PACED_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The stacks to measure: every measured one, those with `PacingLayer` inside
+/// (`--paced`), or one (`--stack NAME`).
+static STACKS: std::sync::OnceLock<Vec<Stack>> = std::sync::OnceLock::new();
 
-/// `--stack NAME`: only that stack.
-static ONLY: std::sync::OnceLock<Stack> = std::sync::OnceLock::new();
-
-/// The stacks to measure.
 fn measured() -> Vec<Stack> {
-    if let Some(&stack) = ONLY.get() {
-        return vec![stack];
-    }
-    let paced = PACED_ONLY.load(std::sync::atomic::Ordering::Relaxed);
-    Stack::MEASURED
-        .into_iter()
-        .filter(|stack| !paced || matches!(stack, Stack::RetryPacing | Stack::RetryNoBudgetPacing))
-        .collect()
+    STACKS
+        .get()
+        .cloned()
+        .unwrap_or_else(|| Stack::MEASURED.to_vec())
 }
 
 fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {

@@ -14,6 +14,13 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep};
 use tower::ServiceExt;
 
+#[path = "../../tests/support/fairness.rs"]
+mod fairness;
+#[path = "../../tests/support/sliding_count.rs"]
+mod sliding_count;
+use fairness::jain;
+use sliding_count::SlidingCount;
+
 const RATE: f64 = 50.0;
 const BURST: f64 = 10.0;
 
@@ -74,11 +81,11 @@ struct Limiter {
     start: Instant,
     /// GCRA: the theoretical arrival time, in seconds.
     tat: f64,
-    /// Fixed window: its end and its hits; sliding window: the current period's start.
+    /// Fixed window: its end and its hits.
     window_end: f64,
     hits: u32,
-    /// Sliding window: the previous period's count.
-    previous: u32,
+    /// Sliding window: HAProxy's count.
+    sliding: SlidingCount,
     /// Every answer: when (seconds from the start), and whether it was served.
     log: Vec<(f64, bool)>,
 }
@@ -101,7 +108,7 @@ impl Limiter {
             tat: 0.0,
             window_end: f64::NEG_INFINITY,
             hits: 0,
-            previous: 0,
+            sliding: SlidingCount::default(),
             log: Vec::new(),
         }
     }
@@ -144,27 +151,10 @@ impl Limiter {
                 }
             }
             Model::SlidingWindow | Model::SlidingWindowRateLimit => {
-                // `window_end` holds the current period's start here.
-                if self.window_end == f64::NEG_INFINITY {
-                    self.window_end = t;
-                }
-                let periods = (t - self.window_end).floor();
-                if periods >= 1.0 {
-                    self.previous = if periods >= 2.0 { 0 } else { self.hits };
-                    self.hits = 0;
-                    self.window_end += periods;
-                }
-                self.hits += 1;
-                // HAProxy's `read_freq_ctr_period` counts what is left of the period in
-                // whole milliseconds and the previous period's share in whole requests,
-                // rounded down: a fleet sending exactly at the limit then passes where
-                // exact arithmetic refuses it (that request itself takes the count just
-                // over). Exact, the model's told fleet (at 160 ms) used 66–76 % of the
-                // capacity where the real one used 86–98 %.
-                let elapsed_ms = ((t - self.window_end) * 1000.0).floor() as u64;
-                let remain_ms = 1000_u64.saturating_sub(elapsed_ms);
-                let rate =
-                    (u64::from(self.hits) + u64::from(self.previous) * remain_ms / 1000) as f64;
+                // Exact arithmetic refused a fleet sending exactly at the limit: the
+                // model's told fleet (at 160 ms) used 66–76 % of the capacity where the
+                // real one used 86–98 %.
+                let rate = self.sliding.hit(t) as f64;
                 if self.model == Model::SlidingWindowRateLimit {
                     let r = RATE as i64 - rate as i64;
                     res = res.header("ratelimit", format!("\"50-in-1sec\"; r={r}; t=1"));
@@ -366,16 +356,6 @@ fn fleet(model: Model, variant: Variant, seconds: u64, seed: u64) -> (Vec<f64>, 
         }
         (shares, l.answers(), l.refused())
     })
-}
-
-fn jain(shares: &[f64]) -> f64 {
-    let sum: f64 = shares.iter().sum();
-    let squares: f64 = shares.iter().map(|x| x * x).sum();
-    if squares == 0.0 {
-        0.0
-    } else {
-        sum * sum / (shares.len() as f64 * squares)
-    }
 }
 
 /// Targets 1 and 3 on the three models, the fleets for `seconds` (target 3's are 10).

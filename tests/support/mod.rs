@@ -5,5 +5,6 @@ pub mod echo;
 pub mod fairness;
 pub mod pacing;
 pub mod scripted;
+pub mod sliding_count;
 pub mod time;
 pub mod upstream;

@@ -54,7 +54,7 @@ impl Stack {
     /// How long the told client waits before its first request: a random phase of its
     /// spacing. Processes started together and spaced alike send in step; 8 requests at
     /// once then meet a sliding window (HAProxy's) just after its period turns, when the
-    /// last period still counts whole, and are refused (8 fleets in step: 86–90 % used).
+    /// last period still counts whole, and are refused (3 fleets in step: 86–90 % used).
     pub fn told_phase(self) -> std::time::Duration {
         match self {
             Stack::Told => rand::random_range(std::time::Duration::ZERO..Self::TOLD_SPACING),
