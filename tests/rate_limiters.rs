@@ -363,12 +363,58 @@ impl Bounds {
     };
 }
 
-/// Target 3's fleet for `seconds`, held to `bounds`.
+/// Target 3's fleet for `seconds`, held to `bounds` by the median of up to three fleets:
+/// two that meet them pass, two that miss fail. A real fleet's figures spread (HAProxy
+/// sending `RateLimit`: Jain's index 0.938–0.999 over 12 runs alone on the machine, 0.864
+/// in one CI run), and a bound meant for the usual fleet failed CI on one tail run. A
+/// change that makes the usual fleet miss still fails, and every fleet's figures are
+/// printed.
 async fn fleet_within(kind: Kind, seconds: u64, bounds: Bounds) {
-    let Some(limiter) = start_or_skip(kind, RateLimit::TARGET).await else {
-        return;
-    };
-    let fleet: Vec<_> = (0..8)
+    let (mut met, mut missed) = (0, Vec::new());
+    while met < 2 && missed.len() < 2 {
+        let Some(fleet) = fleet(kind, seconds).await else {
+            return;
+        };
+        match fleet.check(&bounds) {
+            Ok(()) => met += 1,
+            Err(why) => missed.push(why),
+        }
+    }
+    assert!(met == 2, "{}: {}", kind.name(), missed.join("; "));
+}
+
+/// What one fleet got.
+struct Fleet {
+    /// Each client's successes.
+    shares: Vec<f64>,
+    /// The share of the limiter's capacity the fleet used.
+    used: f64,
+    attempts: u64,
+    refused: u64,
+}
+
+impl Fleet {
+    /// Why the fleet misses `bounds`, if it does.
+    fn check(&self, bounds: &Bounds) -> Result<(), String> {
+        let jain = drive::jain(&self.shares);
+        let (used, refused, attempts) = (self.used, self.refused, self.attempts);
+        if used < bounds.used {
+            Err(format!("capacity used {used:.3}"))
+        } else if refused as f64 >= bounds.refused * attempts as f64 {
+            Err(format!("{refused} of {attempts} refused"))
+        } else if jain < bounds.jain {
+            Err(format!("Jain {jain:.3}, shares {:?}", self.shares))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// 8 clients, each its own layer, saturating one fresh limiter of `kind` for `seconds`
+/// (`None`: the limiter is not available here).
+async fn fleet(kind: Kind, seconds: u64) -> Option<Fleet> {
+    let limiter = start_or_skip(kind, RateLimit::TARGET).await?;
+    let clients: Vec<_> = (0..8)
         .map(|_| {
             let counts = Counts::default();
             let client = Stack::RetryPacing.build(&counts);
@@ -380,27 +426,29 @@ async fn fleet_within(kind: Kind, seconds: u64, bounds: Bounds) {
             })
         })
         .collect();
-    let mut shares = Vec::new();
-    let (mut attempts, mut refused) = (0, 0);
-    for client in fleet {
+    let mut fleet = Fleet {
+        shares: Vec::new(),
+        used: 0.0,
+        attempts: 0,
+        refused: 0,
+    };
+    for client in clients {
         let (ok, count) = client.await.unwrap();
-        shares.push(ok);
-        attempts += count.attempts;
-        refused += count.refused;
+        fleet.shares.push(ok);
+        fleet.attempts += count.attempts;
+        fleet.refused += count.refused;
     }
-    let used = shares.iter().sum::<f64>() / (50.0 * seconds as f64);
-    let name = kind.name();
-    let jain = drive::jain(&shares);
+    fleet.used = fleet.shares.iter().sum::<f64>() / (50.0 * seconds as f64);
     // In CI's log, beside the real runs the docs give.
     eprintln!(
-        "{name}: {seconds} s, {used:.3} of the capacity used, {refused} of {attempts} refused, Jain {jain:.3}"
+        "{}: {seconds} s, {:.3} of the capacity used, {} of {} refused, Jain {:.3}",
+        kind.name(),
+        fleet.used,
+        fleet.refused,
+        fleet.attempts,
+        drive::jain(&fleet.shares)
     );
-    assert!(used >= bounds.used, "{name}: capacity used {used:.3}");
-    assert!(
-        (refused as f64) < bounds.refused * attempts as f64,
-        "{name}: {refused} of {attempts} refused"
-    );
-    assert!(jain >= bounds.jain, "{name}: shares {shares:?}");
+    Some(fleet)
 }
 
 /// Met against express-rate-limit: its quota reports, spread over the second to their
