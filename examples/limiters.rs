@@ -35,7 +35,9 @@
 //! its share of the limit (one request per 160 ms, tower's own `RateLimit`, from a random
 //! phase) and need not learn it. What it reaches is what the limiter allows a fleet that
 //! knows the limit; the model reproduces it (`simulate -- limiters`), which calibrates
-//! the limiters' models with clients that do not adapt.
+//! the limiters' models with clients that do not adapt. `LIMITERS_TOLD_SHARE=0.97` tells
+//! each client 97 % of its share instead (not with `--record`); `simulate -- limiters`
+//! reads the same variable.
 //!
 //! `haproxy-ratelimit`, run only when named (`limiters -- burst haproxy-ratelimit`), is
 //! HAProxy sending the IETF `RateLimit` field as well, as a naive configuration writes it
@@ -81,6 +83,13 @@ async fn main() -> Result<(), BoxError> {
     if seconds != FLEET_SECONDS && flag(&args, "--record").is_some() {
         return Err(format!("--record keeps fleets of {FLEET_SECONDS} s, not {seconds}").into());
     }
+    let told_share = limiters::told::told_share()?;
+    if told_share != 1.0 && flag(&args, "--record").is_some() {
+        return Err(format!(
+            "--record keeps the told fleet at its whole share, not LIMITERS_TOLD_SHARE={told_share}"
+        )
+        .into());
+    }
     let record = Record::open(flag(&args, "--record"))?;
     let stacks = match flag(&args, "--stack") {
         Some(name) => vec![Stack::parse(name).ok_or(format!("unknown stack {name}"))?],
@@ -99,6 +108,9 @@ async fn main() -> Result<(), BoxError> {
         LIMIT.burst,
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
+    if told_share != 1.0 {
+        let _ = writeln!(out, "the told fleet at {told_share} of its share\n");
+    }
     if !matches!(what, "all" | "burst" | "two" | "fleet") {
         return Err(format!("unknown experiment {what}: all, burst, two, fleet").into());
     }

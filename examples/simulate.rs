@@ -625,7 +625,7 @@ where
             tower::buffer::Buffer::new(
                 tower::limit::RateLimit::new(
                     server,
-                    tower::limit::rate::Rate::new(1, limiter_models::TOLD_REAL_SPACING),
+                    tower::limit::rate::Rate::new(1, limiter_models::told_real_spacing()),
                 ),
                 64,
             ),
@@ -1419,6 +1419,15 @@ fn main() -> Result<(), Box<dyn Error>> {
             return Err("--seconds runs fleets that --check and --compare do not judge".into());
         }
         let seconds = seconds.unwrap_or(if short { 2 } else { 10 });
+        // `LIMITERS_TOLD_SHARE`: the told fleet at that share of the limit, as in the real
+        // runs; the recorded ones are at the whole share.
+        let told_share = limiter_models::told::told_share()?;
+        if told_share != 1.0 && (check || flag(&args, "--compare").is_some()) {
+            return Err(format!(
+                "LIMITERS_TOLD_SHARE={told_share}: --check and --compare judge the told fleet at its whole share"
+            )
+            .into());
+        }
         let mut table = String::new();
         let rows = limiter_models::run(1, seeds, seconds, &mut table);
         if check {

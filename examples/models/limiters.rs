@@ -18,6 +18,8 @@ use tower::ServiceExt;
 mod fairness;
 #[path = "../../tests/support/sliding_count.rs"]
 mod sliding_count;
+#[path = "../../tests/support/told.rs"]
+pub mod told;
 use fairness::jain;
 use sliding_count::SlidingCount;
 
@@ -304,15 +306,16 @@ fn burst(model: Model, variant: Variant, n: usize, seed: u64) -> (usize, f64, u6
     })
 }
 
-/// The told reference's spacing: a fleet client's share of the limit, 50/8 r/s
-/// (`Stack::TOLD_SPACING` in the real runs, 160 ms)...
-pub const TOLD_SPACING: Duration = Duration::from_millis(160);
-/// ...as the real client keeps it: tower's `RateLimit` starts its next period when its
-/// sleep fires, and tokio's timer fires on the millisecond after the deadline. Its sends
-/// came 161.1 ms apart in a real run (6.21 r/s, 99.3 % of the share), where virtual time
-/// keeps 160 ms exactly; against a limit that refuses a count just over it, the 0.7 %
-/// matters (the model's told fleet on HAProxy: 78–92 % used at 160 ms).
-pub const TOLD_REAL_SPACING: Duration = Duration::from_micros(161_100);
+/// The told client's spacing as the real client keeps it: tower's `RateLimit` starts its
+/// next period when its sleep fires, and tokio's timer fires on the millisecond after the
+/// deadline. Its sends came 161.1 ms apart in a real run at 160 ms (6.21 r/s, 99.3 % of
+/// the share), where virtual time keeps 160 ms exactly; against a limit that refuses a
+/// count just over it, the 0.7 % matters (the model's told fleet on HAProxy: 78–92 % used
+/// at 160 ms). At another share (`LIMITERS_TOLD_SHARE`) the same 1.1 ms are added: not
+/// measured at other spacings.
+pub fn told_real_spacing() -> Duration {
+    told::told_spacing() + Duration::from_micros(1_100)
+}
 
 /// The real fleet's clients are processes started one after the other: each began 0–13 ms
 /// after the first in the runs of 2026-11-24. A client that starts a few milliseconds
@@ -333,7 +336,7 @@ fn fleet(model: Model, variant: Variant, seconds: u64, seed: u64) -> (Vec<f64>, 
                 // The told client's first request waits a random phase of its spacing,
                 // within the client's time, as in the real runs.
                 let phase = if variant == Variant::Told {
-                    starts.random_range(Duration::ZERO..TOLD_SPACING)
+                    starts.random_range(Duration::ZERO..told::told_spacing())
                 } else {
                     Duration::ZERO
                 };
@@ -432,8 +435,12 @@ pub fn run(seed: u64, seeds: u64, seconds: u64, out: &mut String) -> Vec<ModelRo
 fn told(seed: u64, last: u64, seconds: u64, out: &mut String) -> Vec<ModelRow> {
     let _ = writeln!(
         out,
-        "### A fleet told its share, modelled: 8 clients at one request per {} ms each (50/8 r/s), tower's `RateLimit`, for {seconds} s\n",
-        TOLD_SPACING.as_millis()
+        "### A fleet told its share, modelled: 8 clients at one request per {} ms each ({}), tower's `RateLimit`, for {seconds} s\n",
+        (told::told_spacing().as_secs_f64() * 10_000.0).round() / 10.0,
+        match told::told_share().unwrap_or(1.0) {
+            1.0 => "50/8 r/s".to_owned(),
+            share => format!("{share} of 50/8 r/s"),
+        }
     );
     let _ = writeln!(
         out,

@@ -34,7 +34,7 @@ pub enum Stack {
     RetryNoBudgetPacing,
     /// A reference, not the crate's: a client of a fleet of 8 told its share of the 50 r/s
     /// limit, `RetryLayer` without its budget over tower's own `RateLimit` at one request
-    /// per [`Stack::TOLD_SPACING`], started at a random phase of it (see
+    /// per [`TOLD_SPACING`](super::told::TOLD_SPACING), started at a random phase of it (see
     /// [`Stack::told_phase`]). What the limit allows a fleet that need not learn it.
     Told,
 }
@@ -48,16 +48,15 @@ impl Stack {
         Stack::RetryNoBudgetPacing,
     ];
 
-    /// The told client's spacing: 8 clients, each at 6.25 r/s of the 50.
-    pub const TOLD_SPACING: std::time::Duration = std::time::Duration::from_millis(160);
-
     /// How long the told client waits before its first request: a random phase of its
     /// spacing. Processes started together and spaced alike send in step; 8 requests at
     /// once then meet a sliding window (HAProxy's) just after its period turns, when the
     /// last period still counts whole, and are refused (3 fleets in step: 86–90 % used).
     pub fn told_phase(self) -> std::time::Duration {
         match self {
-            Stack::Told => rand::random_range(std::time::Duration::ZERO..Self::TOLD_SPACING),
+            Stack::Told => {
+                rand::random_range(std::time::Duration::ZERO..super::told::told_spacing())
+            }
             _ => std::time::Duration::ZERO,
         }
     }
@@ -123,7 +122,7 @@ impl Stack {
                 let limited = tower::buffer::Buffer::new(
                     tower::limit::RateLimit::new(
                         inner,
-                        tower::limit::rate::Rate::new(1, Self::TOLD_SPACING),
+                        tower::limit::rate::Rate::new(1, super::told::told_spacing()),
                     ),
                     64,
                 );

@@ -22,6 +22,8 @@ pub mod express;
 pub mod fairness;
 pub mod governor;
 pub mod haproxy;
+#[path = "../told.rs"]
+pub mod told;
 
 use std::fmt;
 use std::net::SocketAddr;
