@@ -3,8 +3,10 @@
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Time constant of the meters: about the last second counts.
-const TAU: f64 = 1.0;
+/// What "lately" means to the meters: about the last second counts.
+pub(crate) const WINDOW: Duration = Duration::from_secs(1);
+/// The meters' time constant, [`WINDOW`] in seconds.
+const TAU: f64 = WINDOW.as_secs_f64();
 /// A meter needs this much history before its rate means anything.
 pub(crate) const MIN_SPAN: Duration = Duration::from_millis(100);
 

@@ -25,8 +25,8 @@ const BLIND_DECREASE: f64 = 0.6;
 /// cut: a client alone, slowed to 70 % and growing back by 1 r/s per second, took 1.21×
 /// the ideal time of the simulated rate limit (100 r/s), where it takes 1.07×.
 const LIMIT_DECREASE: f64 = 0.7;
-/// A limiter's window when its `Retry-After` does not say: a second, as the meters'.
-const LIMIT_WINDOW: Duration = Duration::from_secs(1);
+/// A limiter's window when its `Retry-After` does not say: the meters' (a second).
+const LIMIT_WINDOW: Duration = super::meter::WINDOW;
 /// A cool-down drains a limiter's counted refusals for at most this share of what it
 /// asked more (see [`Rate::drain`]). The refusals per success the meters give overstate
 /// what the window still counts when the refusals are fresh and the successes older, as in
