@@ -132,6 +132,22 @@ impl Stack {
     }
 }
 
+/// The README's client for a known share of a limit: the retry layer with its defaults
+/// over tower's `RateLimit` at one request per `spacing`, shared by a `Buffer`, counting
+/// its attempts into `counts`.
+pub fn at_known_share(counts: &Counts, spacing: std::time::Duration) -> HttpClient {
+    let inner = counts.counting(
+        Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(HttpConnector::new()),
+    );
+    boxed(
+        ServiceBuilder::new()
+            .layer(RetryLayer::new(ExponentialBackOff::default()))
+            .buffer(64)
+            .rate_limit(1, spacing)
+            .service(inner),
+    )
+}
+
 /// Boxes a client stack, its error (whatever the retry layer's error type) boxed too.
 fn boxed<S>(service: S) -> HttpClient
 where
