@@ -510,22 +510,21 @@ async fn futures_join_all<F: std::future::Future<Output = ClientFigures> + Send 
 /// One client of the fleet: its own stack, saturating `url` for `seconds`.
 async fn run_client(url: &str, stack: Stack, seconds: u64, concurrency: usize) -> ClientFigures {
     let started = limiters::client::wall_clock_ms() as u64;
-    // The told client's first request waits its phase, within the client's time.
-    let phase = stack.told_phase();
-    tokio::time::sleep(phase).await;
-    let time = Duration::from_secs(seconds).saturating_sub(phase);
     let counts = Counts::default();
     let client = stack.build(&counts);
-    let outcomes = drive::saturate(client, url, concurrency, time, TIMEOUT).await;
+    // The told client's first request waits its phase, within the client's time.
+    let (outcomes, time) = drive::saturate_after(
+        stack.told_phase(),
+        client,
+        url,
+        concurrency,
+        Duration::from_secs(seconds),
+        TIMEOUT,
+    )
+    .await;
     let s = Summary::of(&outcomes);
-    // A request still under way at the end may succeed later: only what succeeded within
-    // the time counts against the limiter's capacity in that time.
-    let in_time = outcomes
-        .iter()
-        .filter(|o| o.ok() && o.ended <= time)
-        .count();
     ClientFigures {
-        ok: in_time as u64,
+        ok: drive::succeeded_within(&outcomes, time) as u64,
         requests: s.requests as u64,
         count: counts.total(),
         started,
@@ -586,6 +585,7 @@ async fn fleet_client(args: &[String]) -> Result<(), BoxError> {
         return Err("fleet-client URL STACK SECONDS CONCURRENCY".into());
     };
     let stack = Stack::parse(stack).ok_or(format!("unknown stack {stack}"))?;
+    limiters::told::told_share()?;
     let f = run_client(url, stack, seconds.parse()?, concurrency.parse()?).await;
     println!(
         "ok={} requests={} attempts={} refused={} errors={} started={}",

@@ -507,8 +507,9 @@ enum Variant {
     PatientPacing,
     /// No shared budget, pacing inside (a stack of the real-limiter runs).
     NaivePacing,
-    /// A reference of the real-limiter runs, not the crate's pacing: no shared budget,
-    /// tower's `RateLimit` inside at a fleet client's share of the limit (`told`).
+    /// A reference of the real-limiter runs, not the crate's pacing: the README's stack for
+    /// a known share, tower's `RateLimit` inside at a fleet client's share of the limit
+    /// (`told`).
     Told,
 }
 
@@ -529,7 +530,7 @@ impl Variant {
             Variant::NaivePacing => {
                 "naive retry (3 attempts, no budget) + PacingLayer::new() inside"
             }
-            Variant::Told => "naive retry (3 attempts, no budget) + tower's RateLimit inside",
+            Variant::Told => "retry (3 attempts, budget) + tower's RateLimit inside",
         }
     }
 }
@@ -621,7 +622,7 @@ where
         ),
         // `RateLimit` is not `Clone`: a `Buffer` shares it between the requests.
         Variant::Told => layered(
-            retry.with_settings(three).without_retry_budget(),
+            retry.with_settings(three),
             tower::buffer::Buffer::new(
                 tower::limit::RateLimit::new(
                     server,

@@ -315,8 +315,8 @@ async fn huge_delays_do_not_overflow() {
 }
 
 /// HAProxy's `http_req_rate(1s)` in front of a backend, 50 r/s, counted as HAProxy does
-/// ([`support::sliding_count::SlidingCount`]): every request is counted, refused ones too, and a refusal says
-/// only `Retry-After: 1`.
+/// ([`support::sliding_count::SlidingCount`]): every request is counted, refused ones
+/// too, and a refusal says only `Retry-After: 1`.
 #[derive(Default)]
 struct CountingWindow {
     origin: Option<Instant>,

@@ -450,16 +450,11 @@ async fn fleet(
                 phases.random_range(Duration::ZERO..phase)
             };
             tokio::spawn(async move {
-                tokio::time::sleep(phase).await;
-                let time = Duration::from_secs(seconds).saturating_sub(phase);
-                let outcomes = drive::saturate(client, &url, 4, time, TIMEOUT).await;
-                // A request still under way at the end may succeed later (a paced client's
-                // queue drains after it): only what succeeded within the time counts
-                // against the limiter's capacity in that time, as in the real runs.
-                let in_time = outcomes
-                    .iter()
-                    .filter(|o| o.ok() && o.ended <= time)
-                    .count();
+                let time = Duration::from_secs(seconds);
+                let (outcomes, time) =
+                    drive::saturate_after(phase, client, &url, 4, time, TIMEOUT).await;
+                // Only what succeeded within the time counts, as in the real runs.
+                let in_time = drive::succeeded_within(&outcomes, time);
                 let late = Summary::of(&outcomes).ok - in_time;
                 (in_time as f64, late, counts.total())
             })
@@ -493,11 +488,13 @@ async fn fleet(
 }
 
 /// Met against express-rate-limit: its quota reports, spread over the second to their
-/// reset and less what the other clients are seen to use, share each window.
+/// reset and less what the other clients are seen to use, share each window. Over the
+/// target's 10 s: in 5 s, counted within the time, the fleets used 95.2–98.8 % (12
+/// fleets), a point from the bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_3_express_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
-    target_3(Kind::Express, 5).await;
+    target_3(Kind::Express, 10).await;
 }
 
 /// Met against tower_governor over the target's 10 s: clients of a token bucket grow back

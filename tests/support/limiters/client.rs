@@ -33,8 +33,9 @@ pub enum Stack {
     /// `RetryLayer` without its shared retry budget, `PacingLayer::new()` inside.
     RetryNoBudgetPacing,
     /// A reference, not the crate's: a client of a fleet of 8 told its share of the 50 r/s
-    /// limit, `RetryLayer` without its budget over tower's own `RateLimit` at one request
-    /// per [`TOLD_SPACING`](super::told::TOLD_SPACING), started at a random phase of it (see
+    /// limit, the README's stack for a known share ([`at_known_share`]: `RetryLayer` with
+    /// its defaults over tower's own `RateLimit`) at one request per
+    /// [`TOLD_SPACING`](super::told::TOLD_SPACING), started at a random phase of it (see
     /// [`Stack::told_phase`]). What the limit allows a fleet that need not learn it.
     Told,
 }
@@ -82,7 +83,7 @@ impl Stack {
                 "(c) RetryLayer default, .without_retry_budget(), PacingLayer::new() inside"
             }
             Stack::Told => {
-                "(d) reference: told its share, tower's RateLimit at 6.25 r/s, no budget"
+                "(d) reference: told its share, RetryLayer default over tower's RateLimit at 6.25 r/s"
             }
         }
     }
@@ -97,9 +98,7 @@ impl Stack {
     /// A new client of this stack (its own connection pool, budget and pacing state),
     /// counting its attempts into `counts`.
     pub fn build(self, counts: &Counts) -> HttpClient {
-        let inner = counts.counting(
-            Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(HttpConnector::new()),
-        );
+        let inner = counts.client();
         let retry = || RetryLayer::new(ExponentialBackOff::default());
         match self {
             Stack::Bare => inner,
@@ -117,17 +116,7 @@ impl Stack {
                     .layer(PacingLayer::new())
                     .service(inner),
             ),
-            Stack::Told => {
-                // `RateLimit` is not `Clone`: a `Buffer` shares it between the requests.
-                let limited = tower::buffer::Buffer::new(
-                    tower::limit::RateLimit::new(
-                        inner,
-                        tower::limit::rate::Rate::new(1, super::told::told_spacing()),
-                    ),
-                    64,
-                );
-                boxed(retry().without_retry_budget().layer(limited))
-            }
+            Stack::Told => known_share(inner, super::told::told_spacing()),
         }
     }
 }
@@ -136,9 +125,12 @@ impl Stack {
 /// over tower's `RateLimit` at one request per `spacing`, shared by a `Buffer`, counting
 /// its attempts into `counts`.
 pub fn at_known_share(counts: &Counts, spacing: std::time::Duration) -> HttpClient {
-    let inner = counts.counting(
-        Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(HttpConnector::new()),
-    );
+    known_share(counts.client(), spacing)
+}
+
+/// [`at_known_share`] over `inner`. `RateLimit` is not `Clone`: a `Buffer` shares it
+/// between the requests.
+fn known_share(inner: HttpClient, spacing: std::time::Duration) -> HttpClient {
     boxed(
         ServiceBuilder::new()
             .layer(RetryLayer::new(ExponentialBackOff::default()))
@@ -190,7 +182,10 @@ pub struct Count {
 }
 
 impl Counts {
-    fn counting(&self, client: Client<HttpConnector, Full<Bytes>>) -> HttpClient {
+    /// hyper-util's client, counting its attempts into these counts.
+    fn client(&self) -> HttpClient {
+        let client =
+            Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(HttpConnector::new());
         let counts = self.clone();
         let service = tower::service_fn(move |req: Req| {
             let authority = req

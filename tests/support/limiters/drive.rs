@@ -142,6 +142,34 @@ pub async fn saturate(
     all
 }
 
+/// [`saturate`] from `phase` on, for what is left of `time` then (a fleet's client that
+/// waits a phase of its pace first); also returns that time.
+pub async fn saturate_after(
+    phase: Duration,
+    client: HttpClient,
+    url: &str,
+    concurrency: usize,
+    time: Duration,
+    timeout: Duration,
+) -> (Vec<Outcome>, Duration) {
+    tokio::time::sleep(phase).await;
+    let time = time.saturating_sub(phase);
+    (
+        saturate(client, url, concurrency, time, timeout).await,
+        time,
+    )
+}
+
+/// How many of `outcomes` succeeded within `time` of the start. A request still under way
+/// at the end may succeed later (a paced client's queue drains after it): only what
+/// succeeded within the time counts against a limiter's capacity in that time.
+pub fn succeeded_within(outcomes: &[Outcome], time: Duration) -> usize {
+    outcomes
+        .iter()
+        .filter(|o| o.ok() && o.ended <= time)
+        .count()
+}
+
 async fn bounded(client: HttpClient, url: &str, start: Instant, timeout: Duration) -> Outcome {
     let began = Instant::now();
     match tokio::time::timeout(timeout, call(client, url, start)).await {
