@@ -446,6 +446,14 @@ impl PacingBuilder {
 }
 
 #[cfg(test)]
+impl PacingLayer {
+    /// The validated settings, for the pacing modules' unit tests.
+    pub(crate) fn settings(&self) -> Settings {
+        self.shared.settings
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
