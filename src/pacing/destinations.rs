@@ -18,13 +18,16 @@ const FULL_SWEEP_PAUSE: Duration = Duration::from_secs(1);
 /// looks its destination up).
 const SHARDS: usize = 16;
 
+/// One part of the map.
+type Shard = HashMap<Key, Arc<Destination>>;
+
 /// Every destination's state, by key, in [`SHARDS`] parts. A request locks only its
 /// destination's part to find it, and then the destination's own lock; no lock is held
 /// across destinations. The bound and the sweeps of idle destinations are the whole
 /// map's, kept in atomics.
 #[derive(Debug)]
 pub(crate) struct Destinations {
-    shards: Box<[Mutex<HashMap<Key, Arc<Destination>>>]>,
+    shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
     /// Destinations in every part, and those being added (a place is taken before the
     /// insertion, so the bound holds under races).
@@ -51,7 +54,7 @@ impl Destinations {
         }
     }
 
-    fn shard(&self, key: &Key) -> MutexGuard<'_, HashMap<Key, Arc<Destination>>> {
+    fn shard(&self, key: &Key) -> MutexGuard<'_, Shard> {
         // A part is consistent between statements: recover from poisoning.
         let index = self.hasher.hash_one(key) as usize % SHARDS;
         lock(&self.shards[index])
