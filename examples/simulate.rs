@@ -6,6 +6,7 @@
 //! cargo run --release --example simulate -- contention     # or: overload, ratelimit, limiters, delays
 //! cargo run --release --example simulate -- overload --timeline   # + when each client sends
 //! cargo run --release --example simulate -- limiters --seeds 8      # ranges over 8 seeds
+//! cargo run --release --example simulate -- limiters --timeline     # + each fleet, client by client
 //! cargo run --release --example simulate -- limiters --seconds 60   # target 3's fleets for 60 s
 //! cargo run --example simulate -- all --check --seeds 8   # CI: fails if a target met today is missed
 //! ```
@@ -46,7 +47,8 @@ const MS: Duration = Duration::from_millis(1);
 const SEC: Duration = Duration::from_secs(1);
 
 /// `--timeline`: print, for every overload run, the server's attempts and successes per
-/// half second (to stderr), to see *when* a client sends.
+/// half second, and for every fleet of the recommended stack on a modelled limiter its
+/// served/refused per 250 ms, client by client (to stderr), to see *when* a client sends.
 pub static TIMELINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 // ---------------------------------------------------------------------------------------

@@ -90,6 +90,8 @@ struct Limiter {
     sliding: SlidingCount,
     /// Every answer: when (seconds from the start), and whether it was served.
     log: Vec<(f64, bool)>,
+    /// The client each answer of `log` went to (a fleet's, for `--timeline`).
+    clients: Vec<usize>,
 }
 
 impl Limiter {
@@ -112,13 +114,23 @@ impl Limiter {
             hits: 0,
             sliding: SlidingCount::default(),
             log: Vec::new(),
+            clients: Vec::new(),
         }
+    }
+
+    /// The answers to `client` only, as in `log`.
+    fn log_of(&self, client: usize) -> Vec<(f64, bool)> {
+        let answers = self.log.iter().zip(&self.clients);
+        answers
+            .filter(|&(_, &c)| c == client)
+            .map(|(&answer, _)| answer)
+            .collect()
     }
 
     /// Admits or refuses a request arriving now: the response, with the headers the real
     /// limiter sends (tower_governor: `x-ratelimit-remaining`, `Retry-After` on a refusal;
     /// express-rate-limit: `RateLimit` on every answer; HAProxy: `Retry-After` only).
-    fn admit(&mut self) -> super::Res {
+    fn admit(&mut self, client: usize) -> super::Res {
         let t = Instant::now().duration_since(self.start).as_secs_f64();
         let mut res = http::Response::builder();
         let verdict = match self.model {
@@ -165,6 +177,7 @@ impl Limiter {
             }
         };
         self.log.push((t, verdict.is_ok()));
+        self.clients.push(client);
         res = match verdict {
             Ok(()) => res.status(StatusCode::OK),
             Err(0) if self.model == Model::GcraNoZero => res.status(StatusCode::TOO_MANY_REQUESTS),
@@ -194,7 +207,8 @@ type Server = tower::util::BoxCloneService<Req, super::Res, BoxError>;
 /// HAProxy's hop to its backend, for the requests it lets through.
 const BACKEND_HOP: Duration = Duration::from_millis(1);
 
-fn server(limiter: &Arc<Mutex<Limiter>>, seed: u64) -> Server {
+/// The limiter as `client` of a fleet (0 for a client alone) reaches it.
+fn server(limiter: &Arc<Mutex<Limiter>>, client: usize, seed: u64) -> Server {
     let net = Arc::new(Mutex::new(loopback(seed)));
     let limiter = limiter.clone();
     tower::util::BoxCloneService::new(tower::service_fn(move |_: Req| {
@@ -208,7 +222,7 @@ fn server(limiter: &Arc<Mutex<Limiter>>, seed: u64) -> Server {
                     limiter.model,
                     Model::SlidingWindow | Model::SlidingWindowRateLimit
                 );
-                (limiter.admit(), haproxy)
+                (limiter.admit(client), haproxy)
             };
             if backend && res.status() == StatusCode::OK {
                 // HAProxy answers its refusals itself and forwards the rest to a backend:
@@ -299,7 +313,7 @@ async fn workers(
 fn burst(model: Model, variant: Variant, n: usize, seed: u64) -> (usize, f64, u64, u64) {
     virtual_time(async move {
         let limiter = Arc::new(Mutex::new(Limiter::new(model)));
-        let (client, _) = client(variant, server(&limiter, seed), seed);
+        let (client, _) = client(variant, server(&limiter, 0, seed), seed);
         let (ok, _, end) = workers(client, 20, Some(n), None).await;
         let l = limiter.lock().unwrap();
         (ok, end, l.answers(), l.refused())
@@ -328,11 +342,13 @@ fn fleet(model: Model, variant: Variant, seconds: u64, seed: u64) -> (Vec<f64>, 
     virtual_time(async move {
         let limiter = Arc::new(Mutex::new(Limiter::new(model)));
         let mut starts = SmallRng::seed_from_u64(seed ^ 0x5747);
+        let mut started = Vec::new();
         let runs: Vec<_> = (0..8u64)
             .map(|i| {
                 let seed = seed.wrapping_mul(31).wrapping_add(i);
-                let (client, _) = client(variant, server(&limiter, seed), seed);
+                let (client, _) = client(variant, server(&limiter, i as usize, seed), seed);
                 let start = Duration::from_millis(starts.random_range(0..=FLEET_STAGGER_MS));
+                started.push(start.as_millis());
                 // The told client's first request waits a random phase of its spacing,
                 // within the client's time, as in the real runs.
                 let phase = if variant == Variant::Told {
@@ -356,6 +372,13 @@ fn fleet(model: Model, variant: Variant, seconds: u64, seed: u64) -> (Vec<f64>, 
             eprintln!("{} / seed {seed}: served/refused per 250 ms:", model.name());
             eprintln!("  {}", super::timeline(&l.log, 0.25));
             eprintln!("  successes per client: {shares:?}");
+            for (i, start) in started.iter().enumerate() {
+                let log = l.log_of(i);
+                eprintln!(
+                    "  client {i} (starts at {start} ms): {}",
+                    super::timeline(&log, 0.25)
+                );
+            }
         }
         (shares, l.answers(), l.refused())
     })
