@@ -37,7 +37,9 @@
 //! knows the limit; the model reproduces it (`simulate -- limiters`), which calibrates
 //! the limiters' models with clients that do not adapt. `LIMITERS_TOLD_SHARE=0.97` tells
 //! each client 97 % of its share instead (not with `--record`); `simulate -- limiters`
-//! reads the same variable.
+//! reads the same variable. `told-pacing` is told the same rate by the crate's own means:
+//! `PacingLayer`'s `with_known_rate` for the limiter's address, inside `RetryLayer` (not
+//! with `--record`: the models have no such client).
 //!
 //! `haproxy-ratelimit`, run only when named (`limiters -- burst haproxy-ratelimit`), is
 //! HAProxy sending the IETF `RateLimit` field as well, as a naive configuration writes it
@@ -99,6 +101,9 @@ async fn main() -> Result<(), BoxError> {
             .collect(),
         None => Stack::MEASURED.to_vec(),
     };
+    if stacks.contains(&Stack::ToldPacing) && flag(&args, "--record").is_some() {
+        return Err("--record: the models have no told-pacing client to compare it with".into());
+    }
     let _ = STACKS.set(stacks);
     let mut out = String::new();
     let _ = writeln!(
@@ -239,7 +244,7 @@ async fn burst(kind: Kind, reps: usize, record: &Record, out: &mut String) -> Re
         for _ in 0..reps {
             let limiter = Limiter::start(kind, LIMIT).await?;
             let counts = Counts::default();
-            let client = stack.build(&counts);
+            let client = stack.build_to(&counts, &limiter.url("/items"));
             let outcomes = drive::burst(
                 client.clone(),
                 &limiter.url("/items"),
@@ -348,7 +353,7 @@ async fn two_destinations(kind: Kind, out: &mut String) -> Result<(), BoxError> 
                 Some(l) => l.url("/items"),
                 None => format!("http://{dead}/items"),
             };
-            let client = stack.build(&Counts::default());
+            let client = stack.build_to(&Counts::default(), &other_url);
             let (with, other) = tokio::join!(
                 drive::stream(
                     client.clone(),
@@ -511,7 +516,7 @@ async fn futures_join_all<F: std::future::Future<Output = ClientFigures> + Send 
 async fn run_client(url: &str, stack: Stack, seconds: u64, concurrency: usize) -> ClientFigures {
     let started = limiters::client::wall_clock_ms() as u64;
     let counts = Counts::default();
-    let client = stack.build(&counts);
+    let client = stack.build_to(&counts, url);
     // The told client's first request waits its phase, within the client's time.
     let (outcomes, time) = drive::saturate_after(
         stack.told_phase(),

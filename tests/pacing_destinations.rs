@@ -91,6 +91,35 @@ fn invalid_settings_are_config_errors() {
             "idle_timeout",
             "0ns",
         ),
+        (
+            PacingLayer::builder()
+                .with_known_rate("a b", 1, Duration::from_secs(1))
+                .build(),
+            "known_rate",
+            "\"a b\"",
+        ),
+        (
+            PacingLayer::builder()
+                .with_known_rate("api.example", 0, Duration::from_secs(1))
+                .build(),
+            "known_rate",
+            "(\"api.example\", 0, 1s)",
+        ),
+        (
+            PacingLayer::builder()
+                .with_known_rate("api.example", 5, Duration::ZERO)
+                .build(),
+            "known_rate",
+            "(\"api.example\", 5, 0ns)",
+        ),
+        (
+            // Slower than one request a day.
+            PacingLayer::builder()
+                .with_known_rate("api.example:8080", 1, Duration::from_secs(2 * 86_400))
+                .build(),
+            "known_rate",
+            "(\"api.example:8080\", 1, 172800s)",
+        ),
     ];
     for (result, field, value) in invalid {
         let err = result.unwrap_err();
@@ -102,6 +131,8 @@ fn invalid_settings_are_config_errors() {
             .with_max_destinations(1)
             .with_idle_timeout(Duration::from_nanos(1))
             .with_slow_down_on([status(400), status(599)])
+            .with_known_rate("api.example:8080", 1, Duration::from_secs(86_400))
+            .with_known_rate("[::1]:9000", u32::MAX, Duration::from_nanos(1))
             .with_max_wait(Duration::MAX)
             .with_max_cooldown(Duration::MAX)
             .build()

@@ -233,14 +233,22 @@ impl Drop for Ticket {
 }
 
 impl Destination {
+    /// A destination's pacing; `known`: the rate the user said it allows (req/s), paced
+    /// from the first request, without a slow start.
     pub(crate) fn new(
         key: Key,
         settings: Settings,
         backoff: ResponsiveBackOff,
+        known: Option<f64>,
         now: Instant,
     ) -> Self {
-        let window = Window::new(settings.initial_window, now);
-        let rate = Rate::new(backoff, window.limit().is_some(), now);
+        let initial_window = if known.is_some() {
+            0
+        } else {
+            settings.initial_window
+        };
+        let window = Window::new(initial_window, now);
+        let rate = Rate::new(backoff, window.limit().is_some(), known, now);
         Self {
             gauges: DestinationGauges::new(&key),
             key,
@@ -629,7 +637,7 @@ mod tests {
         };
         let key = Key::from_authority(&"api.example".parse().unwrap());
         let backoff = PacingLayer::default_backoff();
-        Arc::new(Destination::new(key, settings, backoff, now))
+        Arc::new(Destination::new(key, settings, backoff, None, now))
     }
 
     fn go(destination: &Arc<Destination>, now: Instant) -> Grant {

@@ -61,10 +61,12 @@ impl Destinations {
     }
 
     /// The state of `key`, made by `make` if new; `None` when `max` destinations, none
-    /// of them idle, are already paced (the request is then not paced).
+    /// of them idle, are already paced (the request is then not paced), unless `always`
+    /// (a destination the user configured is paced whatever the bound).
     pub(crate) fn get_or_insert(
         &self,
         key: &Key,
+        always: bool,
         now: Instant,
         make: impl FnOnce() -> Destination,
     ) -> Option<Arc<Destination>> {
@@ -80,7 +82,7 @@ impl Destinations {
         let reserved = self
             .count
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |count| {
-                (count < self.max).then_some(count + 1)
+                (always || count < self.max).then_some(count + 1)
             })
             .is_ok();
         let mut shard = self.shard(key);
@@ -158,7 +160,13 @@ mod tests {
 
     fn destination(key: &Key, now: Instant) -> Destination {
         let settings = PacingLayer::new().settings();
-        Destination::new(key.clone(), settings, PacingLayer::default_backoff(), now)
+        Destination::new(
+            key.clone(),
+            settings,
+            PacingLayer::default_backoff(),
+            None,
+            now,
+        )
     }
 
     fn key(host: &str) -> Key {
@@ -181,7 +189,7 @@ mod tests {
         let (theirs, lookup) = (Arc::clone(&destinations), other.clone());
         let thread = std::thread::spawn(move || {
             let found = theirs
-                .get_or_insert(&lookup, now, || destination(&lookup, now))
+                .get_or_insert(&lookup, false, now, || destination(&lookup, now))
                 .is_some();
             tx.send(found).unwrap();
         });
@@ -200,7 +208,7 @@ mod tests {
             .filter(|i| {
                 let k = key(&format!("h{i}.example"));
                 destinations
-                    .get_or_insert(&k, now, || destination(&k, now))
+                    .get_or_insert(&k, false, now, || destination(&k, now))
                     .is_some()
             })
             .count();

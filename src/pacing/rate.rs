@@ -158,12 +158,26 @@ pub(crate) struct Rate {
     /// The last fresh refusal was a rate limiter's that reports no quota
     /// ([`refused_by_limit`](Self::refused_by_limit)).
     opaque_limiter: bool,
+    /// The rate the user said the destination allows (req/s): the pace starts at it, and
+    /// never goes past it.
+    known: Option<f64>,
 }
 
 impl Rate {
-    pub(crate) fn new(backoff: ResponsiveBackOff, slow_start: bool, now: Instant) -> Self {
+    /// A destination's controller; `known`: the rate the user said it allows (req/s).
+    pub(crate) fn new(
+        backoff: ResponsiveBackOff,
+        slow_start: bool,
+        known: Option<f64>,
+        now: Instant,
+    ) -> Self {
+        let mode = match known {
+            Some(rate) => Mode::Paced { rate },
+            None if slow_start => Mode::Start,
+            None => Mode::Open,
+        };
         Self {
-            mode: if slow_start { Mode::Start } else { Mode::Open },
+            mode,
             last_send: None,
             srtt: None,
             responses: Meter::new(now),
@@ -177,7 +191,13 @@ impl Rate {
             bucket: false,
             streak: 0,
             opaque_limiter: false,
+            known,
         }
+    }
+
+    /// `rate`, at most the known rate.
+    fn capped(&self, rate: f64) -> f64 {
+        self.known.map_or(rate, |known| rate.min(known))
     }
 
     pub(crate) fn mode(&self) -> Mode {
@@ -219,7 +239,11 @@ impl Rate {
     pub(crate) fn spacing(&self) -> Option<Duration> {
         match self.mode {
             Mode::Paced { rate } => Some(from_secs_f64(1.0 / rate)),
-            Mode::Probe { interval } => Some(interval),
+            // Never faster than the known rate, probing too.
+            Mode::Probe { interval } => Some(
+                self.known
+                    .map_or(interval, |known| interval.max(from_secs_f64(1.0 / known))),
+            ),
             Mode::Start | Mode::Open => None,
         }
     }
@@ -228,7 +252,9 @@ impl Rate {
     pub(crate) fn rate(&self) -> Option<f64> {
         match self.mode {
             Mode::Paced { rate } => Some(rate),
-            Mode::Probe { interval } => Some(1.0 / interval.as_secs_f64().max(1e-9)),
+            Mode::Probe { .. } => self
+                .spacing()
+                .map(|spacing| 1.0 / spacing.as_secs_f64().max(1e-9)),
             Mode::Start | Mode::Open => None,
         }
     }
@@ -258,7 +284,7 @@ impl Rate {
         };
         let ceiling = self.episode.as_ref().and_then(|e| e.ceiling);
         let drain = match (self.mode, ceiling) {
-            (Mode::Paced { rate }, Some(ceiling)) => Some(rate.max(ceiling)),
+            (Mode::Paced { rate }, Some(ceiling)) => Some(self.capped(rate.max(ceiling))),
             _ => None,
         };
         let queued = drain.map_or(Duration::ZERO, |rate| from_secs_f64(queued as f64 / rate));
@@ -320,11 +346,13 @@ impl Rate {
                     // that still refuses everything.
                     episode.ceiling = Some(probing);
                     episode.limit_cut = Some(now);
-                    Mode::Paced { rate: probing }
+                    Mode::Paced {
+                        rate: self.capped(probing),
+                    }
                 } else {
                     // A step above the probing pace, growing back fast.
                     Mode::Paced {
-                        rate: probing + self.fast_gain(),
+                        rate: self.capped(probing + self.fast_gain()),
                     }
                 };
                 self.episode = Some(episode);
@@ -336,6 +364,11 @@ impl Rate {
                 if quiet {
                     self.episode = None;
                     if idle {
+                        // Back to the known rate (its spacing kept), or not paced at all.
+                        if let Some(rate) = self.known {
+                            self.mode = Mode::Paced { rate };
+                            return;
+                        }
                         self.mode = Mode::Open;
                         self.last_send = None;
                         return;
@@ -370,7 +403,9 @@ impl Rate {
                 };
                 // A destination that reports no room left is not pushed faster.
                 let gain = if grow { gain } else { 0.0 };
-                self.mode = Mode::Paced { rate: rate + gain };
+                self.mode = Mode::Paced {
+                    rate: self.capped(rate + gain),
+                };
             }
         }
     }
@@ -458,7 +493,7 @@ impl Rate {
             episode.ceiling = Some(allowance);
             episode.held = Some(instant_after(until, pause.saturating_mul(HELD_WINDOWS)));
             self.mode = Mode::Paced {
-                rate: allowance * DECREASE,
+                rate: self.capped(allowance * DECREASE),
             };
         }
     }
@@ -508,7 +543,7 @@ impl Rate {
         episode.ceiling = Some(rate);
         episode.held = None;
         self.mode = Mode::Paced {
-            rate: (rate * LIMIT_DECREASE).max(MIN_RATE),
+            rate: self.capped((rate * LIMIT_DECREASE).max(MIN_RATE)),
         };
     }
 
@@ -583,7 +618,9 @@ impl Rate {
             (None, _) => episode.ceiling,
         };
         self.mode = match rate {
-            Some(rate) if rate >= MIN_RATE => Mode::Paced { rate },
+            Some(rate) if rate >= MIN_RATE => Mode::Paced {
+                rate: self.capped(rate),
+            },
             // Refused with (almost) nothing delivered, or nothing known: the
             // destination is as good as down, probe it.
             _ => Mode::Probe {
@@ -631,7 +668,7 @@ mod tests {
             .with_seed(seed)
             .build()
             .expect("valid");
-        Rate::new(backoff, slow_start, now)
+        Rate::new(backoff, slow_start, None, now)
     }
 
     /// A slow start whose first `served` requests succeed at once, then one is refused:

@@ -5,6 +5,7 @@ use super::destinations::Destinations;
 use super::key::Key;
 use super::settings::Settings;
 use crate::backoff::ResponsiveBackOff;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -16,22 +17,31 @@ pub(crate) struct Shared {
     /// The probing backoff's settings: each destination probes with a fresh copy.
     pub(crate) backoff: ResponsiveBackOff,
     destinations: Destinations,
+    /// The rates the user said destinations allow (req/s).
+    known: HashMap<Key, f64>,
 }
 
 impl Shared {
-    pub(crate) fn new(backoff: ResponsiveBackOff, settings: Settings) -> Self {
+    pub(crate) fn new(
+        backoff: ResponsiveBackOff,
+        settings: Settings,
+        known: HashMap<Key, f64>,
+    ) -> Self {
         Self {
             destinations: Destinations::new(settings.max_destinations, settings.idle_timeout),
             settings,
             backoff,
+            known,
         }
     }
 
     /// The state of `key`, added if new; `None` if too many destinations are busy.
     pub(crate) fn destination(&self, key: &Key, now: Instant) -> Option<Arc<Destination>> {
-        self.destinations.get_or_insert(key, now, || {
-            Destination::new(key.clone(), self.settings, self.backoff.fresh(), now)
-        })
+        let known = self.known.get(key).copied();
+        self.destinations
+            .get_or_insert(key, known.is_some(), now, || {
+                Destination::new(key.clone(), self.settings, self.backoff.fresh(), known, now)
+            })
     }
 
     /// How long a request arriving now may wait.

@@ -38,6 +38,10 @@ pub enum Stack {
     /// [`TOLD_SPACING`](super::told::TOLD_SPACING), started at a random phase of it (see
     /// [`Stack::told_phase`]). What the limit allows a fleet that need not learn it.
     Told,
+    /// [`Told`](Stack::Told) by the crate's own means: `RetryLayer` with its defaults over
+    /// `PacingLayer` told the destination's rate ([`at_known_rate`]), from a random phase
+    /// of its spacing. Built for a destination ([`Stack::build_to`]).
+    ToldPacing,
 }
 
 impl Stack {
@@ -55,7 +59,7 @@ impl Stack {
     /// last period still counts whole, and are refused (3 fleets in step: 86–90 % used).
     pub fn told_phase(self) -> std::time::Duration {
         match self {
-            Stack::Told => {
+            Stack::Told | Stack::ToldPacing => {
                 rand::random_range(std::time::Duration::ZERO..super::told::told_spacing())
             }
             _ => std::time::Duration::ZERO,
@@ -70,6 +74,7 @@ impl Stack {
             Stack::RetryNoBudget => "retry-nobudget",
             Stack::RetryNoBudgetPacing => "retry-nobudget+pacing",
             Stack::Told => "told",
+            Stack::ToldPacing => "told-pacing",
         }
     }
 
@@ -85,25 +90,38 @@ impl Stack {
             Stack::Told => {
                 "(d) reference: told its share, RetryLayer default over tower's RateLimit at 6.25 r/s"
             }
+            Stack::ToldPacing => {
+                "(e) told its share, RetryLayer default over PacingLayer with_known_rate at 6.25 r/s"
+            }
         }
     }
 
     pub fn parse(name: &str) -> Option<Stack> {
-        [Stack::Bare, Stack::Told]
+        [Stack::Bare, Stack::Told, Stack::ToldPacing]
             .into_iter()
             .chain(Stack::MEASURED)
             .find(|s| s.name() == name)
     }
 
+    /// [`build`](Self::build) for requests to `url`: [`Stack::ToldPacing`] is told the
+    /// rate of its destination.
+    pub fn build_to(self, counts: &Counts, url: &str) -> HttpClient {
+        match self {
+            Stack::ToldPacing => at_known_rate(counts, url, super::told::told_spacing()),
+            _ => self.build(counts),
+        }
+    }
+
     /// A new client of this stack (its own connection pool, budget and pacing state),
-    /// counting its attempts into `counts`.
+    /// counting its attempts into `counts`. ([`Stack::ToldPacing`], told no destination,
+    /// is the recommended stack.)
     pub fn build(self, counts: &Counts) -> HttpClient {
         let inner = counts.client();
         let retry = || RetryLayer::new(ExponentialBackOff::default());
         match self {
             Stack::Bare => inner,
             Stack::Retry => boxed(retry().layer(inner)),
-            Stack::RetryPacing => boxed(
+            Stack::RetryPacing | Stack::ToldPacing => boxed(
                 ServiceBuilder::new()
                     .layer(retry())
                     .layer(PacingLayer::new())
@@ -126,6 +144,24 @@ impl Stack {
 /// its attempts into `counts`.
 pub fn at_known_share(counts: &Counts, spacing: std::time::Duration) -> HttpClient {
     known_share(counts.client(), spacing)
+}
+
+/// The crate's stack for a known rate: the retry layer with its defaults over a
+/// `PacingLayer` told that `url`'s destination allows one request per `spacing`,
+/// counting its attempts into `counts`.
+pub fn at_known_rate(counts: &Counts, url: &str, spacing: std::time::Duration) -> HttpClient {
+    let uri: http::Uri = url.parse().expect("a limiter's URL");
+    let authority = uri.authority().expect("an absolute URL").as_str();
+    let pacing = PacingLayer::builder()
+        .with_known_rate(authority, 1, spacing)
+        .build()
+        .expect("a valid rate");
+    boxed(
+        ServiceBuilder::new()
+            .layer(RetryLayer::new(ExponentialBackOff::default()))
+            .layer(pacing)
+            .service(counts.client()),
+    )
 }
 
 /// [`at_known_share`] over `inner`. `RateLimit` is not `Clone`: a `Buffer` shares it
