@@ -150,8 +150,11 @@ async fn a_known_destination_waits_at_most_max_wait() {
         .build()
         .unwrap();
     let client = pacing.layer(scripted(&log));
+    let start = Instant::now();
     let results = burst(&client, "http://a/200", 5).await;
-    // 0, 100 and 200 ms are within the wait; 300 and 400 ms are not.
+    // 0, 100 and 200 ms are within the wait; 300 and 400 ms are not, and fail at once:
+    // the queue cannot drain faster than the known rate.
+    assert_eq!(start.elapsed(), ms(200));
     let failed: Vec<_> = results
         .iter()
         .filter_map(|r| r.as_ref().err().map(pacing_error))

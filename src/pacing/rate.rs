@@ -277,7 +277,8 @@ impl Rate {
     /// How long a request arriving now behind `queued` others is expected to wait: until
     /// the next slot, plus the queue drained at the rate, or at the ceiling it is growing
     /// back to. With no ceiling known (probing, or ramping up after an outage) only the
-    /// next slot is certain: the rate may grow manyfold before this request's turn.
+    /// next slot is certain: the rate may grow manyfold before this request's turn, up to
+    /// the known rate if there is one.
     pub(crate) fn expected_wait(&self, queued: usize, now: Instant) -> Duration {
         let Some(next) = self.next_slot(now) else {
             return Duration::ZERO;
@@ -285,7 +286,7 @@ impl Rate {
         let ceiling = self.episode.as_ref().and_then(|e| e.ceiling);
         let drain = match (self.mode, ceiling) {
             (Mode::Paced { rate }, Some(ceiling)) => Some(self.capped(rate.max(ceiling))),
-            _ => None,
+            _ => self.known,
         };
         let queued = drain.map_or(Duration::ZERO, |rate| from_secs_f64(queued as f64 / rate));
         next.saturating_duration_since(now).saturating_add(queued)
