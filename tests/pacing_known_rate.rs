@@ -8,7 +8,7 @@ use std::time::Duration;
 use support::pacing::*;
 use tokio::time::Instant;
 use tower::Layer;
-use tower_backoff::PacingError;
+use tower_backoff::{PacingBuilder, PacingError, PacingLayer};
 
 /// Sends `n` GETs to `uri` at once through clones of `client`; the results in order.
 async fn burst<S>(client: &S, uri: &str, n: usize) -> Vec<Result<http::Response<()>, BoxError>>
@@ -43,14 +43,36 @@ fn offsets_of(log: &Log, host: &str, start: Instant) -> Vec<Duration> {
         .collect()
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_known_rate_paces_its_destination_from_the_first_request_and_no_other() {
+/// A client of a pacing layer built by `builder` (the fixtures' probing backoff) told
+/// that destination `a` allows `per_second` requests a second, over the scripted server;
+/// its log and layer.
+fn knowing_a(
+    per_second: u32,
+    builder: PacingBuilder,
+) -> (
+    Log,
+    PacingLayer,
+    impl tower::Service<
+        http::Request<()>,
+        Response = http::Response<()>,
+        Error = BoxError,
+        Future: Send,
+    > + Clone
+    + Send
+    + 'static,
+) {
     let log = Log::default();
-    let pacing = builder(100)
-        .with_known_rate("a", 10, secs(1))
+    let pacing = builder
+        .with_known_rate("a", per_second, secs(1))
         .build()
         .unwrap();
     let client = pacing.layer(scripted(&log));
+    (log, pacing, client)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_known_rate_paces_its_destination_from_the_first_request_and_no_other() {
+    let (log, pacing, client) = knowing_a(10, builder(100));
     let start = Instant::now();
     let (to_a, to_b) = tokio::join!(
         burst(&client, "http://a/200", 5),
@@ -70,12 +92,7 @@ async fn a_known_rate_paces_its_destination_from_the_first_request_and_no_other(
 
 #[tokio::test(start_paused = true)]
 async fn successes_never_push_a_known_rate_past_itself() {
-    let log = Log::default();
-    let pacing = builder(100)
-        .with_known_rate("a", 20, secs(1))
-        .build()
-        .unwrap();
-    let client = pacing.layer(scripted(&log));
+    let (log, pacing, client) = knowing_a(20, builder(100));
     let start = Instant::now();
     let results = burst(&client, "http://a/200", 60).await;
     assert!(results.iter().all(|r| r.is_ok()));
@@ -97,12 +114,7 @@ async fn successes_never_push_a_known_rate_past_itself() {
 
 #[tokio::test(start_paused = true)]
 async fn a_refusal_slows_a_known_destination_and_it_grows_back_only_to_its_rate() {
-    let log = Log::default();
-    let pacing = builder(100)
-        .with_known_rate("a", 20, secs(1))
-        .build()
-        .unwrap();
-    let client = pacing.layer(scripted(&log));
+    let (_, pacing, client) = knowing_a(20, builder(100));
     burst(&client, "http://a/200", 20).await;
     let refused = burst(&client, "http://a/429", 1).await;
     assert_eq!(
@@ -123,13 +135,8 @@ async fn a_refusal_slows_a_known_destination_and_it_grows_back_only_to_its_rate(
 
 #[tokio::test(start_paused = true)]
 async fn probing_a_known_destination_is_never_faster_than_its_rate() {
-    let log = Log::default();
     // The probing delay is 100 ms; the known rate, one request a second.
-    let pacing = builder(100)
-        .with_known_rate("a", 1, secs(1))
-        .build()
-        .unwrap();
-    let client = pacing.layer(scripted(&log));
+    let (log, pacing, client) = knowing_a(1, builder(100));
     burst(&client, "http://a/503", 1).await;
     assert_eq!(pacing.current_delay_to(&authority("a")), secs(1));
     let start = Instant::now();
@@ -143,13 +150,7 @@ async fn probing_a_known_destination_is_never_faster_than_its_rate() {
 
 #[tokio::test(start_paused = true)]
 async fn a_known_destination_waits_at_most_max_wait() {
-    let log = Log::default();
-    let pacing = builder(100)
-        .with_known_rate("a", 10, secs(1))
-        .with_max_wait(ms(250))
-        .build()
-        .unwrap();
-    let client = pacing.layer(scripted(&log));
+    let (log, _, client) = knowing_a(10, builder(100).with_max_wait(ms(250)));
     let start = Instant::now();
     let results = burst(&client, "http://a/200", 5).await;
     // 0, 100 and 200 ms are within the wait; 300 and 400 ms are not, and fail at once:
@@ -170,13 +171,7 @@ async fn a_known_destination_waits_at_most_max_wait() {
 
 #[tokio::test(start_paused = true)]
 async fn a_known_destination_is_paced_when_the_table_is_full() {
-    let log = Log::default();
-    let pacing = builder(100)
-        .with_known_rate("a", 10, secs(1))
-        .with_max_destinations(1)
-        .build()
-        .unwrap();
-    let client = pacing.layer(scripted(&log));
+    let (log, pacing, client) = knowing_a(10, builder(100).with_max_destinations(1));
     // b takes the only place; used a moment ago, it is not forgotten.
     burst(&client, "http://b/503", 1).await;
     assert_eq!(pacing.destinations(), 1);

@@ -58,7 +58,8 @@ pub fn scripted(
 ) -> impl Service<Request<()>, Response = Response<()>, Error = std::io::Error, Future: Send>
 + Clone
 + Send
-+ 'static {
++ 'static
++ use<> {
     let log = log.clone();
     tower::service_fn(move |request: Request<()>| {
         let log = log.clone();

@@ -33,7 +33,7 @@ pub enum Stack {
     /// `RetryLayer` without its shared retry budget, `PacingLayer::new()` inside.
     RetryNoBudgetPacing,
     /// A reference, not the crate's: a client of a fleet of 8 told its share of the 50 r/s
-    /// limit, the README's stack for a known share ([`at_known_share`]: `RetryLayer` with
+    /// limit, tower's stack for a known share ([`at_known_share`]: `RetryLayer` with
     /// its defaults over tower's own `RateLimit`) at one request per
     /// [`TOLD_SPACING`](super::told::TOLD_SPACING), started at a random phase of it (see
     /// [`Stack::told_phase`]). What the limit allows a fleet that need not learn it.
@@ -139,9 +139,10 @@ impl Stack {
     }
 }
 
-/// The README's client for a known share of a limit: the retry layer with its defaults
-/// over tower's `RateLimit` at one request per `spacing`, shared by a `Buffer`, counting
-/// its attempts into `counts`.
+/// A client for a known share of a limit by tower's means (the README's alternative to
+/// `with_known_rate` for a limit on the whole service): the retry layer with its
+/// defaults over tower's `RateLimit` at one request per `spacing`, shared by a `Buffer`,
+/// counting its attempts into `counts`.
 pub fn at_known_share(counts: &Counts, spacing: std::time::Duration) -> HttpClient {
     known_share(counts.client(), spacing)
 }
