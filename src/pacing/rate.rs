@@ -200,6 +200,14 @@ impl Rate {
         self.known.map_or(rate, |known| rate.min(known))
     }
 
+    /// Paces at `rate`, at most the known rate: every pace the controller sets goes
+    /// through here, so none passes the rate the user gave.
+    fn set_pace(&mut self, rate: f64) {
+        self.mode = Mode::Paced {
+            rate: self.capped(rate),
+        };
+    }
+
     pub(crate) fn mode(&self) -> Mode {
         self.mode
     }
@@ -332,7 +340,7 @@ impl Rate {
                 // it refused everything is no capacity).
                 let probing = 1.0 / interval.as_secs_f64().max(1e-3);
                 let mut episode = Episode::new(&mut self.served, now);
-                self.mode = if self.opaque_limiter {
+                let pace = if self.opaque_limiter {
                     // A limiter's window moved on; no server came back from an outage.
                     // Every client of a fleet probing it comes back at about the same
                     // time, and growing at the fast gain they overshoot at once: the
@@ -347,15 +355,12 @@ impl Rate {
                     // that still refuses everything.
                     episode.ceiling = Some(probing);
                     episode.limit_cut = Some(now);
-                    Mode::Paced {
-                        rate: self.capped(probing),
-                    }
+                    probing
                 } else {
                     // A step above the probing pace, growing back fast.
-                    Mode::Paced {
-                        rate: self.capped(probing + self.fast_gain()),
-                    }
+                    probing + self.fast_gain()
                 };
+                self.set_pace(pace);
                 self.episode = Some(episode);
             }
             Mode::Paced { rate } => {
@@ -367,7 +372,7 @@ impl Rate {
                     if idle {
                         // Back to the known rate (its spacing kept), or not paced at all.
                         if let Some(rate) = self.known {
-                            self.mode = Mode::Paced { rate };
+                            self.set_pace(rate);
                             return;
                         }
                         self.mode = Mode::Open;
@@ -404,9 +409,7 @@ impl Rate {
                 };
                 // A destination that reports no room left is not pushed faster.
                 let gain = if grow { gain } else { 0.0 };
-                self.mode = Mode::Paced {
-                    rate: self.capped(rate + gain),
-                };
+                self.set_pace(rate + gain);
             }
         }
     }
@@ -493,9 +496,7 @@ impl Rate {
         {
             episode.ceiling = Some(allowance);
             episode.held = Some(instant_after(until, pause.saturating_mul(HELD_WINDOWS)));
-            self.mode = Mode::Paced {
-                rate: self.capped(allowance * DECREASE),
-            };
+            self.set_pace(allowance * DECREASE);
         }
     }
 
@@ -543,9 +544,7 @@ impl Rate {
         episode.limit_cut = Some(now);
         episode.ceiling = Some(rate);
         episode.held = None;
-        self.mode = Mode::Paced {
-            rate: self.capped((rate * LIMIT_DECREASE).max(MIN_RATE)),
-        };
+        self.set_pace((rate * LIMIT_DECREASE).max(MIN_RATE));
     }
 
     /// Counts a fresh refusal; false after a cool-down, whose first answers refused teach
@@ -618,16 +617,16 @@ impl Rate {
             // refusal, measured, sets the ceiling.
             (None, _) => episode.ceiling,
         };
-        self.mode = match rate {
-            Some(rate) if rate >= MIN_RATE => Mode::Paced {
-                rate: self.capped(rate),
-            },
+        match rate {
+            Some(rate) if rate >= MIN_RATE => self.set_pace(rate),
             // Refused with (almost) nothing delivered, or nothing known: the
             // destination is as good as down, probe it.
-            _ => Mode::Probe {
-                interval: self.backoff.on_failure(),
-            },
-        };
+            _ => {
+                self.mode = Mode::Probe {
+                    interval: self.backoff.on_failure(),
+                }
+            }
+        }
     }
 }
 
