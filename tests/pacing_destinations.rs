@@ -113,6 +113,15 @@ fn invalid_settings_are_config_errors() {
             "(\"api.example\", 5, 0ns)",
         ),
         (
+            // One destination, named twice.
+            PacingLayer::builder()
+                .with_known_rate("api.example", 1, Duration::from_secs(1))
+                .with_known_rate("user@api.example", 2, Duration::from_secs(1))
+                .build(),
+            "known_rate",
+            "\"user@api.example\"",
+        ),
+        (
             // Slower than one request a day.
             PacingLayer::builder()
                 .with_known_rate("api.example:8080", 1, Duration::from_secs(2 * 86_400))

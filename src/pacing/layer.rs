@@ -400,10 +400,10 @@ impl PacingBuilder {
     ///
     /// A limiter that tells nothing of its limit can only be found by its refusals, and
     /// one that counts them too (HAProxy's stick tables) is not found well: give a little
-    /// under your share of it (8 processes told 97 % of theirs used 96 % of a real
-    /// HAProxy's capacity; at 110 % they used half). `destination` is the authority as
-    /// the request URIs (or `Host` headers) name it: `host`, or `host:port` when they
-    /// give the port.
+    /// under your share of it (8 processes told 97 % of theirs used 95–97 % of a real
+    /// HAProxy's capacity, told 110 % 88–90 %). `destination` is the authority as the
+    /// request URIs (or `Host` headers) name it: `host`, or `host:port` when they give
+    /// the port; one destination takes one rate.
     ///
     /// ```
     /// use std::time::Duration;
@@ -438,8 +438,8 @@ impl PacingBuilder {
     /// A [`ConfigError`] for field `slow_down_on` when it is empty or names a status
     /// outside 400–599, for `max_queue` or `max_destinations` when zero, for
     /// `idle_timeout` when zero, for `known_rate` when its destination is no authority
-    /// (`host` or `host:port`), when its requests or period are zero, or when the rate is
-    /// under one request a day.
+    /// (`host` or `host:port`) or was given a rate already, when its requests or period
+    /// are zero, or when the rate is under one request a day.
     pub fn build(self) -> Result<PacingLayer, ConfigError> {
         if self.settings.max_queue == 0 {
             return Err(ConfigError::new(
@@ -518,7 +518,16 @@ fn known_rates(known: &[(String, u32, Duration)]) -> Result<HashMap<Key, f64>, C
                 "must allow at least one request a day, in a period greater than zero",
             ));
         }
-        rates.insert(Key::from_authority(&authority), rate);
+        if rates
+            .insert(Key::from_authority(&authority), rate)
+            .is_some()
+        {
+            return Err(ConfigError::new(
+                "known_rate",
+                destination,
+                "names a destination given a rate already (userinfo is not part of it)",
+            ));
+        }
     }
     Ok(rates)
 }
