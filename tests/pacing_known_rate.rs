@@ -4,10 +4,9 @@
 mod support;
 
 use http::StatusCode;
-use std::time::Duration;
 use support::pacing::*;
 use tokio::time::Instant;
-use tower::Layer;
+use tower::{Layer, ServiceExt};
 use tower_backoff::{PacingBuilder, PacingError, PacingLayer};
 
 /// Sends `n` GETs to `uri` at once through clones of `client`; the results in order.
@@ -20,27 +19,13 @@ where
     S::Future: Send,
 {
     let tasks: Vec<_> = (0..n)
-        .map(|_| {
-            let (mut client, uri) = (client.clone(), uri.to_owned());
-            tokio::spawn(async move { send(&mut client, get(&uri)).await })
-        })
+        .map(|_| tokio::spawn(client.clone().oneshot(get(uri))))
         .collect();
     let mut results = Vec::new();
     for task in tasks {
         results.push(task.await.unwrap());
     }
     results
-}
-
-/// Offsets of the calls to `host` (URIs containing `//host/`).
-fn offsets_of(log: &Log, host: &str, start: Instant) -> Vec<Duration> {
-    let calls = log.0.lock().unwrap();
-    let part = format!("//{host}/");
-    calls
-        .iter()
-        .filter(|(_, uri)| uri.contains(&part))
-        .map(|(at, _)| *at - start)
-        .collect()
 }
 
 /// A client of a pacing layer built by `builder` (the fixtures' probing backoff) told
@@ -81,12 +66,12 @@ async fn a_known_rate_paces_its_destination_from_the_first_request_and_no_other(
     assert!(to_a.iter().chain(&to_b).all(|r| r.is_ok()));
     // Without a slow start or a refusal: evenly spaced at 10 r/s from the first.
     assert_eq!(
-        offsets_of(&log, "a", start),
+        log.offsets_to("a", start),
         [ms(0), ms(100), ms(200), ms(300), ms(400)]
     );
     assert_eq!(pacing.current_rate_to(&authority("a")), Some(10.0));
     // The other destination is neither paced nor held.
-    assert_eq!(offsets_of(&log, "b", start), [ms(0); 5]);
+    assert_eq!(log.offsets_to("b", start), [ms(0); 5]);
     assert_eq!(pacing.current_rate_to(&authority("b")), None);
 }
 
@@ -96,7 +81,7 @@ async fn successes_never_push_a_known_rate_past_itself() {
     let start = Instant::now();
     let results = burst(&client, "http://a/200", 60).await;
     assert!(results.iter().all(|r| r.is_ok()));
-    let offsets = offsets_of(&log, "a", start);
+    let offsets = log.offsets_to("a", start);
     assert_eq!(offsets.len(), 60);
     assert!(
         gaps(&offsets).iter().all(|&gap| gap == ms(50)),
@@ -108,7 +93,7 @@ async fn successes_never_push_a_known_rate_past_itself() {
     burst(&client, "http://a/200", 2).await;
     assert_eq!(pacing.current_rate_to(&authority("a")), Some(20.0));
     // Its spacing, less the 5 ms a paced destination may catch up of a late timer.
-    let last = offsets_of(&log, "a", start);
+    let last = log.offsets_to("a", start);
     assert_eq!(last[61] - last[60], ms(45));
 }
 
@@ -143,7 +128,7 @@ async fn probing_a_known_destination_is_never_faster_than_its_rate() {
     burst(&client, "http://a/503", 3).await;
     // The first of them a second after the first refusal, then one a second.
     assert_eq!(
-        gaps(&offsets_of(&log, "a", start)),
+        gaps(&log.offsets_to("a", start)),
         [secs(1), secs(1), secs(1)]
     );
 }
@@ -177,6 +162,6 @@ async fn a_known_destination_is_paced_when_the_table_is_full() {
     assert_eq!(pacing.destinations(), 1);
     let start = Instant::now();
     burst(&client, "http://a/200", 3).await;
-    assert_eq!(offsets_of(&log, "a", start), [ms(0), ms(100), ms(200)]);
+    assert_eq!(log.offsets_to("a", start), [ms(0), ms(100), ms(200)]);
     assert_eq!(pacing.destinations(), 2);
 }

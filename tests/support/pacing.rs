@@ -23,10 +23,21 @@ pub struct Log(pub Arc<Mutex<Vec<(Instant, String)>>>);
 impl Log {
     /// Offsets of the calls from `start`.
     pub fn offsets(&self, start: Instant) -> Vec<Duration> {
+        self.offsets_where(start, |_| true)
+    }
+
+    /// Offsets from `start` of the calls to `host` (URIs with `//host/`).
+    pub fn offsets_to(&self, host: &str, start: Instant) -> Vec<Duration> {
+        let part = format!("//{host}/");
+        self.offsets_where(start, |uri| uri.contains(&part))
+    }
+
+    fn offsets_where(&self, start: Instant, pick: impl Fn(&str) -> bool) -> Vec<Duration> {
         self.0
             .lock()
             .unwrap()
             .iter()
+            .filter(|(_, uri)| pick(uri))
             .map(|(at, _)| *at - start)
             .collect()
     }
