@@ -54,8 +54,8 @@ impl Destinations {
         }
     }
 
+    /// The part `key` lives in, locked.
     fn shard(&self, key: &Key) -> MutexGuard<'_, Shard> {
-        // A part is consistent between statements: recover from poisoning.
         let index = self.hasher.hash_one(key) as usize % SHARDS;
         lock(&self.shards[index])
     }
@@ -148,6 +148,7 @@ impl Destinations {
     }
 }
 
+/// Locks a part, recovering from poisoning: a part is consistent between statements.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
