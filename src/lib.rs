@@ -99,6 +99,7 @@
 
 mod error;
 mod header;
+mod send_mark;
 mod time;
 pub use error::ConfigError;
 

@@ -120,6 +120,7 @@ pub(crate) fn give_up_label(why: GiveUp) -> &'static str {
         GiveUp::Throttled => "throttled",
         GiveUp::Pushback => "pushback",
         GiveUp::NoRuntime => "no_runtime",
+        GiveUp::ServiceNotReady => "service_not_ready",
     }
 }
 

@@ -8,11 +8,14 @@ use crate::body::CloneBody;
 use crate::body::ReplayGuard;
 use crate::classify::RetryReason;
 use crate::limits::LimitReached;
+use crate::send_mark::{SendMark, Sent};
+use crate::time::instant_after;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 use tokio::time::Sleep;
 use tower_service::Service;
 
@@ -30,7 +33,7 @@ pin_project! {
         pub(super) service: S,
         // The copy every retry is cloned from; `None` when the request is never retried.
         pub(super) request: Option<Request<ReqB>>,
-        pub(super) timeout: Option<Pin<Box<Sleep>>>,
+        pub(super) timeout: Option<Pin<Box<AttemptTimer>>>,
     }
 }
 
@@ -46,28 +49,73 @@ pin_project! {
 }
 
 pin_project! {
-    /// A retry waiting: first for its delay, then (`for_body`) for the previous attempt to
-    /// hand the body back, until the request's deadline.
+    /// A retry waiting: first for its delay, then (`at_deadline`) for the previous attempt
+    /// to hand the body back and for the inner service to be ready, until the request's
+    /// deadline.
     struct Wait<R> {
         #[pin]
         sleep: Sleep,
-        for_body: bool,
+        at_deadline: bool,
         // The failed attempt's result, returned if the retry cannot start after all.
         last: Option<(Result<R, BoxError>, RetryReason)>,
     }
 }
 
-/// A timer for the attempt about to start, when the settings ask for one (and a runtime is
-/// there to run it).
+pin_project! {
+    /// The timer of one attempt. It runs from the attempt's send: a pacing layer below
+    /// that holds the attempt back marks when it lets it go.
+    pub(super) struct AttemptTimer {
+        #[pin]
+        sleep: Sleep,
+        timeout: Duration,
+        mark: SendMark,
+        // Whether the timer was moved to the send time of a held attempt.
+        from_send: bool,
+    }
+}
+
+impl AttemptTimer {
+    /// Whether the attempt has run out of time: never while it is held unsent.
+    fn poll_expired(self: Pin<&mut Self>, cx: &mut Context<'_>) -> bool {
+        let this = self.project();
+        match this.mark.get() {
+            Sent::Held => return false,
+            Sent::At(at) if !*this.from_send => {
+                *this.from_send = true;
+                this.sleep.reset(instant_after(at, *this.timeout));
+                return false;
+            }
+            _ => {}
+        }
+        this.sleep.poll(cx).is_ready()
+    }
+}
+
+/// A timer for the attempt `request` is about to start, when the settings ask for one (and
+/// a runtime is there to run it); it marks the request so that pacing can tell when it
+/// leaves.
 #[inline]
-pub(super) fn attempt_timeout<B>(policy: &RetryPolicy<B>) -> Option<Pin<Box<Sleep>>> {
-    policy.current_settings().attempt_timeout().and_then(timer)
+pub(super) fn attempt_timeout<B, ReqB>(
+    policy: &RetryPolicy<B>,
+    request: &mut Request<ReqB>,
+) -> Option<Pin<Box<AttemptTimer>>> {
+    policy
+        .current_settings()
+        .attempt_timeout()
+        .and_then(|timeout| timer(timeout, request.extensions_mut()))
 }
 
 #[inline(never)]
-fn timer(timeout: std::time::Duration) -> Option<Pin<Box<Sleep>>> {
+fn timer(timeout: Duration, extensions: &mut http::Extensions) -> Option<Pin<Box<AttemptTimer>>> {
     tokio::runtime::Handle::try_current().ok()?;
-    Some(Box::pin(tokio::time::sleep(timeout)))
+    let mark = SendMark::default();
+    extensions.insert(mark.clone());
+    Some(Box::pin(AttemptTimer {
+        sleep: tokio::time::sleep(timeout),
+        timeout,
+        mark,
+        from_send: false,
+    }))
 }
 
 fn finish<B, ResB>(
@@ -82,6 +130,31 @@ fn finish<B, ResB>(
         }
         Err(err) => Err(RetryError::new(err, policy.final_stats(gave_up))),
     }
+}
+
+/// Whether the retry of `request` can go now: its body is back from the previous attempt
+/// and `service` is ready. A body past its buffer, or a service that failed to get ready
+/// (a `Buffer` whose worker died, a closed pool), gives up the retry.
+fn poll_resend_ready<S, ReqB>(
+    request: &Request<ReqB>,
+    service: &mut S,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), GiveUp>>
+where
+    S: Service<Request<ReqB>>,
+    S::Error: Into<BoxError>,
+{
+    if let Some(guard) = request.extensions().get::<ReplayGuard>() {
+        if guard.is_capped() {
+            return Poll::Ready(Err(GiveUp::BodyNotReplayable));
+        }
+        ready!(guard.poll_released(cx));
+    }
+    Poll::Ready(ready!(service.poll_ready(cx)).map_err(|err| {
+        let err: BoxError = err.into();
+        tracing::debug!(error = %err, "the inner service failed to get ready for a retry");
+        GiveUp::ServiceNotReady
+    }))
 }
 
 impl<B, S, ReqB, ResB> Future for ResponseFuture<B, S, ReqB>
@@ -131,7 +204,7 @@ where
                             let expired = this
                                 .timeout
                                 .as_mut()
-                                .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
+                                .is_some_and(|timer| timer.as_mut().poll_expired(cx));
                             if !expired {
                                 return Poll::Pending;
                             }
@@ -148,7 +221,7 @@ where
                             *this.timeout = None;
                             let wait = Box::pin(Wait {
                                 sleep: tokio::time::sleep(delay),
-                                for_body: false,
+                                at_deadline: false,
                                 last: Some((result, reason)),
                             });
                             this.state.set(State::Waiting { wait });
@@ -157,40 +230,34 @@ where
                 }
                 StateProj::Waiting { wait } => {
                     let wait = wait.as_mut().project();
-                    let (mut sleep, for_body) = (wait.sleep, wait.for_body);
-                    if !*for_body {
+                    let (mut sleep, at_deadline) = (wait.sleep, wait.at_deadline);
+                    if !*at_deadline {
                         ready!(sleep.as_mut().poll(cx));
                     }
-                    let request = this.request.as_ref().expect("only retryable requests wait");
-                    if let Some(guard) = request.extensions().get::<ReplayGuard>() {
-                        let why = if guard.is_capped() {
-                            Some(GiveUp::BodyNotReplayable)
-                        } else if guard.poll_released(cx).is_pending() {
-                            // The previous attempt still holds the body (a stalled
-                            // connection): wait for it, but never past the deadline.
-                            if !*for_body {
-                                *for_body = true;
+                    let request = this.request.as_mut().expect("only retryable requests wait");
+                    let why = match poll_resend_ready(request, this.service, cx) {
+                        Poll::Ready(Ok(())) => None,
+                        Poll::Ready(Err(why)) => Some(why),
+                        Poll::Pending => {
+                            // A stalled connection still holds the body, or a full buffer
+                            // or concurrency limit below: wait, but never past the deadline.
+                            if !*at_deadline {
+                                *at_deadline = true;
                                 sleep.as_mut().reset(this.policy.deadline());
                             }
                             ready!(sleep.as_mut().poll(cx));
                             Some(GiveUp::Limit(LimitReached::MaxElapsed))
-                        } else {
-                            None
-                        };
-                        if let Some(why) = why {
-                            let (result, reason) =
-                                wait.last.take().expect("a retry keeps its last result");
-                            this.policy.give_up(request, reason, why);
-                            return Poll::Ready(finish(this.policy, result, Some(why)));
                         }
-                    }
-                    if let Err(err) = ready!(this.service.poll_ready(cx)) {
-                        let stats = this.policy.final_stats(None);
-                        return Poll::Ready(Err(RetryError::new(err.into(), stats)));
+                    };
+                    if let Some(why) = why {
+                        let (result, reason) =
+                            wait.last.take().expect("a retry keeps its last result");
+                        this.policy.give_up(request, reason, why);
+                        return Poll::Ready(finish(this.policy, result, Some(why)));
                     }
                     this.policy.next_attempt();
-                    let attempt = this.policy.retry_request(request);
-                    *this.timeout = attempt_timeout(this.policy);
+                    let mut attempt = this.policy.retry_request(request);
+                    *this.timeout = attempt_timeout(this.policy, &mut attempt);
                     let future = this.service.call(attempt);
                     this.state.set(State::Attempt { future });
                 }

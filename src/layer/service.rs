@@ -71,7 +71,7 @@ where
     // than returned and copied there (as tower's own `Retry::call`, which the compiler
     // inlines): 22 of the 320 instructions per request the success path spent over tower's.
     #[inline]
-    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+    fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
         let mut policy = self.policy.clone();
         // The original goes out first (a replayable body's original owns its stream); a
         // copy is kept for the retries.
@@ -80,15 +80,15 @@ where
         } else {
             None
         };
-        // NOTE: `call` must go to the service that was driven to readiness; the future
-        // keeps that one for its retries and a fresh clone stays here.
-        let fresh = self.inner.clone();
-        let mut service = std::mem::replace(&mut self.inner, fresh);
-        let timeout = attempt_timeout(&policy);
+        let timeout = attempt_timeout(&policy, &mut req);
+        // NOTE: the request goes to the service that was driven to readiness, and the
+        // future gets a clone for its retries, as in tower's `Retry`. A layer below that
+        // holds the request back (pacing) then leaves its reserved permit or buffer slot
+        // here, for the next request, rather than pinned in a waiting future.
+        let future = self.inner.call(req);
+        let service = self.inner.clone();
         ResponseFuture {
-            state: State::Attempt {
-                future: service.call(req),
-            },
+            state: State::Attempt { future },
             policy,
             service,
             request,

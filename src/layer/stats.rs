@@ -61,6 +61,9 @@ pub enum GiveUp {
     Pushback,
     /// No tokio runtime is running on this thread, so the retry could not wait.
     NoRuntime,
+    /// The inner service failed as it was readied for the retry (a `Buffer` whose worker
+    /// died, a closed pool): the last response or error is returned.
+    ServiceNotReady,
 }
 
 impl fmt::Display for GiveUp {
@@ -77,6 +80,7 @@ impl fmt::Display for GiveUp {
             Self::Throttled => f.write_str("retries are throttled: too many recent failures"),
             Self::Pushback => f.write_str("the server's gRPC pushback asked not to retry"),
             Self::NoRuntime => f.write_str("no tokio runtime to wait in"),
+            Self::ServiceNotReady => f.write_str("the inner service failed to get ready"),
         }
     }
 }

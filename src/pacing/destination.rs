@@ -101,6 +101,19 @@ impl Limits {
         self.deadline
     }
 
+    /// The latest it may leave: `max_wait` after it arrived, or its deadline if sooner.
+    pub(crate) fn end(&self) -> Instant {
+        self.end
+    }
+
+    /// The error of a request still not sent at `now`, past its [`end`](Self::end).
+    pub(crate) fn expired(&self, now: Instant) -> PacingError {
+        match self.deadline {
+            Some(deadline) if now >= deadline => PacingError::DeadlinePassed,
+            _ => self.too_long(Duration::ZERO, now),
+        }
+    }
+
     /// The latest a waiting request should look at its turn again: the end of its wait,
     /// and past that (its destination refused nothing, so it waits on) its deadline.
     pub(crate) fn wake_by(&self, now: Instant) -> Instant {

@@ -39,11 +39,14 @@ pin_project! {
             ticket: Option<Ticket>,
             limits: Limits,
         },
-        // Its turn came: readying the clone of the inner service.
+        // Its turn came: readying the clone of the inner service, until the end of its
+        // wait (a full `Buffer` or a concurrency limit must not hold it past that).
         Ready {
+            #[pin]
+            sleep: Sleep,
             pending: Option<(S, R)>,
             grant: Option<Grant>,
-            deadline: Option<Instant>,
+            limits: Limits,
         },
         // Sent: awaiting the inner service's response (`grant` is `None` for a
         // destination not paced).
@@ -118,9 +121,10 @@ where
                         Turn::Go(grant) => {
                             drop(ticket.take());
                             let next = State::Ready {
+                                sleep: sleep_until(limits.end()),
                                 pending: pending.take(),
                                 grant: Some(grant),
-                                deadline: limits.deadline(),
+                                limits: *limits,
                             };
                             this.state.set(next);
                             continue;
@@ -142,24 +146,26 @@ where
                     ready!(sleep.poll(cx));
                 }
                 StateProj::Ready {
+                    sleep,
                     pending,
                     grant,
-                    deadline,
+                    limits,
                 } => {
                     let (service, _) = pending
                         .as_mut()
                         .expect("ResponseFuture polled after completion");
-                    ready!(service.poll_ready(cx)).map_err(Into::into)?;
+                    let ready = service.poll_ready(cx).map_err(Into::into)?;
                     let now = Instant::now();
-                    if let Some(deadline) = deadline.filter(|deadline| now >= *deadline) {
-                        // Readying the inner service took the request past its deadline.
-                        tracing::debug!(?deadline, "pacing: request readied past its deadline");
-                        this.state.set(State::Failed {
-                            error: Some(PacingError::DeadlinePassed),
-                        });
+                    if ready.is_pending() || limits.deadline().is_some_and(|d| now >= d) {
+                        // Not ready by the end of its wait, or readied past its deadline.
+                        ready!(sleep.poll(cx));
+                        tracing::debug!("pacing: inner service not ready in time");
+                        let error = limits.expired(Instant::now());
+                        this.state.set(State::Failed { error: Some(error) });
                         continue;
                     }
                     let (mut service, request) = pending.take().expect("checked above");
+                    crate::send_mark::send(request.extensions(), now);
                     let grant = grant.take();
                     let future = service.call(request);
                     this.state.set(State::Calling {

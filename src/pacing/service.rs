@@ -28,9 +28,11 @@ use tower_service::Service;
 /// can go at once is sent through that ready service. A request that must wait does not
 /// hold that readiness while it sleeps (a `Buffer` slot or a concurrency permit would be
 /// pinned for the whole wait): it waits with a clone of the inner service, and drives
-/// the clone's `poll_ready` when its turn comes; the readiness reserved by this
-/// service's `poll_ready` stays here for the next request. Hence `S: Clone`, as for
-/// tower's `Retry`.
+/// the clone's `poll_ready` when its turn comes. The readiness reserved by this service's
+/// `poll_ready` is given back at the call, as any call uses it up. Hence `S: Clone`, as
+/// for tower's `Retry`. The wait for the clone's readiness ends with the request's
+/// wait: a full `Buffer` or concurrency limit below never holds it past its max wait or
+/// deadline.
 #[derive(Debug, Clone)]
 pub struct Pacing<S> {
     inner: S,
@@ -86,6 +88,12 @@ where
         match destination.admit(&limits, now) {
             Admit::Go(grant) => ResponseFuture::calling(self.inner.call(request), Some(grant)),
             Admit::Queue(ticket) => {
+                // The readiness reserved for this call is given back (a dropped permit or
+                // buffer slot), as a call uses it up: whoever holds this service must
+                // ready it again, and no reservation sits idle while the request waits.
+                let fresh = self.inner.clone();
+                drop(std::mem::replace(&mut self.inner, fresh));
+                crate::send_mark::hold(request.extensions());
                 ResponseFuture::queued(ticket, limits, (self.inner.clone(), request))
             }
             Admit::Fail(error) => ResponseFuture::failed(error),
