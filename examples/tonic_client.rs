@@ -15,6 +15,7 @@ use echo::{EchoClient, Flaky, Msg};
 use std::time::{Duration, Instant};
 use tokio_stream::StreamExt;
 use tower::ServiceBuilder;
+use tower_backoff::classify::GrpcClassifier;
 use tower_backoff::integrations::tonic::TonicRetryLayer;
 use tower_backoff::{ExponentialBackOff, RetryEvent, RetryLayer, RetrySettings};
 
@@ -26,7 +27,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let backoff = ExponentialBackOff::builder()
         .with_initial_interval(Duration::from_millis(20))
         .build()?;
+    // Status retries only for the methods declared safe to run twice (gRPC's A6).
+    let methods = GrpcClassifier::new().with_retryable_service("test.Echo")?;
     let retry = RetryLayer::grpc(backoff)
+        .with_classifier(methods)
         .with_settings(RetrySettings::new().with_max_attempts(5)?)
         .on_retry(|e: &RetryEvent<'_>| {
             println!(

@@ -24,8 +24,8 @@ fn io_kind(err: RetryError) -> io::ErrorKind {
 // ---- the rows of the decision table ----
 
 #[tokio::test(start_paused = true)]
-async fn row_429_waits_for_retry_after_for_every_method() {
-    for request in [get(), post(), req(Method::PATCH, "/")] {
+async fn row_429_waits_for_retry_after_for_idempotent_requests() {
+    for request in [get(), req(Method::PUT, "/")] {
         let (res, arrivals) = run(layer(), request, &[WithHeader(429, "retry-after", b"2")]).await;
         let res = res.unwrap();
         assert_eq!(res.status(), 200);
@@ -41,9 +41,31 @@ async fn row_429_waits_for_retry_after_for_every_method() {
     }
 }
 
+/// A 429 may come from a proxy after the server acted (RFC 9110 §9.2.2): a POST or a
+/// PATCH is not resent.
+#[tokio::test(start_paused = true)]
+async fn row_429_returns_a_non_idempotent_request_as_is() {
+    for request in [post(), req(Method::PATCH, "/")] {
+        let (res, arrivals) = run(layer(), request, &[WithHeader(429, "retry-after", b"2")]).await;
+        let res = res.unwrap();
+        assert_eq!(res.status(), 429);
+        assert_eq!(arrivals, [Duration::ZERO]);
+        assert_eq!(stats(&res).gave_up, Some(GiveUp::NotIdempotent));
+    }
+}
+
+/// An API whose 429 means "refused before processing" says so, and then a POST is resent.
+#[tokio::test(start_paused = true)]
+async fn row_429_resends_a_post_when_the_api_says_429_is_unprocessed() {
+    let trusting = layer().with_classifier(HttpClassifier::new().with_429_as_unprocessed());
+    let (res, arrivals) = run(trusting, post(), &[WithHeader(429, "retry-after", b"2")]).await;
+    assert_eq!(res.unwrap().status(), 200);
+    assert_eq!(arrivals, [Duration::ZERO, 2 * SEC]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn row_429_without_retry_after_waits_for_the_backoff() {
-    let (res, arrivals) = run(layer(), post(), &[Status(429), Status(429)]).await;
+    let (res, arrivals) = run(layer(), get(), &[Status(429), Status(429)]).await;
     assert_eq!(res.unwrap().status(), 200);
     assert_eq!(arrivals, [Duration::ZERO, 100 * MS, 300 * MS]);
 }

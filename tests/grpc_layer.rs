@@ -10,11 +10,18 @@ use std::time::Duration;
 use support::backoffs::Counting;
 use tokio::time::Instant;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
+
 use tower_backoff::classify::GrpcClassifier;
 use tower_backoff::grpc::{Code, GrpcCodes};
 use tower_backoff::{GiveUp, RetryLayer, RetrySettings, RetryStats};
 
 const STEP: Duration = Counting::STEP;
+
+/// The gRPC preset with the service of the test calls (`pkg.Svc`) declared retryable.
+fn declared(backoff: Counting) -> RetryLayer<Counting> {
+    let methods = GrpcClassifier::new().with_retryable_service("pkg.Svc");
+    RetryLayer::grpc(backoff).with_classifier(methods.unwrap())
+}
 
 /// A response: HTTP `status`, and `grpc-status`/pushback headers when given.
 fn grpc(status: u16, code: Option<Code>, pushback: Option<&str>) -> Response<String> {
@@ -76,7 +83,7 @@ fn previous(headers: &HeaderMap) -> Option<&str> {
 
 #[tokio::test(start_paused = true)]
 async fn unavailable_is_retried_with_backoff_and_attempt_headers() {
-    let layer = RetryLayer::grpc(Counting::default())
+    let layer = declared(Counting::default())
         .with_settings(RetrySettings::new().with_max_attempts(4).unwrap());
     let unavailable = || grpc(200, Some(Code::Unavailable), None);
     let (res, seen) = run(layer, vec![unavailable(), unavailable()]).await;
@@ -98,7 +105,7 @@ async fn pushback_is_waited_exactly_and_restarts_the_backoff() {
         .unwrap()
         .with_retry_after_jitter(0.0)
         .unwrap();
-    let layer = RetryLayer::grpc(backoff).with_settings(settings);
+    let layer = declared(backoff).with_settings(settings);
     let script = vec![
         grpc(200, Some(Code::Unavailable), None),
         grpc(200, Some(Code::Unavailable), None),
@@ -134,7 +141,7 @@ async fn committed_and_non_retryable_responses_are_returned_at_once() {
         grpc(200, Some(Code::Ok), None),
     ] {
         let expected = res.headers().clone();
-        let (got, seen) = run(RetryLayer::grpc(Counting::default()), vec![res]).await;
+        let (got, seen) = run(declared(Counting::default()), vec![res]).await;
         assert_eq!(got.headers(), &expected);
         assert_eq!(seen.len(), 1, "{expected:?}");
         // Nothing to say about a call answered at once: no stats.
@@ -145,7 +152,7 @@ async fn committed_and_non_retryable_responses_are_returned_at_once() {
 #[tokio::test(start_paused = true)]
 async fn a_negative_pushback_stops_the_retries() {
     let stop = grpc(200, Some(Code::Unavailable), Some("-1"));
-    let (got, seen) = run(RetryLayer::grpc(Counting::default()), vec![stop]).await;
+    let (got, seen) = run(declared(Counting::default()), vec![stop]).await;
     assert_eq!(got.headers()["grpc-status"], "14");
     assert_eq!(seen.len(), 1);
     let stats = got.extensions().get::<RetryStats>().unwrap();
@@ -160,7 +167,7 @@ async fn http_503_without_grpc_status_is_unavailable() {
         .status(StatusCode::SERVICE_UNAVAILABLE)
         .body(String::new())
         .unwrap();
-    let (res, seen) = run(RetryLayer::grpc(Counting::default()), vec![proxy]).await;
+    let (res, seen) = run(declared(Counting::default()), vec![proxy]).await;
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(seen.len(), 2);
 }
@@ -177,8 +184,11 @@ async fn the_http_preset_does_not_read_grpc_statuses() {
 #[tokio::test(start_paused = true)]
 async fn the_retried_codes_are_configurable() {
     let codes = GrpcCodes::empty().with(Code::Aborted);
-    let layer = RetryLayer::new(Counting::default())
-        .with_classifier(GrpcClassifier::new().with_codes(codes));
+    let layer = RetryLayer::new(Counting::default()).with_classifier(
+        GrpcClassifier::new()
+            .with_codes(codes)
+            .with_every_method_retryable(),
+    );
     let script = vec![
         grpc(200, Some(Code::Aborted), None),
         grpc(200, Some(Code::Unavailable), None),
@@ -186,4 +196,37 @@ async fn the_retried_codes_are_configurable() {
     let (res, seen) = run(layer, script).await;
     assert_eq!(res.headers()["grpc-status"], "14");
     assert_eq!(seen.len(), 2);
+}
+
+/// A6: a retryable status is no proof the call was not processed (a proxy answers
+/// `UNAVAILABLE` or 503 when the upstream died after it got the call), so a method not
+/// declared retryable is not resent.
+#[tokio::test(start_paused = true)]
+async fn a_method_not_declared_retryable_is_not_resent_on_a_status() {
+    let other_service = GrpcClassifier::new().with_retryable_method("pkg.Other", "Call");
+    let unavailable = || grpc(200, Some(Code::Unavailable), None);
+    let proxy_503 = || grpc(503, None, None);
+    for reply in [unavailable as fn() -> Response<String>, proxy_503] {
+        for layer in [
+            RetryLayer::grpc(Counting::default()),
+            RetryLayer::grpc(Counting::default()).with_classifier(other_service.clone().unwrap()),
+        ] {
+            let (res, seen) = run(layer, vec![reply()]).await;
+            assert_eq!(seen.len(), 1);
+            let stats = res.extensions().get::<RetryStats>().unwrap();
+            assert_eq!(stats.gave_up, Some(GiveUp::NotIdempotent));
+        }
+    }
+}
+
+#[test]
+fn a_method_name_with_a_slash_is_a_config_error() {
+    let err = GrpcClassifier::new()
+        .with_retryable_service("pkg.Svc/Call")
+        .unwrap_err();
+    assert_eq!(err.field(), "retryable_service");
+    let err = GrpcClassifier::new()
+        .with_retryable_method("pkg.Svc", "")
+        .unwrap_err();
+    assert_eq!(err.field(), "retryable_method");
 }

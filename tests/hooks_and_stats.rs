@@ -8,7 +8,7 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::scripted::Reply::*;
-use support::scripted::{attempts_layer, get, layer, post, req, run, stats};
+use support::scripted::{attempts_layer, get, layer, req, run, stats};
 use support::time::{MS, SEC};
 use tower_backoff::{RetryEvent, RetryReason, RetryStats};
 
@@ -38,7 +38,7 @@ async fn the_hook_sees_every_retry() {
     });
     let (res, _) = run(
         hooked,
-        post(),
+        req(Method::PUT, "/"),
         &[
             WithHeader(429, "retry-after", b"2"),
             Error(io::ErrorKind::ConnectionRefused),
@@ -56,7 +56,7 @@ async fn the_hook_sees_every_retry() {
                 RetryReason::Status(StatusCode::TOO_MANY_REQUESTS),
                 Some(StatusCode::TOO_MANY_REQUESTS),
                 Some(2 * SEC),
-                "POST / false".to_owned()
+                "PUT / false".to_owned()
             ),
             (
                 2,
@@ -64,7 +64,7 @@ async fn the_hook_sees_every_retry() {
                 RetryReason::Connect,
                 None,
                 None,
-                "POST / true".to_owned()
+                "PUT / true".to_owned()
             ),
             (
                 3,
@@ -72,7 +72,7 @@ async fn the_hook_sees_every_retry() {
                 RetryReason::Status(StatusCode::TOO_MANY_REQUESTS),
                 Some(StatusCode::TOO_MANY_REQUESTS),
                 None,
-                "POST / false".to_owned()
+                "PUT / false".to_owned()
             ),
         ]
     );

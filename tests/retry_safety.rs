@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use tower::{Layer, ServiceBuilder, ServiceExt};
 use tower_backoff::body::DEFAULT_MAX_BYTES;
 use tower_backoff::budget::RetryThrottle;
+use tower_backoff::classify::GrpcClassifier;
 use tower_backoff::grpc::Code;
 use tower_backoff::limits::LimitReached;
 use tower_backoff::{
@@ -411,7 +412,11 @@ async fn grpc_stays_grpc_whatever_settings_come_after() {
             .unwrap();
         std::future::ready(Ok::<_, Infallible>(res))
     });
+    let methods = GrpcClassifier::new()
+        .with_retryable_service("pkg.Svc")
+        .unwrap();
     let client = RetryLayer::grpc(ConstantBackOff::new(10 * MS).unwrap())
+        .with_classifier(methods)
         .with_settings(RetrySettings::new())
         .layer(svc);
     let res = client

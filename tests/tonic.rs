@@ -26,13 +26,19 @@ async fn channel(url: String) -> Channel {
 
 /// The gRPC preset with `max_attempts`, waiting pushbacks exactly (no spread).
 fn grpc_layer(max_attempts: u32) -> RetryLayer<ConstantBackOff> {
-    RetryLayer::grpc(ConstantBackOff::new(STEP).unwrap()).with_settings(
-        RetrySettings::new()
-            .with_max_attempts(max_attempts)
-            .unwrap()
-            .with_retry_after_jitter(0.0)
-            .unwrap(),
-    )
+    RetryLayer::grpc(ConstantBackOff::new(STEP).unwrap())
+        .with_classifier(
+            GrpcClassifier::new()
+                .with_retryable_service("test.Echo")
+                .unwrap(),
+        )
+        .with_settings(
+            RetrySettings::new()
+                .with_max_attempts(max_attempts)
+                .unwrap()
+                .with_retry_after_jitter(0.0)
+                .unwrap(),
+        )
 }
 
 #[tokio::test]
@@ -138,8 +144,11 @@ async fn codes_can_be_added_to_the_set() {
     let server = Flaky::new([Status::aborted("conflict")]);
     let url = server.clone().serve().await;
     let codes = GrpcCodes::DEFAULT_RETRYABLE.with(GrpcCode::Aborted);
-    let layer = RetryLayer::new(ConstantBackOff::new(STEP).unwrap())
-        .with_classifier(GrpcClassifier::new().with_codes(codes));
+    let layer = RetryLayer::new(ConstantBackOff::new(STEP).unwrap()).with_classifier(
+        GrpcClassifier::new()
+            .with_codes(codes)
+            .with_every_method_retryable(),
+    );
     let channel = ServiceBuilder::new()
         .layer(TonicRetryLayer::new(layer))
         .service(channel(url).await);

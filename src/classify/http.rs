@@ -17,7 +17,7 @@ pub(crate) type ErrorFn = dyn Fn(&(dyn Error + 'static)) -> ErrorClass + Send + 
 ///
 /// | Result of the attempt | Outcome | Resend | Server delay |
 /// |---|---|---|---|
-/// | 429 Too Many Requests | retry | any method: refused before processing | `Retry-After`, exactly |
+/// | 429 Too Many Requests | retry | if idempotent; any method with [`with_429_as_unprocessed`](Self::with_429_as_unprocessed) | `Retry-After`, exactly |
 /// | 503 Service Unavailable | retry | if idempotent | `Retry-After`, exactly |
 /// | other status of the request's [`StatusSet`](super::StatusSet) (502, 504, 408 by default) | retry | if idempotent | `Retry-After`, at least |
 /// | other 4xx and 5xx | failure | — | — |
@@ -33,6 +33,10 @@ pub(crate) type ErrorFn = dyn Fn(&(dyn Error + 'static)) -> ErrorClass + Send + 
 /// [`default_error_class`] unless [`with_error_class`](Self::with_error_class) says
 /// otherwise.
 ///
+/// A 429 proves nothing about processing: a proxy or a gateway may answer it after the
+/// upstream acted on the request. So a POST answered 429 is not resent, as RFC 9110
+/// §9.2.2 and urllib3 do, unless the API promises otherwise and you say so.
+///
 /// ```
 /// use http::{Method, Request, Response, StatusCode};
 /// use tower_backoff::classify::{
@@ -44,11 +48,16 @@ pub(crate) type ErrorFn = dyn Fn(&(dyn Error + 'static)) -> ErrorClass + Send + 
 /// let res = Response::builder().status(429).body(()).unwrap();
 /// let outcome = HttpClassifier::new().classify_response(&attempt, &ResponseHead::of(&res));
 /// assert!(outcome.is_retryable());
+/// assert_eq!(outcome.resend(), Resend::IfIdempotent);
+///
+/// let trusting = HttpClassifier::new().with_429_as_unprocessed();
+/// let outcome = trusting.classify_response(&attempt, &ResponseHead::of(&res));
 /// assert_eq!(outcome.resend(), Resend::AnyMethod);
 /// ```
 #[derive(Clone, Default)]
 pub struct HttpClassifier {
     errors: Option<Arc<ErrorFn>>,
+    unprocessed_429: bool,
 }
 
 impl HttpClassifier {
@@ -64,6 +73,14 @@ impl HttpClassifier {
         F: Fn(&(dyn Error + 'static)) -> ErrorClass + Send + Sync + 'static,
     {
         self.errors = Some(Arc::new(classify));
+        self
+    }
+
+    /// Trusts this API's 429 to mean "refused before processing": a 429 is then resent
+    /// for every method, POST included. Only for an API that documents it (a rate limiter
+    /// in front of the server, never behind a proxy that forwards the request first).
+    pub fn with_429_as_unprocessed(mut self) -> Self {
+        self.unprocessed_429 = true;
         self
     }
 
@@ -97,7 +114,7 @@ impl Classify for HttpClassifier {
     // goes on out of line.
     #[inline]
     fn classify_response(&self, attempt: &Attempt<'_>, res: &ResponseHead<'_>) -> Outcome {
-        response_outcome(attempt.statuses(), || *attempt, res)
+        self.response_outcome(attempt.statuses(), || *attempt, res)
     }
 
     fn classify_error(&self, _: &Attempt<'_>, err: &(dyn Error + 'static)) -> Outcome {
@@ -105,11 +122,28 @@ impl Classify for HttpClassifier {
     }
 }
 
-/// What a response means by the default table: `retried` are the statuses the attempt's
-/// settings retry; `attempt` is only built for one of them (most responses are judged by
-/// one lookup).
+impl HttpClassifier {
+    /// What a response means: `retried` are the statuses the attempt's settings retry;
+    /// `attempt` is only built for one of them (most responses are judged by one lookup).
+    #[inline]
+    pub(crate) fn response_outcome<'a>(
+        &self,
+        retried: &StatusSet,
+        attempt: impl FnOnce() -> Attempt<'a>,
+        res: &ResponseHead<'_>,
+    ) -> Outcome {
+        let outcome = response_outcome(retried, attempt, res);
+        if self.unprocessed_429 && res.status() == StatusCode::TOO_MANY_REQUESTS {
+            outcome.with_resend(Resend::AnyMethod)
+        } else {
+            outcome
+        }
+    }
+}
+
+/// What a response means by the default table (see [`HttpClassifier::response_outcome`]).
 #[inline]
-pub(crate) fn response_outcome<'a>(
+fn response_outcome<'a>(
     retried: &StatusSet,
     attempt: impl FnOnce() -> Attempt<'a>,
     res: &ResponseHead<'_>,
@@ -135,17 +169,14 @@ fn unretried_status(retried: &StatusSet, status: StatusCode) -> Option<Outcome> 
 }
 
 /// The outcome of a response whose status the attempt's settings retry: its
-/// `Retry-After`, and what a 429 allows.
+/// `Retry-After`, and whether the server scheduled the retry.
 #[inline(never)]
 fn retried_status(status: StatusCode, res: &ResponseHead<'_>, attempt: &Attempt<'_>) -> Outcome {
     let mut outcome = Outcome::retry(RetryReason::Status(status));
     let asked = retry_after::from_headers(res.headers(), attempt.wall_clock());
-    if status == StatusCode::TOO_MANY_REQUESTS {
-        outcome = outcome.with_resend(Resend::AnyMethod);
-        // A rate limiter that said when to come back (even "0") scheduled the retry.
-        if asked.is_some() {
-            outcome = outcome.with_scheduled();
-        }
+    // A rate limiter that said when to come back (even "0") scheduled the retry.
+    if status == StatusCode::TOO_MANY_REQUESTS && asked.is_some() {
+        outcome = outcome.with_scheduled();
     }
     match asked {
         // "0": servers that round down say 0 for "under a second" (tower_governor
@@ -170,6 +201,7 @@ impl fmt::Debug for HttpClassifier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HttpClassifier")
             .field("custom_errors", &self.errors.is_some())
+            .field("unprocessed_429", &self.unprocessed_429)
             .finish()
     }
 }
@@ -198,10 +230,8 @@ mod tests {
 
     #[test]
     fn the_rows_of_the_status_table() {
-        assert_eq!(
-            judge("GET", 429, None),
-            retry(429).with_resend(Resend::AnyMethod)
-        );
+        assert_eq!(judge("GET", 429, None), retry(429));
+        assert_eq!(judge("POST", 429, None), retry(429));
         assert_eq!(judge("POST", 503, None), retry(503));
         for status in [502, 504, 408] {
             assert_eq!(judge("GET", status, None), retry(status));

@@ -52,8 +52,8 @@ pub enum Resend {
     #[default]
     IfIdempotent,
     /// Sending it again is safe for every method: the server provably did not act on it (a
-    /// connect failure, a 429, an HTTP/2 `REFUSED_STREAM`), or the protocol makes the call
-    /// retryable by its status (gRPC's retryable codes).
+    /// connect failure, an HTTP/2 `REFUSED_STREAM`), or the user declared it safe (a gRPC
+    /// method declared retryable, an API whose 429 means "not processed").
     AnyMethod,
 }
 

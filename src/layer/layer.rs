@@ -110,6 +110,11 @@ impl<B: BackOff> RetryLayer<B> {
     /// and other gRPC clients (with the `tonic` feature, `integrations::tonic::TonicRetryLayer`
     /// fits it to tonic's body type).
     ///
+    /// As gRPC's retry design (A6), it resends a call that provably never reached the
+    /// server, for every method. A call that failed with a retryable status is resent only
+    /// for the methods you declare, as A6's `methodConfig`: give a [`GrpcClassifier`] that
+    /// names them to [`with_classifier`](Self::with_classifier), as below.
+    ///
     /// Reading outcomes as gRPC calls is a property of the layer: settings given afterwards,
     /// to [`with_settings`](Self::with_settings) or per route, change limits and delays, never that.
     ///
@@ -117,6 +122,7 @@ impl<B: BackOff> RetryLayer<B> {
     /// use std::sync::{Arc, Mutex};
     /// use std::time::Duration;
     /// use tower::{ServiceBuilder, ServiceExt};
+    /// use tower_backoff::classify::GrpcClassifier;
     /// use tower_backoff::{ConstantBackOff, RetryLayer, RetrySettings};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -131,7 +137,10 @@ impl<B: BackOff> RetryLayer<B> {
     ///     let res = http::Response::builder().header("grpc-status", status).body(String::new());
     ///     async move { Ok::<_, std::io::Error>(res.unwrap()) }
     /// });
+    /// // Every method of `pkg.Service` may run twice.
+    /// let methods = GrpcClassifier::new().with_retryable_service("pkg.Service")?;
     /// let layer = RetryLayer::grpc(ConstantBackOff::new(Duration::from_millis(50)).unwrap())
+    ///     .with_classifier(methods)
     ///     .with_settings(RetrySettings::new().with_max_attempts(4)?);
     /// let client = ServiceBuilder::new().layer(layer).service(server);
     ///

@@ -7,7 +7,6 @@ use super::settings::RetrySettings;
 use crate::backoff::jitter::Jitter;
 use crate::budget::{RetryBudget, RetryThrottle};
 use crate::classify::ClockFn;
-use crate::classify::http::response_outcome;
 use crate::classify::{Attempt, Classify, HttpClassifier, Outcome, ResponseHead, StatusSet};
 use http::StatusCode;
 use std::sync::Arc;
@@ -62,7 +61,7 @@ impl Classifier {
         res: &ResponseHead<'_>,
     ) -> Outcome {
         match self {
-            Self::Default(_) => response_outcome(statuses, attempt, res),
+            Self::Default(http) => http.response_outcome(statuses, attempt, res),
             Self::Custom(custom) => custom.classify_response(&attempt(), res),
         }
     }

@@ -76,8 +76,8 @@ async fn follows_a_307_with_the_post_body() {
     assert_eq!(arrivals[1].body, "order 42".as_bytes());
 }
 
-/// A POST answered 429 is retried (the server did not act on it) and its body is sent
-/// again whole — an in-memory body is replayed whatever the streaming cap.
+/// A POST with an `Idempotency-Key` answered 429 is retried and its body is sent again
+/// whole — an in-memory body is replayed whatever the streaming cap.
 #[tokio::test(start_paused = true)]
 async fn replays_a_post_body_after_a_429() {
     let (addr, arrivals) = upstream::serve(|n, _| match n {
@@ -91,6 +91,7 @@ async fn replays_a_post_body_after_a_429() {
     let res = client
         .post(format!("http://{addr}/orders"))
         .header("content-type", "application/json")
+        .header("idempotency-key", "order-42")
         .body(order.clone())
         .send()
         .await
@@ -104,4 +105,24 @@ async fn replays_a_post_body_after_a_429() {
         assert_eq!(arrival.body, order.as_bytes());
         assert_eq!(arrival.headers["content-type"], "application/json");
     }
+}
+
+/// A 429 may come from a proxy after the server acted on the request: a POST without an
+/// `Idempotency-Key` is sent once, and its 429 returned.
+#[tokio::test(start_paused = true)]
+async fn a_post_answered_429_is_sent_once() {
+    let (addr, arrivals) = upstream::serve(|n, _| match n {
+        0 => reply(429, &[("retry-after", "1")], "slow down"),
+        _ => reply(201, &[], "created"),
+    })
+    .await;
+    let client = client().with_retry(layer());
+    let res = client
+        .post(format!("http://{addr}/charges"))
+        .body("amount=100")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(arrivals.lock().unwrap().len(), 1);
 }
