@@ -224,6 +224,19 @@ async fn an_idempotency_key_makes_a_post_retryable() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_empty_idempotency_key_does_not_make_a_post_retryable() {
+    for key in ["", "  ", "\"\""] {
+        let mut request = post();
+        request
+            .headers_mut()
+            .insert(IDEMPOTENCY_KEY, HeaderValue::from_static(key));
+        let (res, arrivals) = run(layer(), request, &[Status(503)]).await;
+        assert_eq!(res.unwrap().status(), 503, "{key:?}");
+        assert_eq!(arrivals.len(), 1, "{key:?}: sent once");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn retry_non_idempotent_gives_posts_the_idempotent_column() {
     let all = layer().with_settings(exact().with_retry_non_idempotent(true));
     let (res, arrivals) = run(

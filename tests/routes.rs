@@ -62,3 +62,29 @@ async fn settings_in_the_request_extensions_override_the_routes() {
     let (_, arrivals) = run(layer(), request, &[Status(503); 9]).await;
     assert_eq!(arrivals.len(), 1);
 }
+
+/// Servlet containers route `/payments;jsessionid=…` to `/payments` (RFC 3986 path
+/// parameters): the route's settings follow every such spelling.
+#[tokio::test(start_paused = true)]
+async fn path_parameters_do_not_escape_a_route() {
+    let routes = Routes::new()
+        .route_any("/payments", RetrySettings::disabled())
+        .unwrap();
+    let routed = || layer().with_routes(routes.clone());
+    for path in [
+        "/payments;jsessionid=abc",
+        "/payments;jsessionid=abc?x=1",
+        "/payments/;x/123",
+        "/payments;a=1/7;b",
+        "/;x/payments",
+        "/public/..;/payments",
+        "/public/.;x/../payments/1",
+    ] {
+        let (_, arrivals) = run(routed(), req(Method::GET, path), &[Status(503)]).await;
+        assert_eq!(arrivals.len(), 1, "{path}: payments are never retried");
+    }
+    for path in ["/paymentsx;y", "/pay;ments", "/payments%3Bx", "/Payments"] {
+        let (_, arrivals) = run(routed(), req(Method::GET, path), &[Status(503)]).await;
+        assert_eq!(arrivals.len(), 2, "{path}: another path, the defaults");
+    }
+}

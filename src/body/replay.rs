@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use bytes::{Buf, Bytes};
+use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
@@ -20,6 +20,15 @@ use crate::error::BoxError;
 /// enough that a proxy holding thousands of in-flight requests does not hold gigabytes of
 /// bodies. Bigger bodies are still sent, once: only their retries are given up.
 pub const DEFAULT_MAX_BYTES: usize = 64 * 1024;
+
+/// Data frames shorter than this are copied into shared blocks of at most this size.
+///
+/// A small frame kept whole would cost a slot and pin its own allocation, which may be much
+/// larger than its data. Larger frames are kept as they are, without a copy.
+const BLOCK: usize = 4 * 1024;
+
+/// The size of the first block; later blocks double up to [`BLOCK`], so small bodies stay small.
+const FIRST_BLOCK: usize = 64;
 
 /// A request body that can be sent more than once, however it was produced.
 ///
@@ -37,13 +46,18 @@ pub const DEFAULT_MAX_BYTES: usize = 64 * 1024;
 /// clone polled while another one still owns the state waits (returns `Pending`) until that
 /// one is dropped.
 ///
-/// Its data is [`Bytes`]: a chunk is kept by bumping a reference count, not copied (a body
-/// whose data is some other [`Buf`] is copied into `Bytes` once, as it is read). A replay
-/// yields the kept chunks one by one, as the first attempt yielded them.
+/// Its data is [`Bytes`]. A data frame of 4 KiB or more is kept by bumping a reference
+/// count, not copied (a body whose data is some other [`Buf`] is copied into `Bytes` once, as
+/// it is read). Smaller frames are copied into shared blocks of up to 4 KiB, so many tiny
+/// frames do not cost a slot and an allocation each. A replay yields the kept frames and
+/// blocks in order: the same bytes, possibly in fewer, larger frames.
 ///
 /// # The cap
 ///
 /// At most `max_bytes` bytes are buffered ([`DEFAULT_MAX_BYTES`] unless told otherwise).
+/// The blocks never hold more than the cap, so the memory held is the cap plus a small
+/// overhead per kept chunk. A frame kept whole may share a larger allocation (a slice of a
+/// read buffer, say): that allocation stays alive while the frame is kept.
 /// When the body grows past the cap, the buffer is dropped and the body's [`ReplayGuard`] is
 /// marked capped: the attempt in flight goes on and still sends every byte, but a clone
 /// polled afterwards fails at once with [`Capped`], and a retry policy that checks
@@ -108,8 +122,12 @@ struct Slot<B> {
 
 struct State<B> {
     body: Pin<Box<B>>,
-    /// Data read from `body` so far, while the body is under its cap.
+    /// Data read from `body` so far, while the body is under its cap, except `tail`.
     chunks: Vec<Bytes>,
+    /// Small frames copied since the last chunk was sealed; its spare room takes the next.
+    tail: BytesMut,
+    /// The size of the last block allocated for `tail`.
+    block: usize,
     /// Bytes read from `body` so far (kept counting after the cap).
     read: u64,
     max_bytes: u64,
@@ -168,6 +186,8 @@ impl<B: Body> ReplayBody<B> {
             state: Some(State {
                 body: Box::pin(body),
                 chunks: Vec::new(),
+                tail: BytesMut::new(),
+                block: 0,
                 read: 0,
                 max_bytes,
                 trailers: None,
@@ -232,7 +252,7 @@ impl<B: Body> ReplayBody<B> {
             // A replay that will fail still has its error to yield.
             return false;
         }
-        if !state.capped && self.chunks_sent < state.chunks.len() {
+        if !state.capped && self.bytes_sent < state.read {
             return false;
         }
         if state.trailers.is_some() && !self.trailers_sent {
@@ -271,10 +291,17 @@ where
         };
 
         // First replay what earlier attempts buffered...
-        if !state.capped && *chunks_sent < state.chunks.len() {
-            let chunk = state.chunks[*chunks_sent].clone();
-            *chunks_sent += 1;
-            *bytes_sent += chunk.len() as u64;
+        if !state.capped && *bytes_sent < state.read {
+            if *chunks_sent >= state.chunks.len() {
+                // The rest is in the block being filled: make it a chunk to yield.
+                state.seal();
+            }
+            let Some(chunk) = state.chunks.get(*chunks_sent).cloned() else {
+                // Cannot happen; failing beats sending the body out of order.
+                return Poll::Ready(Some(Err(Interrupted(()).into())));
+            };
+            *chunks_sent = chunks_sent.saturating_add(1);
+            *bytes_sent = bytes_sent.saturating_add(chunk.len() as u64);
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
         if state.done || state.body.is_end_stream() {
@@ -298,7 +325,7 @@ where
                 state.done = true;
                 state.failed = true;
                 state.capped = true;
-                state.chunks = Vec::new();
+                state.drop_buffer();
                 guard.set_capped();
                 return Poll::Ready(Some(Err(err.into())));
             }
@@ -319,12 +346,13 @@ where
                         "body outgrew its replay cap; retries disabled"
                     );
                     state.capped = true;
-                    state.chunks = Vec::new();
+                    state.drop_buffer();
                     guard.set_capped();
                 } else if len > 0 {
-                    state.chunks.push(data.clone());
-                    *chunks_sent += 1;
-                    *bytes_sent += len;
+                    // This clone replayed everything before reading, so it has sent this frame too.
+                    state.buffer(data);
+                    *chunks_sent = state.chunks.len();
+                    *bytes_sent = bytes_sent.saturating_add(len);
                 }
             }
         } else if let Some(trailers) = frame.trailers_ref() {
@@ -392,6 +420,47 @@ impl<B> ReplayBody<B> {
             Some(state) => Poll::Ready(Ok(state)),
             None => Poll::Ready(Err(Interrupted(()).into())),
         }
+    }
+}
+
+impl<B> State<B> {
+    /// Buffers `data`, which `read` already counts: large frames as they are, small ones
+    /// copied into the block being filled.
+    fn buffer(&mut self, data: &Bytes) {
+        if data.len() >= BLOCK {
+            self.seal();
+            self.chunks.push(data.clone());
+            return;
+        }
+        let mut rest: &[u8] = data;
+        while !rest.is_empty() {
+            if self.tail.len() >= self.tail.capacity() {
+                self.seal();
+                // No block goes past the cap, so the blocks hold at most `max_bytes`.
+                let buffered = self.read.saturating_sub(rest.len() as u64);
+                let left = self.max_bytes.saturating_sub(buffered);
+                let left = usize::try_from(left).unwrap_or(usize::MAX);
+                self.block = self.block.saturating_mul(2).clamp(FIRST_BLOCK, BLOCK);
+                self.tail = BytesMut::with_capacity(self.block.min(left).max(1));
+            }
+            let room = self.tail.capacity().saturating_sub(self.tail.len());
+            let (now, later) = rest.split_at(rest.len().min(room));
+            self.tail.extend_from_slice(now);
+            rest = later;
+        }
+    }
+
+    /// Moves the data of `tail` to a chunk of its own; its spare room stays in `tail`.
+    fn seal(&mut self) {
+        if !self.tail.is_empty() {
+            self.chunks.push(self.tail.split().freeze());
+        }
+    }
+
+    /// Frees everything buffered: the body can no longer be replayed.
+    fn drop_buffer(&mut self) {
+        self.chunks = Vec::new();
+        self.tail = BytesMut::new();
     }
 }
 

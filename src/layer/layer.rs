@@ -27,8 +27,8 @@ use tower_layer::{Layer, Stack};
 /// # Decisions
 ///
 /// "Idempotent" means an idempotent method of RFC 9110 §9.2.2 (GET, HEAD, OPTIONS, TRACE,
-/// PUT, DELETE) or any request carrying an `Idempotency-Key` header; other methods (POST,
-/// PATCH, CONNECT, …) are only retried when the server cannot have acted on them.
+/// PUT, DELETE) or any request carrying a non-blank `Idempotency-Key` header; other methods
+/// (POST, PATCH, CONNECT, …) are only retried when the server cannot have acted on them.
 ///
 /// | Outcome of an attempt | Idempotent request | Other methods | Delay before the retry |
 /// |---|---|---|---|

@@ -27,6 +27,12 @@ enum Route {
 /// `/apiary` (a prefix ending in `/` matches any path starting with it). A
 /// [`RetrySettings`] value in a request's extensions overrides the table for that request.
 ///
+/// Paths are matched as servers route them, so that no spelling escapes its route:
+/// escaped unreserved characters are decoded (`%63` is `c`), empty and dot segments
+/// resolved, and path parameters dropped (`/a;jsessionid=1/b` is `/a/b`, as servlet
+/// containers route it). Escaped delimiters such as `%2F` and `%3B` stay as they are.
+/// Matching is case-sensitive: `/Payments` is not `/payments`, as for most servers.
+///
 /// ```
 /// use http::Method;
 /// use tower_backoff::{RetrySettings, Routes};
@@ -72,6 +78,14 @@ impl Routes {
                 "a path prefix must start with '/'",
             ));
         }
+        if prefix.contains(';') {
+            // Paths are matched without their parameters: such a prefix would never match.
+            return Err(ConfigError::new(
+                "route",
+                prefix,
+                "a path prefix cannot hold ';' path parameters",
+            ));
+        }
         Ok(self.push(Route::Prefix {
             method,
             prefix: prefix.into(),
@@ -80,6 +94,8 @@ impl Routes {
     }
 
     /// Requests with `method` whose path starts with `prefix` use `settings`.
+    ///
+    /// A `prefix` not starting with `/`, or holding a `;`, is a [`ConfigError`].
     pub fn route(
         self,
         method: Method,
@@ -90,6 +106,8 @@ impl Routes {
     }
 
     /// Requests of any method whose path starts with `prefix` use `settings`.
+    ///
+    /// A `prefix` not starting with `/`, or holding a `;`, is a [`ConfigError`].
     pub fn route_any(self, prefix: &str, settings: RetrySettings) -> Result<Self, ConfigError> {
         self.prefix(None, prefix, settings)
     }
@@ -133,16 +151,21 @@ impl Routes {
 }
 
 /// `path` as the server will route it: percent-encoded unreserved characters decoded
-/// (`%63` is `c`), empty segments dropped (`//a` is `/a`) and dot segments resolved
-/// (`/a/./b/../c` is `/a/c`), so that no spelling of a path escapes its route's settings.
-/// Borrows when there is nothing to do.
+/// (`%63` is `c`), path parameters dropped (`/a;x=1/b;y` is `/a/b`), empty segments
+/// dropped (`//a` is `/a`) and dot segments resolved (`/a/./b/../c` is `/a/c`), so that
+/// no spelling of a path escapes its route's settings. Borrows when there is nothing to do.
 fn normalize_path(path: &str) -> Cow<'_, str> {
-    if !(path.contains("//") || path.contains("/.") || path.contains('%')) {
+    if !(path.contains("//") || path.contains("/.") || path.contains('%') || path.contains(';')) {
         return Cow::Borrowed(path);
     }
     let decoded = decode_unreserved(path);
     let mut segments: Vec<&str> = Vec::new();
-    for segment in decoded.split('/') {
+    // A path ending in an empty or dot segment ends with '/' once resolved (RFC 3986 §5.2.4).
+    let mut ends_with_slash = false;
+    for raw in decoded.split('/') {
+        // Parameters are dropped before dot segments: `..;x` is `..` to a servlet container.
+        let segment = raw.split_once(';').map_or(raw, |(segment, _)| segment);
+        ends_with_slash = matches!(segment, "" | "." | "..");
         match segment {
             "" | "." => {}
             ".." => {
@@ -156,7 +179,7 @@ fn normalize_path(path: &str) -> Cow<'_, str> {
         out.push('/');
         out.push_str(segment);
     }
-    if out.is_empty() || (decoded.ends_with('/') && !segments.is_empty()) {
+    if out.is_empty() || (ends_with_slash && !segments.is_empty()) {
         out.push('/');
     }
     Cow::Owned(out)
@@ -235,6 +258,16 @@ mod tests {
             ("/caf\u{e9}/%7e", "/caf\u{e9}/~"),
             ("/..", "/"),
             ("", ""),
+            ("/a/.", "/a/"),
+            ("/payments;jsessionid=abc", "/payments"),
+            ("/payments/;x/123", "/payments/123"),
+            ("/a;x=1/b;y", "/a/b"),
+            ("/a/b;y/", "/a/b/"),
+            ("/payments/;x", "/payments/"),
+            ("/public/..;/payments", "/payments"),
+            ("/a/.;x/b", "/a/b"),
+            ("/a%3Bx/b", "/a%3Bx/b"),
+            (";x", "/"),
         ] {
             assert_eq!(normalize_path(path), normal, "{path}");
         }
@@ -284,5 +317,13 @@ mod tests {
             .route_any("api", RetrySettings::new())
             .unwrap_err();
         assert_eq!((err.field(), err.value()), ("route", "\"api\""));
+    }
+
+    #[test]
+    fn a_prefix_with_path_parameters_is_a_config_error() {
+        let err = Routes::new()
+            .route_any("/api;v=1", RetrySettings::new())
+            .unwrap_err();
+        assert_eq!((err.field(), err.value()), ("route", "\"/api;v=1\""));
     }
 }

@@ -40,8 +40,8 @@ pub struct RetryStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum GiveUp {
-    /// The method is not idempotent and the request carries no `Idempotency-Key`: the
-    /// server may have acted on it, so it is not sent twice.
+    /// The method is not idempotent and the request carries no non-blank `Idempotency-Key`:
+    /// the server may have acted on it, so it is not sent twice.
     NotIdempotent,
     /// The request body went past its replay buffer and cannot be sent again.
     BodyNotReplayable,

@@ -64,6 +64,10 @@ impl Tx {
             .await;
     }
 
+    async fn send_bytes(&mut self, data: Bytes) {
+        self.send(Ok(Frame::data(data))).await;
+    }
+
     async fn send_trailers(&mut self, trailers: HeaderMap) {
         self.send(Ok(Frame::trailers(trailers))).await;
     }
@@ -169,6 +173,23 @@ where
     (data, trailers)
 }
 
+/// The data frames of `body`, one by one, and its trailers.
+async fn frames_of<B>(mut body: ReplayBody<B>) -> (Vec<Bytes>, Option<HeaderMap>)
+where
+    B: Body + Unpin,
+    B::Error: Into<BoxError>,
+{
+    let mut frames = Vec::new();
+    let mut trailers = None;
+    while let Some(frame) = body.frame().await {
+        match frame.expect("body does not fail").into_data() {
+            Ok(data) => frames.push(data),
+            Err(frame) => trailers = Some(frame.into_trailers().expect("trailers")),
+        }
+    }
+    (frames, trailers)
+}
+
 /// The error the next frame of `body` fails with.
 async fn next_error<B>(body: &mut ReplayBody<B>) -> BoxError
 where
@@ -215,15 +236,16 @@ async fn replays_several_chunks() {
     assert_eq!(body_to_string(replay).await, (expected, None));
 }
 
+/// Frames of a block or more are kept as they are: a replay yields the same buffers.
 #[tokio::test]
-async fn replays_chunks_as_they_were_sent_without_copying() {
+async fn replays_large_chunks_as_they_were_sent_without_copying() {
     let Test {
         mut tx,
         mut initial,
         mut replay,
     } = Test::new();
-    tx.send_data("hello").await;
-    tx.send_data(" world").await;
+    tx.send_bytes(Bytes::from(vec![b'a'; BLOCK])).await;
+    tx.send_bytes(Bytes::from(vec![b'b'; 2 * BLOCK])).await;
     drop(tx);
 
     let first = initial.frame().await.unwrap().unwrap().into_data().unwrap();
@@ -240,6 +262,85 @@ async fn replays_chunks_as_they_were_sent_without_copying() {
         second.as_ptr(),
         "same buffer, not a copy"
     );
+}
+
+/// Small frames are copied into blocks: the first attempt streams them as they come, a
+/// replay yields the same bytes in a few blocks, and large frames in between stay whole.
+#[tokio::test(flavor = "current_thread")]
+async fn small_frames_are_copied_into_blocks_and_replay_the_same_bytes() {
+    let Test {
+        mut tx,
+        initial,
+        replay,
+    } = Test::new();
+    let large = Bytes::from(vec![b'L'; BLOCK]);
+    let mut expected = Vec::new();
+    let mut frames = Vec::new();
+    for i in 0..3 * BLOCK {
+        let byte = b'a' + (i % 26) as u8;
+        frames.push(Bytes::from(vec![byte]));
+        if i == BLOCK {
+            frames.push(large.clone());
+        }
+    }
+    frames.iter().for_each(|f| expected.extend_from_slice(f));
+    let sent = frames.len();
+    tokio::spawn(async move {
+        for frame in frames {
+            tx.send_bytes(frame).await;
+        }
+        tx.send_trailers(trailers()).await;
+    });
+
+    let (data, trailers_seen) = frames_of(initial).await;
+    assert_eq!(data.len(), sent, "the first attempt streams every frame");
+    assert_eq!(data.concat(), expected);
+    assert_eq!(trailers_seen, Some(trailers()));
+
+    let (data, trailers_seen) = frames_of(replay).await;
+    assert_eq!(data.concat(), expected, "the same bytes");
+    assert_eq!(trailers_seen, Some(trailers()));
+    assert!(
+        data.len() < 16,
+        "{} frames: small ones coalesced",
+        data.len()
+    );
+    assert!(
+        data.iter().all(|f| f.len() <= BLOCK),
+        "no block is larger than BLOCK"
+    );
+    assert!(
+        data.iter().any(|f| f.as_ptr() == large.as_ptr()),
+        "the large frame is not copied"
+    );
+}
+
+/// The blocks holding small frames never have room beyond the cap.
+#[tokio::test(flavor = "current_thread")]
+async fn blocks_never_reserve_past_the_cap() {
+    let cap = FIRST_BLOCK + 10;
+    let Test {
+        mut tx,
+        initial,
+        replay,
+    } = Test::with_cap(cap);
+    tokio::spawn(async move {
+        for _ in 0..cap {
+            tx.send_data("x").await;
+        }
+    });
+    assert_eq!(body_to_string(initial).await.0, "x".repeat(cap));
+    {
+        let slot = replay.shared.lock();
+        let state = slot.state.as_ref().expect("handed back");
+        let held: usize = state.chunks.iter().map(Bytes::len).sum();
+        assert!(
+            held + state.tail.capacity() <= cap,
+            "{held} bytes sealed and a block of {}",
+            state.tail.capacity()
+        );
+    }
+    assert_eq!(body_to_string(replay).await.0, "x".repeat(cap));
 }
 
 #[tokio::test]
