@@ -70,6 +70,9 @@
 //!
 //! [A6]: https://github.com/grpc/proposal/blob/master/A6-client-retries.md
 
+mod timeout;
+pub use timeout::{GRPC_TIMEOUT, set_timeout, timeout};
+
 use crate::header::{digits, trim_ows};
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};

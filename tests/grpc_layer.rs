@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 use tower_backoff::classify::GrpcClassifier;
-use tower_backoff::grpc::{Code, GrpcCodes};
+use tower_backoff::grpc::{Code, GRPC_TIMEOUT, GrpcCodes};
 use tower_backoff::{GiveUp, RetryLayer, RetrySettings, RetryStats};
 
 const STEP: Duration = Counting::STEP;
@@ -44,6 +44,15 @@ async fn run(
     layer: RetryLayer<Counting>,
     script: Vec<Response<String>>,
 ) -> (Response<String>, Vec<(Duration, HeaderMap)>) {
+    run_with(layer, script, None).await
+}
+
+/// [`run`], the call announcing a `grpc-timeout` when given.
+async fn run_with(
+    layer: RetryLayer<Counting>,
+    script: Vec<Response<String>>,
+    timeout: Option<&str>,
+) -> (Response<String>, Vec<(Duration, HeaderMap)>) {
     let script = Arc::new(Mutex::new(VecDeque::from(script)));
     let log: Log = Arc::default();
     let seen = log.clone();
@@ -59,11 +68,15 @@ async fn run(
         async move { Ok::<_, std::io::Error>(res) }
     });
     let start = Instant::now();
-    let req = Request::builder()
+    let mut req = Request::builder()
         .method(Method::POST)
         .uri("http://svc/pkg.Svc/Call")
         .body(String::from("msg"))
         .unwrap();
+    if let Some(timeout) = timeout {
+        req.headers_mut()
+            .insert(GRPC_TIMEOUT, timeout.parse().unwrap());
+    }
     let res = ServiceBuilder::new()
         .layer(layer)
         .service(inner)
@@ -229,4 +242,19 @@ fn a_method_name_with_a_slash_is_a_config_error() {
         .with_retryable_method("pkg.Svc", "")
         .unwrap_err();
     assert_eq!(err.field(), "retryable_method");
+}
+
+/// A6: each attempt announces only the time the call has left, and no attempt starts
+/// once the call's own timeout has passed.
+#[tokio::test(start_paused = true)]
+async fn each_attempt_announces_the_time_the_call_has_left() {
+    let unavailable = || grpc(200, Some(Code::Unavailable), None);
+    // Counting waits 100 ms, then 200 ms: the second retry would start at 300 ms.
+    let script = vec![unavailable(), unavailable(), unavailable()];
+    let (res, seen) = run_with(declared(Counting::default()), script, Some("250m")).await;
+    assert_eq!(res.headers()["grpc-status"], "14");
+    let announced: Vec<_> = seen.iter().map(|(_, h)| h[GRPC_TIMEOUT].clone()).collect();
+    assert_eq!(announced, ["250m", "150000u"]);
+    let stats = res.extensions().get::<RetryStats>().unwrap();
+    assert!(matches!(stats.gave_up, Some(GiveUp::Limit(_))), "{stats:?}");
 }

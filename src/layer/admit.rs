@@ -56,6 +56,21 @@ pub(crate) fn within_limits(
         .map_err(GiveUp::Limit)
 }
 
+/// A gRPC call's own deadline, its `grpc-timeout`, must not pass before the retry starts:
+/// a retry it could not make is not sent.
+pub(crate) fn within_call_timeout(
+    headers: &http::HeaderMap,
+    elapsed: Duration,
+    delay: Duration,
+) -> Result<(), GiveUp> {
+    match crate::grpc::timeout(headers) {
+        Some(timeout) if elapsed.saturating_add(delay) >= timeout => {
+            Err(GiveUp::Limit(crate::limits::LimitReached::MaxElapsed))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A retry waits on tokio's timer: without a runtime on this thread it cannot.
 pub(crate) fn runtime_present() -> Result<(), GiveUp> {
     tokio::runtime::Handle::try_current()

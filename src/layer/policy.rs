@@ -230,9 +230,14 @@ impl<B> RetryPolicy<B> {
 
     /// A copy of `req` for a retry, carrying the request's deadline. (The first attempt
     /// starts at the request's start, so it needs none: pacing's own max wait bounds it.)
+    /// A gRPC call announces only the time it has left, as A6 asks.
     pub(crate) fn retry_request<ReqB: Clone>(&self, req: &Request<ReqB>) -> Request<ReqB> {
         let mut copy = clone_request(req);
         self.mark_deadline(&mut copy);
+        if let Some(timeout) = crate::grpc::timeout(req.headers()) {
+            let elapsed = self.start.map_or(Duration::ZERO, |start| start.elapsed());
+            crate::grpc::set_timeout(copy.headers_mut(), timeout.saturating_sub(elapsed));
+        }
         copy
     }
 
@@ -422,6 +427,7 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
             time_left,
         )?;
         admit::within_limits(limits, self.attempts, elapsed, delay)?;
+        admit::within_call_timeout(req.headers(), elapsed, delay)?;
         admit::throttle_open(self.template.shared.retry_throttle.as_ref())?;
         // Last: passing it spends a token.
         admit::budget_withdraw(self.template.shared.retry_budget.as_ref(), outcome)?;
