@@ -134,14 +134,18 @@ impl AsError for hyper_util::client::legacy::Error {
 /// | `hyper::Error` with `is_user()` (feature `hyper`) | [`Fatal`](ErrorClass::Fatal) |
 /// | `reqwest::Error` with `is_builder()`, `is_redirect()` or `is_decode()` (feature `reqwest`) | [`Fatal`](ErrorClass::Fatal) |
 /// | hyper-util legacy client error with `is_connect()` (feature `hyper`) | [`Connect`](ErrorClass::Connect) |
-/// | `reqwest::Error` with `is_connect()` (feature `reqwest`) | [`Connect`](ErrorClass::Connect) |
+/// | `reqwest::Error` with `is_connect()` and a `url()` (feature `reqwest`) | [`Connect`](ErrorClass::Connect) |
 /// | `tonic::ConnectError` (feature `tonic`) | [`Connect`](ErrorClass::Connect) |
 /// | `h2::Error` of a stream reset by the server with `REFUSED_STREAM`, or refused by the server's `GOAWAY` (features `hyper`, `tonic`) | [`Unprocessed`](ErrorClass::Unprocessed) |
 /// | any other hyper-util legacy client error or `reqwest::Error` | [`Transport`](ErrorClass::Transport) |
 /// | no verdict, and `err` itself is an `io::Error` of kind `ConnectionRefused` | [`Connect`](ErrorClass::Connect) |
 /// | anything else: other `io::Error` kinds (`HostUnreachable`, `NetworkUnreachable`, `AddrNotAvailable`, …) at any depth, `ConnectionRefused` under another error | [`Transport`](ErrorClass::Transport) |
 ///
-/// A `Fatal` verdict anywhere wins over the others. `ConnectionRefused` can only be
+/// A `Fatal` verdict anywhere wins over the others. A `reqwest::Error` without a `url()` in
+/// the chain makes a `Connect` or `Unprocessed` verdict `Transport`: reqwest names the first
+/// URL even after a redirect, so `integrations::reqwest::ReqwestService` removes it when the
+/// request reached the server, and the failure was then elsewhere.
+/// `ConnectionRefused` can only be
 /// reported by `connect` (a peer aborting an established connection gives
 /// `ConnectionReset`), so a service returning that bare `io::Error` failed to connect;
 /// wrapped in an error this classifier does not know, it proves nothing about what the
@@ -164,6 +168,7 @@ pub fn default_error_class(err: &(dyn Error + 'static)) -> ErrorClass {
         Some(io) if io.kind() == io::ErrorKind::ConnectionRefused => ErrorClass::Connect,
         _ => ErrorClass::Transport,
     };
+    let mut elsewhere = false;
     let mut current = Some(err);
     while let Some(e) = current {
         match verdict(e) {
@@ -171,9 +176,30 @@ pub fn default_error_class(err: &(dyn Error + 'static)) -> ErrorClass {
             Some(lower) => class = lower,
             None => {}
         }
+        elsewhere |= unlocated(e);
         current = next_in_chain(e);
     }
+    if elsewhere && class.never_processed() {
+        return ErrorClass::Transport;
+    }
     class
+}
+
+/// Whether `e` is a `reqwest::Error` without a URL: the request it failed may not be the
+/// one sent (a redirect's, see `integrations::reqwest::ReqwestService`), so it proves
+/// nothing unsent.
+fn unlocated(e: &(dyn Error + 'static)) -> bool {
+    #[cfg(feature = "reqwest")]
+    if let Some(e) = e.downcast_ref::<reqwest::Error>() {
+        return e.url().is_none();
+    }
+    #[cfg(feature = "reqwest-0_12")]
+    if let Some(e) = e.downcast_ref::<reqwest012::Error>() {
+        return e.url().is_none();
+    }
+    #[cfg(not(any(feature = "reqwest", feature = "reqwest-0_12")))]
+    let _ = e;
+    false
 }
 
 /// The next error of the chain. `io::Error::source` skips the error an `io::Error` wraps
@@ -189,7 +215,8 @@ pub(crate) fn next_in_chain<'a>(e: &'a (dyn Error + 'static)) -> Option<&'a (dyn
 
 /// reqwest's verdict, the same for each supported version: a builder error (no host, a bad
 /// URL), a redirect loop and an undecodable response fail the same way every time;
-/// `is_connect()` is reqwest's own proof that nothing was sent.
+/// `is_connect()` is reqwest's own proof that nothing was sent, unless the URL was removed
+/// (see [`unlocated`]).
 #[cfg(any(feature = "reqwest", feature = "reqwest-0_12"))]
 macro_rules! reqwest_verdict {
     ($e:expr) => {{

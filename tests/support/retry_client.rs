@@ -5,7 +5,8 @@
 use super::{BACKOFF, client, layer, reply, upstream};
 use http::{Method, StatusCode};
 use std::time::Duration;
-use tower_backoff::RetryStats;
+use std::sync::{Arc, Mutex};
+use tower_backoff::{ExponentialBackOff, RetryEvent, RetryLayer, RetryReason, RetryStats};
 
 /// A GET answered 503 is retried after `Retry-After`; the caller gets reqwest's own
 /// response, with the URL it asked for, its body as `.text()`, and the retry statistics.
@@ -125,4 +126,172 @@ async fn a_post_answered_429_is_sent_once() {
         .unwrap();
     assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(arrivals.lock().unwrap().len(), 1);
+}
+
+/// A server that answers every request with `status`, its `Location` a port where nothing
+/// listens; returns its address and its arrivals.
+async fn redirecting_to_a_dead_port(status: u16) -> (std::net::SocketAddr, upstream::Arrivals) {
+    let dead = format!("http://{}/done", upstream::refused_addr());
+    upstream::serve(move |_, _| reply(status, &[("location", &dead)], "")).await
+}
+
+/// The bodies a POST reaches reqwest with: none, in memory, and streamed (no known length).
+fn post_bodies() -> [(&'static str, Option<reqwest::Body>); 3] {
+    let frames = ["order", " 42"].map(|chunk| {
+        Ok::<_, std::convert::Infallible>(http_body::Frame::data(bytes::Bytes::from(chunk)))
+    });
+    let stream = http_body_util::StreamBody::new(tokio_stream::iter(frames));
+    [
+        ("empty", None),
+        ("in memory", Some(reqwest::Body::from("order 42"))),
+        ("streamed", Some(reqwest::Body::wrap(stream))),
+    ]
+}
+
+/// The errors of the attempts of a request, as the retry layer classed them.
+fn layer_recording(reasons: &Arc<Mutex<Vec<RetryReason>>>) -> RetryLayer<ExponentialBackOff> {
+    let seen = reasons.clone();
+    RetryLayer::new(ExponentialBackOff::default())
+        .on_retry(move |e: &RetryEvent<'_>| seen.lock().unwrap().push(e.reason()))
+}
+
+/// A POST the server processed, then redirected to a dead port, is not sent again: the
+/// connect error is the redirect target's, not the POST's, so it loses reqwest's URL.
+#[tokio::test(start_paused = true)]
+async fn a_post_redirected_to_a_dead_port_is_sent_once() {
+    for status in [303, 302, 301] {
+        for (kind, body) in post_bodies() {
+            let (addr, arrivals) = redirecting_to_a_dead_port(status).await;
+            let reasons = Arc::default();
+            let client = client().with_retry(layer_recording(&reasons));
+            let mut post = client.post(format!("http://{addr}/orders"));
+            if let Some(body) = body {
+                post = post.body(body);
+            }
+            let err = post.send().await.unwrap_err();
+            assert!(err.is_connect(), "{status} {kind}: {err:?}");
+            assert_eq!(err.reqwest().unwrap().url(), None, "{status} {kind}");
+            let arrivals = arrivals.lock().unwrap();
+            assert_eq!(arrivals.len(), 1, "{status} {kind}: {arrivals:?}");
+            assert_eq!(arrivals[0].method, Method::POST);
+            assert!(reasons.lock().unwrap().is_empty(), "{status} {kind}");
+        }
+    }
+}
+
+/// A GET in the same case is retried: it is idempotent, and the connect error of the
+/// redirect target is an ordinary transport error.
+#[tokio::test(start_paused = true)]
+async fn a_get_redirected_to_a_dead_port_is_retried() {
+    for status in [303, 302] {
+        let (addr, arrivals) = redirecting_to_a_dead_port(status).await;
+        let reasons = Arc::default();
+        let client = client().with_retry(layer_recording(&reasons));
+        let err = client
+            .get(format!("http://{addr}/items"))
+            .send()
+            .await
+            .unwrap_err();
+        assert!(err.is_connect(), "{status}: {err:?}");
+        let arrivals = arrivals.lock().unwrap();
+        assert!(arrivals.len() > 1, "{status}: {arrivals:?}");
+        assert!(arrivals.iter().all(|a| a.method == Method::GET));
+        let reasons = reasons.lock().unwrap();
+        assert_eq!(reasons.len(), arrivals.len() - 1);
+        assert!(reasons.iter().all(|r| *r == RetryReason::Transport), "{reasons:?}");
+    }
+}
+
+/// A POST whose own connect fails is still resent, whatever its body, and its error
+/// keeps its URL: it never reached a server.
+#[tokio::test(start_paused = true)]
+async fn a_post_whose_own_connect_fails_is_retried() {
+    for (kind, body) in post_bodies() {
+        let url = format!("http://{}/orders", upstream::refused_addr());
+        let reasons = Arc::default();
+        let client = client().with_retry(layer_recording(&reasons));
+        let mut post = client.post(&url);
+        if let Some(body) = body {
+            post = post.body(body);
+        }
+        let err = post.send().await.unwrap_err();
+        assert!(err.is_connect(), "{kind}: {err:?}");
+        assert_eq!(err.reqwest().unwrap().url().unwrap().as_str(), url);
+        let reasons = reasons.lock().unwrap();
+        assert!(!reasons.is_empty(), "{kind}");
+        assert!(reasons.iter().all(|r| *r == RetryReason::Connect), "{kind}: {reasons:?}");
+    }
+}
+
+/// A 307 or 308 target that cannot be reached is a connect error still: the server asked
+/// for the POST to be sent there, so it did not act on it, and the POST is resent.
+#[tokio::test(start_paused = true)]
+async fn a_post_redirected_by_a_307_to_a_dead_port_is_resent() {
+    for status in [307, 308] {
+        let (addr, arrivals) = redirecting_to_a_dead_port(status).await;
+        let reasons = Arc::default();
+        let client = client().with_retry(layer_recording(&reasons));
+        let url = format!("http://{addr}/orders");
+        let err = client.post(&url).body("order 42").send().await.unwrap_err();
+        assert!(err.is_connect(), "{status}: {err:?}");
+        assert_eq!(err.reqwest().unwrap().url().unwrap().as_str(), url);
+        assert!(arrivals.lock().unwrap().len() > 1, "{status}");
+        let reasons = reasons.lock().unwrap();
+        assert!(reasons.iter().all(|r| *r == RetryReason::Connect), "{reasons:?}");
+    }
+}
+
+/// A POST with a small JSON body redirected by a 307 reaches the new path with its body
+/// exactly, on the first attempt as on a retry (after a 429; its `Idempotency-Key` allows
+/// the retry).
+#[tokio::test(start_paused = true)]
+async fn a_307_gets_the_json_body_on_every_attempt() {
+    let order = r#"{"item":42,"note":"fragile"}"#;
+    for refusals in [0, 1, 2] {
+        let (addr, arrivals) = upstream::serve(move |n, arrival| match arrival.path.as_str() {
+            "/moved" => reply(201, &[], "created"),
+            _ if n < refusals => reply(429, &[("retry-after", "0")], "slow down"),
+            _ => reply(307, &[("location", "/moved")], ""),
+        })
+        .await;
+        let client = client().with_retry(layer());
+        let res = client
+            .post(format!("http://{addr}/orders"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", "order-42")
+            .body(order)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::CREATED, "{refusals}");
+        assert_eq!(res.url().as_str(), format!("http://{addr}/moved"));
+        let arrivals = arrivals.lock().unwrap();
+        assert_eq!(arrivals.len(), refusals + 2, "{refusals}: {arrivals:?}");
+        let moved = arrivals.last().unwrap();
+        assert_eq!(moved.path, "/moved");
+        assert_eq!(moved.method, Method::POST);
+        assert_eq!(moved.body, order.as_bytes());
+        assert_eq!(moved.headers["content-type"], "application/json");
+    }
+}
+
+/// A streamed body reaches reqwest as a stream, which reqwest cannot send twice: the 307
+/// comes back as the response, and the new path is not asked.
+#[tokio::test(start_paused = true)]
+async fn a_307_of_a_streamed_body_is_the_response() {
+    let (addr, arrivals) = upstream::serve(|_, _| reply(307, &[("location", "/moved")], "")).await;
+    let client = client().with_retry(layer());
+    let [.., (_, Some(streamed))] = post_bodies() else {
+        unreachable!("the last body streams")
+    };
+    let res = client
+        .post(format!("http://{addr}/orders"))
+        .body(streamed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::TEMPORARY_REDIRECT);
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(arrivals.len(), 1, "{arrivals:?}");
+    assert_eq!(arrivals[0].body, "order 42".as_bytes());
 }

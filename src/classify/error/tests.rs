@@ -356,6 +356,36 @@ mod reqwest_client {
         assert_eq!(default_error_class(&err), ErrorClass::Connect);
     }
 
+    /// `ReqwestService` removes the URL of an error whose request reached the server (a
+    /// redirect target failed): its connect verdict is then no proof, for every preset.
+    #[tokio::test]
+    async fn a_connect_error_without_its_url_is_a_transport_error() {
+        use crate::classify::{Attempt, Classify, GrpcClassifier, HttpClassifier};
+        use crate::classify::{RequestHead, Resend, StatusSet};
+        let err = reqwest::Client::new()
+            .post(format!("http://{}/", closed_port()))
+            .send()
+            .await
+            .unwrap_err()
+            .without_url();
+        assert!(err.is_connect(), "{err:?}");
+        assert_eq!(default_error_class(&err), ErrorClass::Transport);
+        assert_eq!(default_error_class(&opaque(err)), ErrorClass::Transport);
+
+        let err = reqwest::Client::new()
+            .post(format!("http://{}/", closed_port()))
+            .send()
+            .await
+            .unwrap_err()
+            .without_url();
+        let req = http::Request::post("/").body(()).unwrap();
+        let attempt = Attempt::new(RequestHead::of(&req), 1, &StatusSet::DEFAULT);
+        let http = HttpClassifier::new().classify_error(&attempt, &err);
+        assert_eq!(http.resend(), Resend::IfIdempotent);
+        let grpc = GrpcClassifier::new().classify_error(&attempt, &err);
+        assert_eq!(grpc.resend(), Resend::IfIdempotent);
+    }
+
     #[tokio::test]
     async fn a_redirect_loop_is_fatal() {
         let addr = raw_server(

@@ -37,6 +37,9 @@ impl Error {
     }
 
     /// Whether the last attempt could not connect (see `reqwest::Error::is_connect`).
+    ///
+    /// After a redirect it may be the target's connect that failed; the error then has no
+    /// `url()` (see [`ReqwestService`](super::ReqwestService)).
     pub fn is_connect(&self) -> bool {
         self.reqwest().is_some_and(upstream::Error::is_connect)
     }

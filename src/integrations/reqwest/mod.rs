@@ -18,8 +18,8 @@
 //! println!("{} from {} after {stats:?}", response.status(), response.url());
 //! let text = response.text().await?;
 //!
-//! // POSTs are retried only when the server cannot have acted on them (429, connect
-//! // failures) or carry an `Idempotency-Key`; their body is sent again whole.
+//! // POSTs are retried only when the server cannot have acted on them (429, a failed
+//! // connect to their own URL) or carry an `Idempotency-Key`; their body is sent again whole.
 //! let created = client
 //!     .post("http://127.0.0.1:8080/orders")
 //!     .header("idempotency-key", "order-1234")
@@ -75,6 +75,11 @@
 //! and its 307 or 308 comes back as the response. A body reqwest holds whole can also be
 //! resent by reqwest 0.13's own retries (`ClientBuilder::retry`; by default only requests
 //! the server refused unprocessed, by HTTP/2 protocol signals), below this layer.
+//!
+//! A redirect target that cannot be reached fails the request with a connect error that
+//! still names the first URL. The server has then answered the request, so that error
+//! loses its URL and is an ordinary transport error: only idempotent requests are resent
+//! (see [`ReqwestService`], "Errors after a redirect").
 //!
 //! # Errors
 //!

@@ -6,6 +6,8 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use tower_service::Service;
 
@@ -28,6 +30,21 @@ type Pending = Pin<Box<dyn Future<Output = Result<upstream::Response, upstream::
 /// reqwest can follow a 307 or 308 with it; any other streams, under the length it declared
 /// (as reqwest sends the body itself). Cloning is cheap: a
 /// `reqwest::Client` is a handle to a shared pool.
+///
+/// # Errors after a redirect
+///
+/// reqwest follows redirects itself, and its error then still names the first URL. A
+/// connect error of a redirect target would thus look like the request's own, which
+/// [`default_error_class`](crate::classify::default_error_class) resends whatever the
+/// method. So when the request provably reached the server, its error loses its URL
+/// (`reqwest::Error::url()` is `None`) and is classed
+/// [`Transport`](crate::classify::ErrorClass::Transport):
+///
+/// - any error, once reqwest followed a 301, 302 or 303 (it drops a whole body then);
+/// - a connect error, once reqwest read a streamed body (it reads one only when connected).
+///
+/// A connect error of a 307 or 308 target keeps its URL and stays a connect error: the
+/// server asked for the request to be sent there, so it did not act on it.
 #[derive(Clone, Debug, Default)]
 pub struct ReqwestService {
     client: upstream::Client,
@@ -72,17 +89,18 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let seen = Seen::default();
         let small = req
             .body()
             .size_hint()
             .exact()
             .filter(|&len| len <= WHOLE_BODY);
         let req = match small {
-            Some(len) => req.map(|body| read_ready(body, len)),
-            None => req.map(upstream::Body::wrap),
+            Some(len) => req.map(|body| read_ready(body, len, &seen)),
+            None => req.map(|body| streamed(body, &seen)),
         };
         let inner = match upstream::Request::try_from(req) {
-            Ok(req) => Inner::Pending(Box::pin(self.client.execute(req))),
+            Ok(req) => Inner::Pending(Box::pin(self.client.execute(req)), seen),
             Err(err) => Inner::Invalid(Some(err)),
         };
         ResponseFuture { inner }
@@ -94,10 +112,108 @@ where
 /// a 307 or 308 redirect, which it cannot do with a stream (it returns the redirect).
 const WHOLE_BODY: u64 = 64 * 1024;
 
+/// What the request's body tells of how far the request went, shared with its future.
+#[derive(Default)]
+struct Seen {
+    /// reqwest dropped a whole body while the request ran: it followed a 301, 302 or 303,
+    /// which it does with no body. It holds a copy for a 307 or 308 until the end.
+    redirected: Arc<AtomicBool>,
+    /// reqwest read a streamed body: hyper reads one only over an established connection.
+    connected: Arc<AtomicBool>,
+}
+
+impl Seen {
+    /// `err` as it should reach the classifier: without the first URL when the request
+    /// reached the server, since the failure was then elsewhere (see [`ReqwestService`]).
+    fn error(&self, err: upstream::Error) -> upstream::Error {
+        let elsewhere = self.redirected.load(Ordering::Acquire)
+            || (err.is_connect() && self.connected.load(Ordering::Acquire));
+        if elsewhere { err.without_url() } else { err }
+    }
+}
+
+/// A whole body for reqwest, which tells `seen` when reqwest has dropped every copy.
+fn whole(data: Bytes, seen: &Seen) -> upstream::Body {
+    upstream::Body::from(Bytes::from_owner(Whole {
+        data,
+        dropped: seen.redirected.clone(),
+    }))
+}
+
+/// The owner of a whole body's bytes: dropped with the last copy reqwest holds.
+struct Whole {
+    data: Bytes,
+    dropped: Arc<AtomicBool>,
+}
+
+impl AsRef<[u8]> for Whole {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl Drop for Whole {
+    fn drop(&mut self) {
+        self.dropped.store(true, Ordering::Release);
+    }
+}
+
+/// A streamed body for reqwest, which tells `seen` when it is first read.
+fn streamed<B>(body: B, seen: &Seen) -> upstream::Body
+where
+    B: http_body::Body + Send + Sync + 'static,
+    B::Data: Into<Bytes>,
+    B::Error: Into<BoxError>,
+{
+    upstream::Body::wrap(Read {
+        body,
+        read: seen.connected.clone(),
+    })
+}
+
+pin_project_lite::pin_project! {
+    /// A streamed body that notes its first read.
+    struct Read<B> {
+        #[pin]
+        body: B,
+        read: Arc<AtomicBool>,
+    }
+}
+
+impl<B> http_body::Body for Read<B>
+where
+    B: http_body::Body,
+    B::Data: Into<Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        let this = self.project();
+        this.read.store(true, Ordering::Release);
+        this.body
+            .poll_frame(cx)
+            .map_ok(|frame| frame.map_data(Into::into))
+            .map_err(Into::into)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// `body` for reqwest: whole (`Bytes`) if all of it is ready now, without waiting; else
 /// streamed, what was read first and then the rest (a body still arriving is not waited
 /// for before the request goes, so reqwest's timeouts cover it as before).
-fn read_ready<B>(body: B, len: u64) -> upstream::Body
+fn read_ready<B>(body: B, len: u64, seen: &Seen) -> upstream::Body
 where
     B: http_body::Body + Send + Sync + 'static,
     B::Data: Into<Bytes>,
@@ -117,7 +233,7 @@ where
                         // Longer than it said: streamed under the length it said, which
                         // hyper cuts it to, as reqwest does with the body itself.
                         read.push(data);
-                        return upstream::Body::wrap(Prefixed::new(read, Some(body), len));
+                        return streamed(Prefixed::new(read, Some(body), len), seen);
                     }
                     read.push(data);
                 }
@@ -126,18 +242,19 @@ where
                 Err(frame) => {
                     let mut rest = Prefixed::<B>::new(read, None, len);
                     rest.trailers = frame.into_trailers().ok();
-                    return upstream::Body::wrap(rest);
+                    return streamed(rest, seen);
                 }
             },
             // reqwest reports the body's error as its own.
             Poll::Ready(Some(Err(err))) => return upstream::Body::wrap(Failed(Some(err.into()))),
             Poll::Ready(None) => {
-                return upstream::Body::from(match read.len() {
+                let data = match read.len() {
                     1 => read.swap_remove(0),
                     _ => read.concat().into(),
-                });
+                };
+                return whole(data, seen);
             }
-            Poll::Pending => return upstream::Body::wrap(Prefixed::new(read, Some(body), len)),
+            Poll::Pending => return streamed(Prefixed::new(read, Some(body), len), seen),
         }
     }
 }
@@ -227,7 +344,7 @@ pub struct ResponseFuture {
 }
 
 enum Inner {
-    Pending(Pending),
+    Pending(Pending, Seen),
     /// The request could not be converted (a URI reqwest does not accept, …).
     Invalid(Option<upstream::Error>),
 }
@@ -237,7 +354,10 @@ impl Future for ResponseFuture {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match &mut self.inner {
-            Inner::Pending(pending) => pending.as_mut().poll(cx).map_ok(into_http_response),
+            Inner::Pending(pending, seen) => match ready!(pending.as_mut().poll(cx)) {
+                Ok(response) => Poll::Ready(Ok(into_http_response(response))),
+                Err(err) => Poll::Ready(Err(seen.error(err))),
+            },
             Inner::Invalid(err) => Poll::Ready(Err(err
                 .take()
                 .expect("ResponseFuture polled after completion"))),
@@ -248,7 +368,7 @@ impl Future for ResponseFuture {
 impl fmt::Debug for ResponseFuture {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match self.inner {
-            Inner::Pending(_) => "Pending",
+            Inner::Pending(..) => "Pending",
             Inner::Invalid(_) => "Invalid",
         };
         f.debug_struct("ResponseFuture")
