@@ -282,3 +282,45 @@ async fn a_quiet_budget_errs_towards_fewer_retries() {
     tokio::time::advance(Duration::from_secs(1)).await;
     assert_eq!(budget.available(), 0);
 }
+
+/// A6 counts every outcome, not only those of requests that may be retried: failures of
+/// requests on a route that disables retries drain the throttle too, and their successes
+/// refill it.
+#[tokio::test(start_paused = true)]
+async fn the_throttle_hears_requests_that_are_never_retried() {
+    let throttle = RetryThrottle::new(10, 0.1).unwrap();
+    let once = RetrySettings::new().with_max_attempts(1).unwrap();
+    let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(1)).unwrap())
+        .with_retry_throttle(throttle.clone());
+    let unavailable = tower::service_fn(|_req: Request<String>| async {
+        let res = Response::builder().status(503).body(String::new()).unwrap();
+        Ok::<_, std::io::Error>(res)
+    });
+    let service = layer.layer(unavailable);
+    for _ in 0..6 {
+        let mut req = Request::get("/").body(String::new()).unwrap();
+        req.extensions_mut().insert(once.clone());
+        let res = service.clone().oneshot(req).await.unwrap();
+        assert_eq!(res.status(), 503);
+    }
+    assert_eq!(throttle.tokens(), 4.0);
+    // So a retryable request is no longer retried.
+    let res = service
+        .clone()
+        .oneshot(Request::get("/").body(String::new()).unwrap())
+        .await
+        .unwrap();
+    let stats = res.extensions().get::<RetryStats>().unwrap();
+    assert_eq!(stats.gave_up, Some(GiveUp::Throttled));
+    // An error of a request never retried counts too.
+    let refused = tower::service_fn(|_req: Request<String>| async {
+        Err::<Response<String>, _>(std::io::Error::from(std::io::ErrorKind::ConnectionReset))
+    });
+    let service = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(1)).unwrap())
+        .with_retry_throttle(throttle.clone())
+        .layer(refused);
+    let mut req = Request::get("/").body(String::new()).unwrap();
+    req.extensions_mut().insert(once);
+    service.oneshot(req).await.unwrap_err();
+    assert_eq!(throttle.tokens(), 2.0);
+}

@@ -184,6 +184,7 @@ where
                                 }
                                 // Never retried, or a response that ends the request.
                                 _ => {
+                                    this.policy.observe_unretried(&res);
                                     this.policy.fund_unclocked();
                                     Step::Done(None)
                                 }

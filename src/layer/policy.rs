@@ -78,6 +78,9 @@ pub struct RetryPolicy<B> {
     attempts: u32,
     waited: Duration,
     retrying: bool,
+    /// The head of a request that is never retried, kept only when a retry throttle must
+    /// still hear how it went.
+    unretried: Option<Box<Request<()>>>,
 }
 
 /// The state of a request that is being retried.
@@ -109,6 +112,7 @@ impl<B> Clone for RetryPolicy<B> {
             attempts: self.attempts,
             waited: self.waited,
             retrying: false,
+            unretried: None,
         }
     }
 }
@@ -133,6 +137,7 @@ impl<B> RetryPolicy<B> {
             attempts: 0,
             waited: Duration::ZERO,
             retrying: false,
+            unretried: None,
         }
     }
 
@@ -167,8 +172,13 @@ impl<B> RetryPolicy<B> {
         self.attempts = 1;
         crate::metrics::attempt();
         self.waited = Duration::ZERO;
-        self.current_settings().limits().max_attempts() > 1
-            && admit::replay_possible(req.extensions())
+        let retryable = self.current_settings().limits().max_attempts() > 1
+            && admit::replay_possible(req.extensions());
+        self.unretried = match &self.template.shared.retry_throttle {
+            Some(_) if !retryable => Some(Box::new(head_of(req))),
+            _ => None,
+        };
+        retryable
     }
 
     /// When the request started, reading the clock the first time it is asked: when its
@@ -344,6 +354,10 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         timed_out: bool,
     ) -> Step {
         let Some(req) = req else {
+            if let Some(head) = self.unretried.take() {
+                let outcome = self.classify_error(&head, Some(&**err));
+                self.report_health(&outcome);
+            }
             self.fund_unclocked();
             return Step::Done(None);
         };
@@ -491,6 +505,15 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         });
     }
 
+    /// Tells the retry throttle, if any, how a request that is never retried went: every
+    /// outcome counts, as A6 defines, not only those of retryable requests.
+    pub(crate) fn observe_unretried<ResB>(&mut self, res: &Response<ResB>) {
+        if let Some(head) = self.unretried.take() {
+            let outcome = self.classify_response(&head, res);
+            self.report_health(&outcome);
+        }
+    }
+
     /// Tells the retry throttle, if any, how the attempt went, as gRPC's A6 counts: a
     /// success refills, a retryable failure drains, anything else leaves it alone (a
     /// request that never reached the server, or was refused unprocessed, included: it
@@ -505,6 +528,15 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
             None => ThrottleOutcome::Other,
         });
     }
+}
+
+/// The method, URI and headers of `req`, all a classifier reads of a request.
+fn head_of<B>(req: &Request<B>) -> Request<()> {
+    let mut head = Request::new(());
+    *head.method_mut() = req.method().clone();
+    *head.uri_mut() = req.uri().clone();
+    *head.headers_mut() = req.headers().clone();
+    head
 }
 
 /// A copy of `req`: head, extensions and body. (`Request::clone` copies each part once;
