@@ -99,9 +99,11 @@
 
 mod error;
 mod header;
+mod redact;
 mod send_mark;
 mod time;
 pub use error::ConfigError;
+pub use redact::DEFAULT_REDACTED_QUERY_PARAMS;
 
 /// The README's Rust snippets, compiled and run as doc-tests (they use every feature).
 #[cfg(all(doctest, feature = "hyper", feature = "reqwest", feature = "tonic"))]

@@ -16,9 +16,22 @@
 //! | `tower_backoff.pacing.rate` | gauge | `server.address` | a destination's send rate (requests per second; 0 while it is not paced) |
 //!
 //! Labels are fixed words (`status_503`, `connect`, `retry_budget`, …) or a destination's
-//! host and port, never a whole URI: no credentials reach a metrics backend, and the
-//! destinations are bounded by pacing's
-//! [`with_max_destinations`](crate::PacingBuilder::with_max_destinations).
+//! host and port, never a whole URI: no credentials reach a metrics backend.
+//!
+//! # Bounded series
+//!
+//! The `metrics` facade cannot remove a series, so the pacing gauges bound their labels
+//! instead. A pacing layer names at most
+//! [`with_max_destinations`](crate::PacingBuilder::with_max_destinations) destinations,
+//! the first ones it paces, plus those given a
+//! [known rate](crate::PacingBuilder::with_known_rate). Later destinations are summed
+//! under `server.address="(other)"`: their queues and rates add up. Each pacing gauge thus
+//! has at most that bound plus one series per layer, however many hosts the client calls.
+//!
+//! A destination the layer forgets (idle, or the layer dropped) sets its series to zero
+//! and stops updating it. A recorder that drops idle series (the Prometheus exporter's
+//! `idle_timeout`, `metrics-util`'s `Recency`) then removes it; otherwise it reads zero,
+//! and reports again if the destination comes back.
 
 use crate::classify::RetryReason;
 use crate::layer::GiveUp;
@@ -44,45 +57,191 @@ pub mod names {
     pub const PACING_RATE: &str = "tower_backoff.pacing.rate";
 }
 
-/// A destination's gauges, registered once per destination (not per request): setting
-/// them then costs no label building or recorder lookup.
-#[derive(Debug, Clone)]
-pub(crate) struct DestinationGauges {
+/// The label of destinations past a layer's named ones.
+#[cfg(feature = "metrics")]
+const OTHER: &str = "(other)";
+
+/// Rates of the `(other)` series are summed in millionths of a request per second: an
+/// integer total returns to exactly zero when every destination has left.
+#[cfg(feature = "metrics")]
+const MICROS: f64 = 1e6;
+
+/// Which labels a pacing layer's destinations get: at most `max` addresses are named
+/// (see the module docs), the others share the `(other)` series.
+#[derive(Debug)]
+pub(crate) struct PacingSeries {
     #[cfg(feature = "metrics")]
-    queue: metrics::Gauge,
-    #[cfg(feature = "metrics")]
-    rate: metrics::Gauge,
+    labels: std::sync::Mutex<Labels>,
 }
 
-impl DestinationGauges {
-    /// The gauges of the destination shown as `address` (host and port, no credentials),
-    /// from the recorder installed now.
-    pub(crate) fn new(address: &impl std::fmt::Display) -> Self {
+#[cfg(feature = "metrics")]
+#[derive(Debug)]
+struct Labels {
+    /// The addresses given series of their own. It never shrinks: a name, once given,
+    /// is kept for when its destination comes back.
+    named: std::collections::HashSet<String>,
+    max: usize,
+    /// Made with the first destination past `max`.
+    other: Option<std::sync::Arc<Other>>,
+}
+
+/// The `(other)` series and their totals.
+#[cfg(feature = "metrics")]
+#[derive(Debug)]
+struct Other {
+    queue: metrics::Gauge,
+    rate: metrics::Gauge,
+    /// Queue lengths and rates (in [`MICROS`]) summed; locked so the gauges get the
+    /// totals in the order they were reached.
+    totals: std::sync::Mutex<(u64, u64)>,
+}
+
+impl PacingSeries {
+    /// Names at most `max` destinations.
+    pub(crate) fn new(max: usize) -> Self {
         #[cfg(feature = "metrics")]
         {
-            let address = metrics::SharedString::from(address.to_string());
             Self {
-                queue: metrics::gauge!(names::PACING_QUEUE, "server.address" => address.clone()),
-                rate: metrics::gauge!(names::PACING_RATE, "server.address" => address),
+                labels: std::sync::Mutex::new(Labels {
+                    named: std::collections::HashSet::new(),
+                    max,
+                    other: None,
+                }),
             }
         }
         #[cfg(not(feature = "metrics"))]
         {
-            let _ = address;
+            let _ = max;
             Self {}
         }
     }
 
-    /// Its queue length and send rate (`None`: not paced).
-    #[inline]
-    pub(crate) fn set(&self, queue: usize, rate: Option<f64>) {
+    /// The gauges of a new destination shown as `address` (host and port, no
+    /// credentials), from the recorder installed now. `always`: a destination the user
+    /// configured, named whatever the bound.
+    pub(crate) fn gauges(
+        &self,
+        address: &impl std::fmt::Display,
+        always: bool,
+    ) -> DestinationGauges {
         #[cfg(feature = "metrics")]
         {
-            self.queue.set(queue as f64);
-            self.rate.set(rate.unwrap_or(0.0));
+            let address = address.to_string();
+            let mut labels = lock(&self.labels);
+            let named = labels.named.contains(&address)
+                || ((always || labels.named.len() < labels.max)
+                    && labels.named.insert(address.clone()));
+            let reporting = if named {
+                let label = metrics::SharedString::from(address);
+                Reporting::Named {
+                    queue: metrics::gauge!(names::PACING_QUEUE, "server.address" => label.clone()),
+                    rate: metrics::gauge!(names::PACING_RATE, "server.address" => label),
+                }
+            } else {
+                let other = labels.other.get_or_insert_with(|| {
+                    std::sync::Arc::new(Other {
+                        queue: metrics::gauge!(names::PACING_QUEUE, "server.address" => OTHER),
+                        rate: metrics::gauge!(names::PACING_RATE, "server.address" => OTHER),
+                        totals: std::sync::Mutex::default(),
+                    })
+                });
+                Reporting::Other {
+                    other: std::sync::Arc::clone(other),
+                    queue: 0,
+                    micros: 0,
+                }
+            };
+            DestinationGauges { reporting }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = (address, always);
+            DestinationGauges {}
+        }
+    }
+}
+
+/// Locks, recovering from poisoning: every update leaves the value consistent.
+#[cfg(feature = "metrics")]
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A destination's gauges, registered once per destination (not per request): setting
+/// them then costs no label building or recorder lookup. Dropped or
+/// [retired](Self::retire), they read zero and are no longer updated.
+#[derive(Debug)]
+pub(crate) struct DestinationGauges {
+    #[cfg(feature = "metrics")]
+    reporting: Reporting,
+}
+
+#[cfg(feature = "metrics")]
+#[derive(Debug)]
+enum Reporting {
+    /// The destination's own series.
+    Named {
+        queue: metrics::Gauge,
+        rate: metrics::Gauge,
+    },
+    /// Its share of the `(other)` totals: what it last added.
+    Other {
+        other: std::sync::Arc<Other>,
+        queue: u64,
+        micros: u64,
+    },
+    /// Forgotten: reports nothing more.
+    Retired,
+}
+
+impl DestinationGauges {
+    /// Its queue length and send rate (`None`: not paced).
+    #[inline]
+    pub(crate) fn set(&mut self, queue: usize, rate: Option<f64>) {
+        #[cfg(feature = "metrics")]
+        match &mut self.reporting {
+            Reporting::Named { queue: q, rate: r } => {
+                q.set(queue as f64);
+                r.set(rate.unwrap_or(0.0));
+            }
+            Reporting::Other {
+                other,
+                queue: mine,
+                micros: my_micros,
+            } => {
+                let queue = u64::try_from(queue).unwrap_or(u64::MAX);
+                // A float-to-integer `as` saturates, and maps NaN to zero.
+                let micros = (rate.unwrap_or(0.0) * MICROS).round() as u64;
+                let mut totals = lock(&other.totals);
+                // The totals hold this destination's last share: the subtraction is exact.
+                totals.0 = totals.0.saturating_sub(*mine).saturating_add(queue);
+                totals.1 = totals.1.saturating_sub(*my_micros).saturating_add(micros);
+                other.queue.set(totals.0 as f64);
+                other.rate.set(totals.1 as f64 / MICROS);
+                (*mine, *my_micros) = (queue, micros);
+            }
+            Reporting::Retired => {}
         }
         #[cfg(not(feature = "metrics"))]
         let _ = (queue, rate);
+    }
+
+    /// The destination is forgotten: its series read zero (its share of `(other)` is
+    /// taken back) and are no longer updated.
+    pub(crate) fn retire(&mut self) {
+        #[cfg(feature = "metrics")]
+        {
+            self.set(0, None);
+            self.reporting = Reporting::Retired;
+        }
+    }
+}
+
+impl Drop for DestinationGauges {
+    fn drop(&mut self) {
+        self.retire();
     }
 }
 
@@ -182,5 +341,79 @@ mod tests {
             "limits"
         );
         assert_eq!(give_up_label(GiveUp::RetryBudget), "retry_budget");
+    }
+
+    /// The pacing gauges by `name{server.address}`.
+    #[cfg(feature = "metrics")]
+    fn gauges(
+        snapshotter: &metrics_util::debugging::Snapshotter,
+    ) -> std::collections::HashMap<String, f64> {
+        use metrics_util::debugging::DebugValue;
+        let snapshot = snapshotter.snapshot().into_vec();
+        snapshot
+            .into_iter()
+            .filter_map(|(key, _, _, value)| {
+                let key = key.key();
+                let label = key.labels().next()?.value().to_owned();
+                match value {
+                    DebugValue::Gauge(v) => Some((format!("{}{{{label}}}", key.name()), *v)),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn destinations_past_the_bound_share_one_series_that_sums_them() {
+        let recorder = metrics_util::debugging::DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        // A snapshot reads every gauge and sets it back to zero: each one below sees
+        // what was set since the one before.
+        let snapshot = || {
+            let all = gauges(&snapshotter);
+            move |label: &str| {
+                let of = |name: &str| all.get(&format!("{name}{{{label}}}")).copied();
+                (of(names::PACING_QUEUE), of(names::PACING_RATE))
+            }
+        };
+        metrics::with_local_recorder(&recorder, || {
+            let series = PacingSeries::new(1);
+            let mut a = series.gauges(&"a", false);
+            let (mut b, mut c) = (series.gauges(&"b", false), series.gauges(&"c", false));
+            a.set(1, Some(3.0));
+            b.set(2, Some(0.1));
+            c.set(3, Some(0.2));
+            let shown = snapshot();
+            assert_eq!(shown("a"), (Some(1.0), Some(3.0)));
+            assert_eq!(shown("b"), (None, None));
+            assert_eq!(shown(OTHER), (Some(5.0), Some(0.3)));
+            // A retired destination takes its share back, and reports nothing after.
+            b.retire();
+            b.set(9, Some(9.0));
+            assert_eq!(snapshot()(OTHER), (Some(3.0), Some(0.2)));
+            drop(c);
+            let mut d = series.gauges(&"d", false);
+            d.set(1, Some(0.5));
+            // Dropped, a named destination reads zero.
+            a.set(7, Some(1.0));
+            drop(a);
+            let shown = snapshot();
+            assert_eq!(shown(OTHER), (Some(1.0), Some(0.5)));
+            assert_eq!(shown("a"), (Some(0.0), Some(0.0)));
+            // A name once given is kept; a configured destination is named past the bound.
+            let mut again = series.gauges(&"a", false);
+            let mut known = series.gauges(&"known", true);
+            again.set(4, None);
+            known.set(6, None);
+            let shown = snapshot();
+            assert_eq!(shown("a").0, Some(4.0));
+            assert_eq!(shown("known").0, Some(6.0));
+            assert_eq!(
+                gauges(&snapshotter).len(),
+                6,
+                "a, known and (other), two each"
+            );
+        });
     }
 }

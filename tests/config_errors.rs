@@ -4,7 +4,7 @@ mod support;
 
 use http::StatusCode;
 use std::time::Duration;
-use support::scripted::exact;
+use support::scripted::{exact, layer};
 use support::time::SEC;
 use tower_backoff::Routes;
 use tower_backoff::limits::Limits;
@@ -20,6 +20,9 @@ fn invalid_configuration_is_a_typed_error() {
         exact().with_status(StatusCode::OK).unwrap_err(),
         Limits::new(0, SEC).unwrap_err(),
         Routes::new().route_any("no-slash", exact()).unwrap_err(),
+        layer()
+            .with_redacted_query_params(["sig", "api_key="])
+            .unwrap_err(),
     ];
     let fields: Vec<_> = cases
         .iter()
@@ -34,6 +37,7 @@ fn invalid_configuration_is_a_typed_error() {
             ("retry_status", "200".to_owned()),
             ("max_attempts", "0".to_owned()),
             ("route", "\"no-slash\"".to_owned()),
+            ("redacted_query_params", "\"api_key=\"".to_owned()),
         ]
     );
 }

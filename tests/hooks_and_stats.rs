@@ -10,7 +10,7 @@ use std::time::Duration;
 use support::scripted::Reply::*;
 use support::scripted::{attempts_layer, get, layer, req, run, stats};
 use support::time::{MS, SEC};
-use tower_backoff::{RetryEvent, RetryReason, RetryStats};
+use tower_backoff::{GiveUpEvent, RetryEvent, RetryReason, RetryStats};
 
 // ---- hook and stats ----
 
@@ -130,6 +130,18 @@ thread_local! {
 /// that asked for it (a global one, so no other test's callsite caching can hide events).
 struct Capture;
 
+/// Records this thread's events from now on, installing [`Capture`] once per process.
+fn capture() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| tracing::subscriber::set_global_default(Capture).unwrap());
+    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
+}
+
+/// The events this thread recorded since [`capture`].
+fn captured() -> Vec<String> {
+    CAPTURED.with(|c| c.borrow_mut().take().unwrap())
+}
+
 struct Fields(String);
 
 impl tracing::field::Visit for Fields {
@@ -162,9 +174,7 @@ impl tracing::Subscriber for Capture {
 
 #[tokio::test(start_paused = true)]
 async fn each_retry_is_a_tracing_event_with_attempt_delay_reason_and_status() {
-    // Only this test installs a global subscriber.
-    tracing::subscriber::set_global_default(Capture).unwrap();
-    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
+    capture();
     let (res, _) = run(
         layer(),
         get(),
@@ -175,7 +185,7 @@ async fn each_retry_is_a_tracing_event_with_attempt_delay_reason_and_status() {
     )
     .await;
     assert_eq!(res.unwrap().status(), 200);
-    let events = CAPTURED.with(|c| c.borrow_mut().take().unwrap());
+    let events = captured();
     let retries: Vec<&String> = events
         .iter()
         .filter(|e| e.contains("retrying request"))
@@ -201,11 +211,11 @@ async fn each_retry_is_a_tracing_event_with_attempt_delay_reason_and_status() {
     );
 
     // A URI with credentials: the events name the host, never the user or password.
-    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
+    capture();
     let with_credentials = req(Method::GET, "http://alice:s3cret@api.example/orders");
     let (res, _) = run(layer(), with_credentials, &[Status(503)]).await;
     assert_eq!(res.unwrap().status(), 200);
-    let events = CAPTURED.with(|c| c.borrow_mut().take().unwrap());
+    let events = captured();
     let retry = events
         .iter()
         .find(|e| e.contains("retrying request"))
@@ -217,4 +227,100 @@ async fn each_retry_is_a_tracing_event_with_attempt_delay_reason_and_status() {
             .all(|e| !e.contains("alice") && !e.contains("s3cret")),
         "{events:?}"
     );
+}
+
+// ---- redaction ----
+
+/// Credentials, two signed values (redacted by default) and a plain parameter.
+const SECRET_URI: &str = "http://user:pw@host/p?AWSAccessKeyId=x&sig=y&ok=1";
+/// [`SECRET_URI`] as OpenTelemetry's `url.full` shows it.
+const REDACTED_URI: &str =
+    "http://REDACTED:REDACTED@host/p?AWSAccessKeyId=REDACTED&sig=REDACTED&ok=1";
+
+/// Whether `text` shows none of [`SECRET_URI`]'s secrets.
+fn no_secret(text: &str) -> bool {
+    !text.contains("pw") && !text.contains("=x") && !text.contains("=y")
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_events_debug_shows_no_credentials_nor_signed_values() {
+    let shown: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (on_retry, on_give_up) = (shown.clone(), shown.clone());
+    let hooked = layer()
+        .on_retry(move |e: &RetryEvent<'_>| on_retry.lock().unwrap().push(format!("{e:?}")))
+        .on_give_up(move |e: &GiveUpEvent<'_>| on_give_up.lock().unwrap().push(format!("{e:?}")));
+    let replies = [Status(503), Status(503), Status(503)];
+    let (res, _) = run(hooked, req(Method::GET, SECRET_URI), &replies).await;
+    assert_eq!(res.unwrap().status(), 503);
+    let shown = shown.lock().unwrap();
+    assert_eq!(shown.len(), 3, "two retries, one give-up: {shown:?}");
+    assert!(shown[0].starts_with("RetryEvent {"), "{}", shown[0]);
+    assert!(shown[2].starts_with("GiveUpEvent {"), "{}", shown[2]);
+    for debug in shown.iter() {
+        assert!(no_secret(debug), "{debug}");
+        assert!(debug.contains(&format!("uri: {REDACTED_URI}")), "{debug}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn tracing_events_show_the_url_redacted() {
+    capture();
+    let replies = [Status(503), Status(503), Status(503)];
+    let (res, _) = run(layer(), req(Method::GET, SECRET_URI), &replies).await;
+    assert_eq!(res.unwrap().status(), 503);
+    let events = captured();
+    let ours: Vec<&String> = events
+        .iter()
+        .filter(|e| e.contains("retrying request") || e.contains("not retrying"))
+        .collect();
+    assert_eq!(ours.len(), 3, "{events:?}");
+    for event in ours {
+        assert!(
+            event.contains(&format!("url.full={REDACTED_URI} ")),
+            "{event}"
+        );
+    }
+    assert!(events.iter().all(|e| no_secret(e)), "{events:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_configured_query_parameter_is_redacted_everywhere() {
+    capture();
+    let shown: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = shown.clone();
+    let hooked = layer()
+        .with_redacted_query_params(["api_key"])
+        .unwrap()
+        .on_retry(move |e: &RetryEvent<'_>| {
+            let mut sink = sink.lock().unwrap();
+            sink.push(e.uri().to_string());
+            sink.push(format!("{e:?}"));
+            sink.push(e.raw_uri().to_string());
+        });
+    let uri = "https://host/p?api_key=k3y&sig=y";
+    let (res, _) = run(hooked, req(Method::GET, uri), &[Status(503)]).await;
+    assert_eq!(res.unwrap().status(), 200);
+    // The list replaces the default: `sig` is shown.
+    let redacted = "https://host/p?api_key=REDACTED&sig=y";
+    let shown = shown.lock().unwrap();
+    assert_eq!(shown[0], redacted);
+    assert!(
+        shown[1].contains(&format!("uri: {redacted}")),
+        "{}",
+        shown[1]
+    );
+    // The raw URI stays reachable, for hooks that need it.
+    assert_eq!(shown[2], uri);
+    let events = captured();
+    let retry = events
+        .iter()
+        .find(|e| e.contains("retrying request"))
+        .expect("a retry event");
+    assert!(retry.contains(&format!("url.full={redacted} ")), "{retry}");
+    assert!(events.iter().all(|e| !e.contains("k3y")), "{events:?}");
+
+    let err = layer()
+        .with_redacted_query_params(["api_key="])
+        .unwrap_err();
+    assert_eq!(err.field(), "redacted_query_params");
 }

@@ -99,7 +99,7 @@ fn budget_refusals_are_counted() {
 #[test]
 fn pacing_reports_queue_and_rate_per_destination_without_credentials() {
     let recorder = DebuggingRecorder::new();
-    metrics::with_local_recorder(&recorder, || {
+    let metrics = metrics::with_local_recorder(&recorder, || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
@@ -118,9 +118,10 @@ fn pacing_reports_queue_and_rate_per_destination_without_credentials() {
                     .unwrap();
                 let _ = client.clone().oneshot(req).await;
             }
-        });
+            // While the client lives: dropped, its destinations read zero.
+            snapshot(&recorder)
+        })
     });
-    let metrics = snapshot(&recorder);
     let rate = format!("{}{{server.address=api.example:8080}}", names::PACING_RATE);
     match &metrics[&rate] {
         DebugValue::Gauge(rate) => assert!(rate.into_inner() > 0.0, "paced at {rate}"),
@@ -129,4 +130,57 @@ fn pacing_reports_queue_and_rate_per_destination_without_credentials() {
     let queue = format!("{}{{server.address=api.example:8080}}", names::PACING_QUEUE);
     assert!(metrics.contains_key(&queue), "{metrics:?}");
     assert!(metrics.keys().all(|k| !k.contains("secret")));
+}
+
+#[test]
+fn pacing_series_are_bounded_by_the_destination_table() {
+    let recorder = DebuggingRecorder::new();
+    let metrics = metrics::with_local_recorder(&recorder, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // Refuses every request: each destination gets paced, its rate above zero.
+            let svc = tower::service_fn(|_: Request<String>| async {
+                Ok::<_, Infallible>(Response::builder().status(429).body(String::new()).unwrap())
+            });
+            let pacing = tower_backoff::PacingLayer::builder()
+                .with_max_destinations(4)
+                .with_idle_timeout(Duration::from_secs(1))
+                .build()
+                .unwrap();
+            let client = pacing.layer(svc);
+            // 50 destinations, one after the other: each new one finds the last idle,
+            // and the table forgets it.
+            for i in 0..50 {
+                for _ in 0..3 {
+                    let uri = format!("http://h{i}.example/");
+                    let req = Request::get(uri).body(String::new()).unwrap();
+                    let _ = client.clone().oneshot(req).await;
+                }
+                tokio::time::sleep(Duration::from_secs(120)).await;
+            }
+            // While the client lives: the last destination is still paced.
+            snapshot(&recorder)
+        })
+    });
+    for name in [names::PACING_QUEUE, names::PACING_RATE] {
+        let series: Vec<&String> = metrics.keys().filter(|k| k.starts_with(name)).collect();
+        // One per place in the table, and one for the destinations past it.
+        assert!(series.len() <= 4 + 1, "{} series: {series:?}", series.len());
+    }
+    let rate = |address: &str| match &metrics
+        [&format!("{}{{server.address={address}}}", names::PACING_RATE)]
+    {
+        DebugValue::Gauge(rate) => rate.into_inner(),
+        other => panic!("not a gauge: {other:?}"),
+    };
+    // The first four are named; forgotten, they read zero, not their last rate.
+    for i in 0..4 {
+        assert_eq!(rate(&format!("h{i}.example")), 0.0, "{metrics:?}");
+    }
+    // The others share one series: the last one's rate, the forgotten ones' taken back.
+    assert!(rate("(other)") > 0.0, "{metrics:?}");
 }

@@ -364,8 +364,8 @@ async fn a_failed_request_says_how_many_attempts_and_why_and_the_hook_hears_of_i
                 1,
                 RetryReason::Transport,
                 GiveUp::NotIdempotent,
-                // Credentials never reach a hook.
-                "http://api.example/orders".to_owned()
+                // Credentials never reach a hook: they are redacted.
+                "http://REDACTED:REDACTED@api.example/orders".to_owned()
             ),
             (
                 3,
@@ -397,7 +397,10 @@ async fn the_retry_hook_never_sees_credentials() {
         .body(String::new())
         .unwrap();
     client.oneshot(req).await.unwrap();
-    assert_eq!(*seen.lock().unwrap(), ["https://api.example:8443/a?b=c"]);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["https://REDACTED:REDACTED@api.example:8443/a?b=c"]
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -2,14 +2,44 @@
 
 use super::stats::GiveUp;
 use crate::classify::RetryReason;
-use http::uri::{Authority, Uri};
+use crate::redact::RedactedParams;
+use http::uri::Uri;
 use http::{Method, StatusCode};
 use std::borrow::Cow;
 use std::error::Error;
+use std::fmt;
 use std::time::Duration;
 
 /// One retry about to be made, as seen by an [`OnRetry`] hook.
-#[derive(Debug, Clone, Copy)]
+///
+/// Its `Debug` output shows the [redacted URI](Self::uri), never the raw one.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+/// use tower::{Layer, ServiceExt};
+/// use tower_backoff::{ConstantBackOff, RetryEvent, RetryLayer};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let log = seen.clone();
+/// let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap())
+///     .on_retry(move |e: &RetryEvent<'_>| log.lock().unwrap().push(e.uri().to_string()));
+/// // A server that answers 503 once.
+/// let mut calls = 0;
+/// let server = tower::service_fn(move |_: http::Request<String>| {
+///     calls += 1;
+///     let res = http::Response::builder().status(if calls == 1 { 503 } else { 200 });
+///     async move { Ok::<_, std::io::Error>(res.body(String::new()).unwrap()) }
+/// });
+/// let uri = "https://user:pw@host/file?sig=abc&page=2";
+/// let req = http::Request::get(uri).body(String::new()).unwrap();
+/// layer.layer(server).oneshot(req).await.unwrap();
+/// let shown = "https://REDACTED:REDACTED@host/file?sig=REDACTED&page=2";
+/// assert_eq!(*seen.lock().unwrap(), [shown]);
+/// # }
+/// ```
+#[derive(Clone, Copy)]
 pub struct RetryEvent<'a> {
     pub(crate) attempt: u32,
     pub(crate) delay: Duration,
@@ -18,6 +48,7 @@ pub struct RetryEvent<'a> {
     pub(crate) method: &'a Method,
     pub(crate) uri: &'a Uri,
     pub(crate) error: Option<&'a (dyn Error + 'static)>,
+    pub(crate) redacted: &'a RedactedParams,
 }
 
 impl<'a> RetryEvent<'a> {
@@ -54,9 +85,19 @@ impl<'a> RetryEvent<'a> {
         self.method
     }
 
-    /// The request's URI, without any credentials (`user:password@`) it carried.
+    /// The request's URI as it may be logged: credentials (`user:password@`) become
+    /// `REDACTED:REDACTED@`, and the values of the layer's
+    /// [redacted query parameters](crate::RetryLayer::with_redacted_query_params) become
+    /// `REDACTED`. Borrowed when there is nothing to redact.
     pub fn uri(&self) -> Cow<'a, Uri> {
-        without_userinfo(self.uri)
+        self.redacted.uri(self.uri).to_uri()
+    }
+
+    /// The request's URI **as sent, unredacted**: it may carry credentials and signed
+    /// query values. Keep it out of logs, traces and error reports; [`uri`](Self::uri) is
+    /// the form to show.
+    pub fn raw_uri(&self) -> &'a Uri {
+        self.uri
     }
 
     /// The error of the failed attempt, if it failed with one the policy could inspect.
@@ -108,14 +149,32 @@ where
     }
 }
 
+impl fmt::Debug for RetryEvent<'_> {
+    // The URI redacted: `{:?}` of an event often ends up in a log.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryEvent")
+            .field("attempt", &self.attempt)
+            .field("delay", &self.delay)
+            .field("reason", &self.reason)
+            .field("retry_after", &self.retry_after)
+            .field("method", self.method)
+            .field("uri", &self.redacted.uri(self.uri))
+            .field("error", &self.error)
+            .finish()
+    }
+}
+
 /// A request given up on: its last response or error is returned to the caller.
-#[derive(Debug, Clone, Copy)]
+///
+/// Its `Debug` output shows the [redacted URI](Self::uri), never the raw one.
+#[derive(Clone, Copy)]
 pub struct GiveUpEvent<'a> {
     pub(crate) attempts: u32,
     pub(crate) reason: RetryReason,
     pub(crate) why: GiveUp,
     pub(crate) method: &'a Method,
     pub(crate) uri: &'a Uri,
+    pub(crate) redacted: &'a RedactedParams,
 }
 
 impl<'a> GiveUpEvent<'a> {
@@ -139,9 +198,29 @@ impl<'a> GiveUpEvent<'a> {
         self.method
     }
 
-    /// The request's URI, without any credentials (`user:password@`) it carried.
+    /// The request's URI as it may be logged, redacted as [`RetryEvent::uri`] is.
     pub fn uri(&self) -> Cow<'a, Uri> {
-        without_userinfo(self.uri)
+        self.redacted.uri(self.uri).to_uri()
+    }
+
+    /// The request's URI **as sent, unredacted**: it may carry credentials and signed
+    /// query values. Keep it out of logs, traces and error reports; [`uri`](Self::uri) is
+    /// the form to show.
+    pub fn raw_uri(&self) -> &'a Uri {
+        self.uri
+    }
+}
+
+impl fmt::Debug for GiveUpEvent<'_> {
+    // The URI redacted, as for `RetryEvent`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GiveUpEvent")
+            .field("attempts", &self.attempts)
+            .field("reason", &self.reason)
+            .field("why", &self.why)
+            .field("method", self.method)
+            .field("uri", &self.redacted.uri(self.uri))
+            .finish()
     }
 }
 
@@ -175,20 +254,6 @@ where
     }
 }
 
-/// `uri` as it may be shown: credentials in its authority are dropped (a copy is made only
-/// when there are some).
-pub(crate) fn without_userinfo(uri: &Uri) -> Cow<'_, Uri> {
-    let Some(authority) = uri.authority() else {
-        return Cow::Borrowed(uri);
-    };
-    let Some((_, host)) = authority.as_str().rsplit_once('@') else {
-        return Cow::Borrowed(uri);
-    };
-    let mut parts = uri.clone().into_parts();
-    parts.authority = Authority::try_from(host).ok();
-    Cow::Owned(Uri::from_parts(parts).unwrap_or_default())
-}
-
 /// The host (and port) of `uri`, without credentials: what logs and metrics may name.
 pub(crate) fn server_address(uri: &Uri) -> &str {
     uri.authority()
@@ -205,16 +270,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn credentials_never_leave_a_uri() {
+    fn the_server_address_has_no_credentials() {
         let uri: Uri = "http://user:secret@api.example:8080/path?q=1"
             .parse()
             .unwrap();
-        let shown = without_userinfo(&uri);
-        assert_eq!(shown.to_string(), "http://api.example:8080/path?q=1");
-        assert!(matches!(shown, Cow::Owned(_)));
         assert_eq!(server_address(&uri), "api.example:8080");
-        let plain: Uri = "http://api.example/x".parse().unwrap();
-        assert!(matches!(without_userinfo(&plain), Cow::Borrowed(_)));
         let relative: Uri = "/x".parse().unwrap();
         assert_eq!(server_address(&relative), "");
     }

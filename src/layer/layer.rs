@@ -11,6 +11,8 @@ use crate::backoff::jitter::Jitter;
 use crate::body::ReplayBodyLayer;
 use crate::budget::{RetryBudget, RetryThrottle};
 use crate::classify::{Classify, GrpcClassifier};
+use crate::error::ConfigError;
+use crate::redact::RedactedParams;
 use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -195,6 +197,34 @@ impl<B: BackOff> RetryLayer<B> {
     {
         self.shared_mut().on_give_up = Arc::new(hook);
         self
+    }
+
+    /// Redacts the values of the query parameters `names` (case-sensitive) wherever the
+    /// layer shows a URI: [`RetryEvent::uri`](crate::RetryEvent::uri), the events' `Debug`
+    /// and the `url.full` field of its `tracing` events. Credentials (`user:password@`)
+    /// are always redacted.
+    ///
+    /// The list replaces the default,
+    /// [`DEFAULT_REDACTED_QUERY_PARAMS`](crate::DEFAULT_REDACTED_QUERY_PARAMS)
+    /// (OpenTelemetry's). An empty list redacts no query value. A name no parameter can
+    /// have (empty, or holding `&`, `=` or `#`) is a [`ConfigError`].
+    ///
+    /// ```
+    /// use tower_backoff::{ExponentialBackOff, RetryLayer};
+    ///
+    /// let layer = RetryLayer::new(ExponentialBackOff::default())
+    ///     .with_redacted_query_params(["api_key", "sig"])?;
+    /// # drop(layer);
+    /// assert!(RetryLayer::new(ExponentialBackOff::default()).with_redacted_query_params(["api_key="]).is_err());
+    /// # Ok::<(), tower_backoff::ConfigError>(())
+    /// ```
+    pub fn with_redacted_query_params<I>(mut self, names: I) -> Result<Self, ConfigError>
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        self.shared_mut().redacted = RedactedParams::new(names)?;
+        Ok(self)
     }
 
     /// Draws the spread of server-requested delays from a generator seeded with `seed`,

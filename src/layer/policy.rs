@@ -465,6 +465,7 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
             method: req.method(),
             uri: req.uri(),
             error,
+            redacted: &self.template.shared.redacted,
         };
         tracing::debug!(
             http.request.resend_count = self.attempts,
@@ -473,6 +474,8 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
             http.response.status_code = event.status().map(|s| s.as_u16()),
             delay = ?delay,
             reason = %reason,
+            // Redacted: credentials and signed query values never reach a trace.
+            url.full = %self.template.shared.redacted.uri(req.uri()),
             "retrying request"
         );
         self.template.shared.on_retry.on_retry(&event);
@@ -487,12 +490,14 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
 
     /// Reports a request given up on, to `tracing` and the hook.
     pub(crate) fn give_up<ReqB>(&self, req: &Request<ReqB>, reason: RetryReason, why: GiveUp) {
+        let redacted = &self.template.shared.redacted;
         tracing::debug!(
             http.request.resend_count = self.attempts.saturating_sub(1),
             http.request.method = %req.method(),
             server.address = server_address(req.uri()),
             reason = %reason,
             why = %why,
+            url.full = %redacted.uri(req.uri()),
             "not retrying"
         );
         crate::metrics::give_up(why);
@@ -502,6 +507,7 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
             why,
             method: req.method(),
             uri: req.uri(),
+            redacted,
         });
     }
 

@@ -8,6 +8,7 @@ use crate::backoff::jitter::Jitter;
 use crate::budget::{RetryBudget, RetryThrottle};
 use crate::classify::ClockFn;
 use crate::classify::{Attempt, Classify, HttpClassifier, Outcome, ResponseHead, StatusSet};
+use crate::redact::RedactedParams;
 use http::StatusCode;
 use std::sync::Arc;
 
@@ -23,6 +24,8 @@ pub(crate) struct Shared {
     pub(crate) retry_throttle: Option<RetryThrottle>,
     pub(crate) jitter: Jitter,
     pub(crate) stats: bool,
+    /// The query parameters whose values hooks, `Debug` and `tracing` do not show.
+    pub(crate) redacted: RedactedParams,
 }
 
 impl Default for Shared {
@@ -38,6 +41,7 @@ impl Default for Shared {
             retry_throttle: None,
             jitter: Jitter::from_entropy(),
             stats: true,
+            redacted: RedactedParams::default(),
         }
     }
 }

@@ -31,7 +31,6 @@ pub(crate) struct Destination {
     key: Key,
     settings: Settings,
     state: Mutex<State>,
-    gauges: DestinationGauges,
 }
 
 #[derive(Debug)]
@@ -43,6 +42,8 @@ struct State {
     quota: Quota,
     /// The last request or response: an idle destination is forgotten after a while.
     last_active: Instant,
+    /// Under the lock, so a destination being forgotten reports nothing after.
+    gauges: DestinationGauges,
 }
 
 impl State {
@@ -65,6 +66,12 @@ impl State {
         let cooldown = self.cooldown.until(now);
         let quota = self.quota.spent_until(now);
         cooldown.max(quota)
+    }
+
+    /// Reports the queue and the rate to the `metrics` facade (feature `metrics`).
+    fn report(&mut self) {
+        let (queue, rate) = (self.queue.len(), self.rate.rate());
+        self.gauges.set(queue, rate);
     }
 
     /// Until when no request may go: the destination is closed, the room it reported is
@@ -247,12 +254,13 @@ impl Drop for Ticket {
 
 impl Destination {
     /// A destination's pacing; `known`: the rate the user said it allows (req/s), paced
-    /// from the first request, without a slow start.
+    /// from the first request, without a slow start. It reports to `gauges`.
     pub(crate) fn new(
         key: Key,
         settings: Settings,
         backoff: ResponsiveBackOff,
         known: Option<f64>,
+        gauges: DestinationGauges,
         now: Instant,
     ) -> Self {
         let initial_window = if known.is_some() {
@@ -263,7 +271,6 @@ impl Destination {
         let window = Window::new(initial_window, now);
         let rate = Rate::new(backoff, window.limit().is_some(), known, now);
         Self {
-            gauges: DestinationGauges::new(&key),
             key,
             settings,
             state: Mutex::new(State {
@@ -273,6 +280,7 @@ impl Destination {
                 cooldown: Cooldown::default(),
                 quota: Quota::default(),
                 last_active: now,
+                gauges,
             }),
         }
     }
@@ -310,7 +318,7 @@ impl Destination {
         }
         let id = s.queue.push(now);
         tracing::trace!(to = %self.key, "pacing: request waits");
-        self.report(&s);
+        s.report();
         Admit::Queue(Ticket {
             destination: Arc::clone(self),
             id,
@@ -370,7 +378,7 @@ impl Destination {
             if s.queue.remove(id) {
                 s.queue.wake_head(now);
             }
-            self.report(s);
+            s.report();
             tracing::debug!(to = %self.key, %error, "pacing: waiting request fails");
             Turn::Fail(error)
         };
@@ -415,7 +423,7 @@ impl Destination {
             Ok(grant) => {
                 s.queue.pop_front();
                 s.queue.wake_head(now);
-                self.report(&s);
+                s.report();
                 Turn::Go(grant)
             }
             Err(at) if out_of_time(&mut s) => {
@@ -436,12 +444,7 @@ impl Destination {
         if s.queue.remove(id) {
             s.queue.wake_head(now);
         }
-        self.report(&s);
-    }
-
-    /// Reports the queue and the rate to the `metrics` facade (feature `metrics`).
-    fn report(&self, s: &State) {
-        self.gauges.set(s.queue.len(), s.rate.rate());
+        s.report();
     }
 
     fn release(&self, now: Instant) {
@@ -573,7 +576,7 @@ impl Destination {
             // The first in line may go sooner at the new pace (or the window has room).
             s.queue.wake_head(now);
         }
-        self.report(s);
+        s.report();
     }
 
     /// Starts or lengthens a cool-down after a refusal that `asked` for one, if the
@@ -624,18 +627,25 @@ impl Destination {
     }
 
     /// Whether nothing of this destination is pending and it has been quiet for `idle`.
-    pub(crate) fn is_idle(&self, idle: Duration, now: Instant) -> bool {
+    /// If so its table forgets it: its gauges are retired under the same lock, so a
+    /// request still holding it reports nothing after.
+    pub(crate) fn forget_if_idle(&self, idle: Duration, now: Instant) -> bool {
         let mut s = self.lock();
-        s.window.in_flight() == 0
+        let idle = s.window.in_flight() == 0
             && s.queue.is_empty()
             && s.closed_until(now).is_none()
-            && instant_after(s.last_active, idle) <= now
+            && instant_after(s.last_active, idle) <= now;
+        if idle {
+            s.gauges.retire();
+        }
+        idle
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::PacingSeries;
     use crate::pacing::PacingLayer;
 
     fn destination(now: Instant) -> Arc<Destination> {
@@ -650,7 +660,8 @@ mod tests {
         };
         let key = Key::from_authority(&"api.example".parse().unwrap());
         let backoff = PacingLayer::default_backoff();
-        Arc::new(Destination::new(key, settings, backoff, None, now))
+        let gauges = PacingSeries::new(1).gauges(&key, false);
+        Arc::new(Destination::new(key, settings, backoff, None, gauges, now))
     }
 
     fn go(destination: &Arc<Destination>, now: Instant) -> Grant {

@@ -120,7 +120,7 @@ impl Destinations {
         for shard in self.shards.iter() {
             let mut shard = lock(shard);
             let before = shard.len();
-            shard.retain(|_, d| !d.is_idle(self.idle, now));
+            shard.retain(|_, d| !d.forget_if_idle(self.idle, now));
             self.count.fetch_sub(before - shard.len(), Ordering::AcqRel);
         }
     }
@@ -156,6 +156,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::PacingSeries;
     use crate::pacing::PacingLayer;
     use std::sync::mpsc;
 
@@ -166,6 +167,7 @@ mod tests {
             settings,
             PacingLayer::default_backoff(),
             None,
+            PacingSeries::new(1).gauges(key, false),
             now,
         )
     }

@@ -375,7 +375,8 @@ impl PacingBuilder {
 
     /// How many destinations' states are kept. When that many are kept, new destinations
     /// take the place of idle ones; with none idle, their requests are sent unpaced. At
-    /// least 1.
+    /// least 1. It bounds the series of the pacing gauges too (see
+    /// [`metrics`](crate::metrics#bounded-series)).
     pub fn with_max_destinations(mut self, destinations: usize) -> Self {
         self.settings.max_destinations = destinations;
         self

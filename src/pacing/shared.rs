@@ -5,6 +5,7 @@ use super::destinations::Destinations;
 use super::key::Key;
 use super::settings::Settings;
 use crate::backoff::ResponsiveBackOff;
+use crate::metrics::PacingSeries;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,8 @@ pub(crate) struct Shared {
     destinations: Destinations,
     /// The rates the user said destinations allow (req/s).
     known: HashMap<Key, f64>,
+    /// The labels of the destinations' gauges, bounded as the table is.
+    series: PacingSeries,
 }
 
 impl Shared {
@@ -29,6 +32,7 @@ impl Shared {
     ) -> Self {
         Self {
             destinations: Destinations::new(settings.max_destinations, settings.idle_timeout),
+            series: PacingSeries::new(settings.max_destinations),
             settings,
             backoff,
             known,
@@ -40,7 +44,9 @@ impl Shared {
         let known = self.known.get(key).copied();
         self.destinations
             .get_or_insert(key, known.is_some(), now, || {
-                Destination::new(key.clone(), self.settings, self.backoff.fresh(), known, now)
+                let gauges = self.series.gauges(key, known.is_some());
+                let backoff = self.backoff.fresh();
+                Destination::new(key.clone(), self.settings, backoff, known, gauges, now)
             })
     }
 
