@@ -130,8 +130,8 @@ pub use classify::{RequestHead, RetryReason};
 pub mod limits;
 pub use layer::{
     AttemptTimedOut, DEFAULT_MAX_RETRY_AFTER, DEFAULT_RETRY_AFTER_JITTER, GiveUp, GiveUpEvent,
-    OnGiveUp, OnRetry, ResponseFuture, RetryDelay, RetryError, RetryEvent, RetryLayer, RetryPolicy,
-    RetryService, RetrySettings, RetryStats, Routes,
+    LastResponse, OnGiveUp, OnRetry, ResponseFuture, RetryDelay, RetryError, RetryEvent,
+    RetryLayer, RetryPolicy, RetryService, RetrySettings, RetryStats, Routes,
 };
 
 pub mod body;

@@ -13,7 +13,8 @@ use tower::limit::{ConcurrencyLimitLayer, RateLimitLayer};
 use tower::util::BoxCloneService;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 use tower_backoff::{
-    ConstantBackOff, GiveUp, PacingError, PacingLayer, RetryLayer, RetrySettings, RetryStats,
+    ConstantBackOff, GiveUp, LastResponse, PacingError, PacingLayer, RetryLayer, RetrySettings,
+    RetryStats,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -347,8 +348,8 @@ impl Service<Request<Full<Bytes>>> for ClosesAfterOneCall {
     }
 }
 
-/// When the inner service fails as a retry is about to go, the caller gets the last
-/// response, and the hooks and stats say the request was given up on.
+/// When the inner service fails as a retry is about to go, the caller gets the head of the
+/// last response, and the hooks and stats say the request was given up on.
 #[tokio::test(start_paused = true)]
 async fn a_service_that_fails_to_get_ready_for_a_retry_returns_the_last_response() {
     let seen = Seen::default();
@@ -363,10 +364,10 @@ async fn a_service_that_fails_to_get_ready_for_a_retry_returns_the_last_response
             log.lock().unwrap().push(event.why());
         })
         .layer(inner);
-    let response = client.oneshot(request(Method::GET, "a")).await.unwrap();
-    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-    let stats = response.extensions().get::<RetryStats>().unwrap();
-    assert_eq!(stats.gave_up, Some(GiveUp::ServiceNotReady));
+    let err = client.oneshot(request(Method::GET, "a")).await.unwrap_err();
+    assert_eq!(err.stats().gave_up, Some(GiveUp::ServiceNotReady));
+    let last = err.into_inner().downcast::<LastResponse>().unwrap();
+    assert_eq!(last.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(*gave_up.lock().unwrap(), [GiveUp::ServiceNotReady]);
     assert_eq!(seen.of("a"), 1);
 }

@@ -18,8 +18,8 @@ use tower_backoff::classify::GrpcClassifier;
 use tower_backoff::grpc::Code;
 use tower_backoff::limits::LimitReached;
 use tower_backoff::{
-    ConstantBackOff, GiveUp, GiveUpEvent, ReplayBody, RetryError, RetryEvent, RetryLayer,
-    RetryReason, RetrySettings, RetryStats,
+    ConstantBackOff, GiveUp, GiveUpEvent, LastResponse, ReplayBody, RetryError, RetryEvent,
+    RetryLayer, RetryReason, RetrySettings, RetryStats,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -79,6 +79,18 @@ fn put(body: Upload) -> Request<Upload> {
     Request::put("/upload").body(body).unwrap()
 }
 
+/// A retry that could not start after its wait: the error carries the head of the last
+/// response (503), whose body was dropped to free its connection; its stats.
+fn gave_up_after_a_503(err: RetryError) -> RetryStats {
+    let stats = err.stats();
+    let last = err
+        .into_inner()
+        .downcast::<LastResponse>()
+        .expect("the last response");
+    assert_eq!(last.status(), StatusCode::SERVICE_UNAVAILABLE);
+    stats
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_body_that_outgrows_its_buffer_during_the_wait_is_not_resent() {
     let (svc, calls) = upstream(false);
@@ -93,12 +105,8 @@ async fn a_body_that_outgrows_its_buffer_during_the_wait_is_not_resent() {
     tokio::time::sleep(10 * MS).await;
     tx.send_data(Bytes::from("5678-and-more")).await.unwrap();
     drop(tx);
-    let res = call
-        .await
-        .unwrap()
-        .expect("the server's response, not a body error");
-    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
-    let stats = res.extensions().get::<RetryStats>().copied().unwrap();
+    let err = call.await.unwrap().unwrap_err();
+    let stats = gave_up_after_a_503(err);
     assert_eq!(stats.gave_up, Some(GiveUp::BodyNotReplayable));
     assert_eq!(stats.attempts, 1);
     assert_eq!(*calls.lock().unwrap(), 1, "the retry was never sent");
@@ -115,9 +123,7 @@ async fn a_body_that_fails_during_the_wait_is_not_resent() {
     let call = tokio::spawn(client.oneshot(put(body)));
     tokio::time::sleep(10 * MS).await;
     tx.abort(io::Error::other("upload broke")); // mid-stream
-    let res = call.await.unwrap().unwrap();
-    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
-    let stats = res.extensions().get::<RetryStats>().copied().unwrap();
+    let stats = gave_up_after_a_503(call.await.unwrap().unwrap_err());
     assert_eq!(stats.gave_up, Some(GiveUp::BodyNotReplayable));
     assert_eq!(*calls.lock().unwrap(), 1);
 }
@@ -138,16 +144,12 @@ async fn a_retry_waits_for_a_held_body_only_until_the_deadline() {
         .service(svc);
     let (_tx, body) = Upload::new(4);
     let start = Instant::now();
-    let res = client.oneshot(put(body)).await.unwrap();
+    let err = client.oneshot(put(body)).await.unwrap_err();
     // The previous attempt never lets go of the body: given up at the deadline, with the
-    // last response, instead of waiting for ever.
+    // last response's head, instead of waiting for ever.
     assert_eq!(start.elapsed(), 5 * SEC);
-    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
     let why = GiveUp::Limit(LimitReached::MaxElapsed);
-    assert_eq!(
-        res.extensions().get::<RetryStats>().unwrap().gave_up,
-        Some(why)
-    );
+    assert_eq!(gave_up_after_a_503(err).gave_up, Some(why));
     assert_eq!(*given_up.lock().unwrap(), [why]);
     assert_eq!(*calls.lock().unwrap(), 1);
 }

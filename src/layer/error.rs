@@ -77,6 +77,71 @@ impl Error for RetryError {
     }
 }
 
+/// The last response of a request whose retry could not start after its wait: its body
+/// was dropped when the retry was scheduled, its head is kept.
+///
+/// A retry drops the body of the response it retries at once: an unread body holds its
+/// connection (an HTTP/2 receive window shared with other requests, an HTTP/1 connection)
+/// for the whole wait. When the retry then cannot start (its request body outgrew its
+/// buffer, the deadline came while the inner service was not ready, or it failed to get
+/// ready), the request fails with a [`RetryError`] around this: the status and headers of
+/// what the server last said, and the [`RetryStats`] saying why.
+///
+/// ```
+/// use tower_backoff::{LastResponse, RetryError};
+///
+/// fn report(err: &RetryError) {
+///     if let Some(last) = err.inner().downcast_ref::<LastResponse>() {
+///         println!("gave up ({:?}) after {}", err.stats().gave_up, last.status());
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct LastResponse {
+    status: http::StatusCode,
+    version: http::Version,
+    headers: http::HeaderMap,
+}
+
+impl LastResponse {
+    /// The head of `res`; its body is dropped.
+    pub(crate) fn of<B>(res: http::Response<B>) -> Self {
+        let (parts, _) = res.into_parts();
+        Self {
+            status: parts.status,
+            version: parts.version,
+            headers: parts.headers,
+        }
+    }
+
+    /// The status of the last response.
+    pub fn status(&self) -> http::StatusCode {
+        self.status
+    }
+
+    /// Its HTTP version.
+    pub fn version(&self) -> http::Version {
+        self.version
+    }
+
+    /// Its headers (`Retry-After`, a gRPC status, …).
+    pub fn headers(&self) -> &http::HeaderMap {
+        &self.headers
+    }
+}
+
+impl fmt::Display for LastResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the retry could not start; the last response was {}",
+            self.status
+        )
+    }
+}
+
+impl Error for LastResponse {}
+
 /// The error of an attempt that did not answer within its
 /// [attempt timeout](crate::RetrySettings::with_attempt_timeout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -1,6 +1,6 @@
 //! The future of [`RetryService`](super::RetryService): one request, all its attempts.
 
-use super::error::{AttemptTimedOut, RetryError};
+use super::error::{AttemptTimedOut, LastResponse, RetryError};
 use super::policy::{RetryPolicy, Step};
 use super::stats::GiveUp;
 use crate::backoff::BackOff;
@@ -28,7 +28,7 @@ pin_project! {
         S: Service<Request<ReqB>>,
     {
         #[pin]
-        pub(super) state: State<S::Future, S::Response>,
+        pub(super) state: State<S::Future>,
         pub(super) policy: RetryPolicy<B>,
         pub(super) service: S,
         // The copy every retry is cloned from; `None` when the request is never retried.
@@ -39,12 +39,12 @@ pin_project! {
 
 pin_project! {
     #[project = StateProj]
-    pub(super) enum State<F, R> {
+    pub(super) enum State<F> {
         // An attempt is in flight.
         Attempt { #[pin] future: F },
         // A retry waits. (Boxed: a request that succeeds at once never waits, and should
         // carry neither a timer nor a kept result in its future.)
-        Waiting { wait: Pin<Box<Wait<R>>> },
+        Waiting { wait: Pin<Box<Wait>> },
     }
 }
 
@@ -52,12 +52,13 @@ pin_project! {
     /// A retry waiting: first for its delay, then (`at_deadline`) for the previous attempt
     /// to hand the body back and for the inner service to be ready, until the request's
     /// deadline.
-    struct Wait<R> {
+    struct Wait {
         #[pin]
         sleep: Sleep,
         at_deadline: bool,
-        // The failed attempt's result, returned if the retry cannot start after all.
-        last: Option<(Result<R, BoxError>, RetryReason)>,
+        // The failed attempt's error, or the head of its response (its body is dropped at
+        // once, to free the connection), returned if the retry cannot start after all.
+        last: Option<(BoxError, RetryReason)>,
     }
 }
 
@@ -220,10 +221,16 @@ where
                         }
                         Step::Retry(delay, reason) => {
                             *this.timeout = None;
+                            // An unread body would hold its connection (an HTTP/2 window,
+                            // an HTTP/1 connection) for the whole wait: only its head stays.
+                            let last = match result {
+                                Ok(res) => LastResponse::of(res).into(),
+                                Err(err) => err,
+                            };
                             let wait = Box::pin(Wait {
                                 sleep: tokio::time::sleep(delay),
                                 at_deadline: false,
-                                last: Some((result, reason)),
+                                last: Some((last, reason)),
                             });
                             this.state.set(State::Waiting { wait });
                         }
@@ -251,10 +258,10 @@ where
                         }
                     };
                     if let Some(why) = why {
-                        let (result, reason) =
+                        let (last, reason) =
                             wait.last.take().expect("a retry keeps its last result");
                         this.policy.give_up(request, reason, why);
-                        return Poll::Ready(finish(this.policy, result, Some(why)));
+                        return Poll::Ready(finish::<_, ResB>(this.policy, Err(last), Some(why)));
                     }
                     this.policy.next_attempt();
                     let mut attempt = this.policy.retry_request(request);

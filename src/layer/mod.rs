@@ -22,7 +22,7 @@ mod settings;
 mod shared;
 mod stats;
 
-pub use error::{AttemptTimedOut, RetryError};
+pub use error::{AttemptTimedOut, LastResponse, RetryError};
 pub use future::ResponseFuture;
 pub use hook::{GiveUpEvent, OnGiveUp, OnRetry, RetryEvent};
 pub use layer::RetryLayer;

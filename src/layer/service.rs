@@ -14,11 +14,12 @@ use crate::error::BoxError;
 
 /// Retries requests to an inner HTTP service; made by [`RetryLayer`](crate::RetryLayer).
 ///
-/// Each call runs the layer's [`RetryPolicy`] over the attempts of one request. While a
-/// retry waits, the last response is kept, so that a retry that cannot start after all
-/// (its body outgrew its buffer meanwhile, or is still held by the previous attempt at the
-/// request's deadline) returns that response rather than an error. Failures come back as a
-/// [`RetryError`] that carries the request's [`RetryStats`].
+/// Each call runs the layer's [`RetryPolicy`] over the attempts of one request. A response
+/// that is retried is dropped at once, but for its head: its unread body would hold the
+/// connection (an HTTP/2 window other requests share) for the whole wait. A retry that
+/// cannot start after its wait fails with a [`RetryError`] around a
+/// [`LastResponse`](crate::LastResponse), the head of what the server last said. Every
+/// failure carries the request's [`RetryStats`].
 ///
 /// The inner service must be `Clone` (each request keeps a handle for its retries, as with
 /// tower's own `Retry`) and its request body too: wrap streaming bodies with
