@@ -14,7 +14,6 @@ use tower::util::BoxCloneService;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 use tower_backoff::{
     ConstantBackOff, GiveUp, LastResponse, PacingError, PacingLayer, RetryLayer, RetrySettings,
-    RetryStats,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
