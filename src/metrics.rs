@@ -280,6 +280,7 @@ pub(crate) fn give_up_label(why: GiveUp) -> &'static str {
         GiveUp::Pushback => "pushback",
         GiveUp::NoRuntime => "no_runtime",
         GiveUp::ServiceNotReady => "service_not_ready",
+        GiveUp::Cancelled => "cancelled",
     }
 }
 

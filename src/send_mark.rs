@@ -61,6 +61,23 @@ pub(crate) fn send(extensions: &http::Extensions, now: Instant) {
     }
 }
 
+/// A request extension pacing puts on every request it lets through. A retry layer that
+/// finds it sits below pacing, where its retries go unpaced: it says so once.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PacedAbove;
+
+/// Warns, once per process, when `extensions` show a pacing layer above the retry layer.
+pub(crate) fn warn_if_paced_above(extensions: &http::Extensions) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if extensions.get::<PacedAbove>().is_some() && !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "PacingLayer sits above RetryLayer: retries bypass pacing. \
+             Put the retry layer outside, as `retry_layer.paced(pacing_layer)` does"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

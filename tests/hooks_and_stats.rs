@@ -10,7 +10,7 @@ use std::time::Duration;
 use support::scripted::Reply::*;
 use support::scripted::{attempts_layer, get, layer, req, run, stats};
 use support::time::{MS, SEC};
-use tower_backoff::{GiveUpEvent, RetryEvent, RetryReason, RetryStats};
+use tower_backoff::{GiveUp, GiveUpEvent, RetryEvent, RetryReason, RetryStats};
 
 // ---- hook and stats ----
 
@@ -323,4 +323,56 @@ async fn a_configured_query_parameter_is_redacted_everywhere() {
         .with_redacted_query_params(["api_key="])
         .unwrap_err();
     assert_eq!(err.field(), "redacted_query_params");
+}
+
+// ---- layer order ----
+
+/// A timeout above the retry layer cuts a retry's wait: the hooks hear the request given
+/// up, cancelled, and the stack that does it right is a setting of the layer.
+#[tokio::test(start_paused = true)]
+async fn a_request_dropped_while_its_retry_waits_is_given_up_as_cancelled() {
+    let seen: Arc<Mutex<Vec<GiveUp>>> = Arc::default();
+    let sink = seen.clone();
+    let hooked = layer().on_give_up(move |e: &GiveUpEvent<'_>| sink.lock().unwrap().push(e.why()));
+    let client = tower::ServiceBuilder::new()
+        .timeout(Duration::from_secs(1))
+        .layer(hooked)
+        .service(tower::service_fn(|_: http::Request<String>| async {
+            let res = http::Response::builder()
+                .status(503)
+                .header("retry-after", "5");
+            Ok::<_, io::Error>(res.body(String::new()).unwrap())
+        }));
+    let err = tower::ServiceExt::oneshot(client, get()).await.unwrap_err();
+    assert!(err.is::<tower::timeout::error::Elapsed>());
+    assert_eq!(*seen.lock().unwrap(), [GiveUp::Cancelled]);
+}
+
+/// A pacing layer above the retry layer paces nothing a retry sends: it is reported.
+#[tokio::test(start_paused = true)]
+async fn a_pacing_layer_above_the_retry_layer_is_reported() {
+    let server = || {
+        tower::service_fn(|_: http::Request<String>| async {
+            Ok::<_, io::Error>(http::Response::new(String::new()))
+        })
+    };
+    capture();
+    let right = tower::ServiceBuilder::new()
+        .layer(layer().paced(tower_backoff::PacingLayer::new()))
+        .service(server());
+    tower::ServiceExt::oneshot(right, get()).await.unwrap();
+    assert!(!captured().iter().any(|e| e.contains("PacingLayer")));
+    capture();
+    let wrong = tower::ServiceBuilder::new()
+        .layer(tower_backoff::PacingLayer::new())
+        .layer(layer())
+        .service(server());
+    tower::ServiceExt::oneshot(wrong, get()).await.unwrap();
+    let events = captured();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.contains("PacingLayer sits above RetryLayer")),
+        "{events:?}"
+    );
 }

@@ -184,3 +184,39 @@ fn pacing_series_are_bounded_by_the_destination_table() {
     // The others share one series: the last one's rate, the forgotten ones' taken back.
     assert!(rate("(other)") > 0.0, "{metrics:?}");
 }
+
+/// A timeout above the retry layer that cuts a retry's wait: the retry was never sent, so
+/// it is not counted; the request counts as given up, cancelled.
+#[test]
+fn a_retry_cut_short_by_a_timeout_above_is_not_counted() {
+    let recorder = DebuggingRecorder::new();
+    metrics::with_local_recorder(&recorder, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let svc = tower::service_fn(|_: Request<String>| async {
+                let res = Response::builder().status(503).header("retry-after", "5");
+                Ok::<_, Infallible>(res.body(String::new()).unwrap())
+            });
+            let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(250)).unwrap());
+            let client = tower::ServiceBuilder::new()
+                .timeout(Duration::from_secs(1))
+                .layer(layer)
+                .service(svc);
+            let err = client
+                .oneshot(Request::new(String::new()))
+                .await
+                .unwrap_err();
+            assert!(err.is::<tower::timeout::error::Elapsed>());
+        });
+    });
+    let metrics = snapshot(&recorder);
+    assert_eq!(metrics[names::ATTEMPTS], DebugValue::Counter(1));
+    let retries = format!("{}{{reason=status_503}}", names::RETRIES);
+    assert!(!metrics.contains_key(&retries), "{metrics:?}");
+    let cancelled = format!("{}{{why=cancelled}}", names::GIVE_UPS);
+    assert_eq!(metrics[&cancelled], DebugValue::Counter(1));
+}

@@ -35,6 +35,20 @@ pin_project! {
         pub(super) request: Option<Request<ReqB>>,
         pub(super) timeout: Option<Pin<Box<AttemptTimer>>>,
     }
+
+    // A request dropped while its retry waits (a timeout above the retry layer, say) is
+    // given up on where hooks, metrics and traces see it, rather than silently.
+    impl<B, S, ReqB> PinnedDrop for ResponseFuture<B, S, ReqB>
+    where
+        S: Service<Request<ReqB>>,
+    {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let (Some(reason), Some(request)) = (this.policy.take_waiting_retry(), this.request) {
+                this.policy.give_up(request, reason, GiveUp::Cancelled);
+            }
+        }
+    }
 }
 
 pin_project! {
@@ -260,6 +274,7 @@ where
                     if let Some(why) = why {
                         let (last, reason) =
                             wait.last.take().expect("a retry keeps its last result");
+                        this.policy.take_waiting_retry();
                         this.policy.give_up(request, reason, why);
                         return Poll::Ready(finish::<_, ResB>(this.policy, Err(last), Some(why)));
                     }

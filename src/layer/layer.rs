@@ -12,6 +12,7 @@ use crate::body::ReplayBodyLayer;
 use crate::budget::{RetryBudget, RetryThrottle};
 use crate::classify::{Classify, GrpcClassifier};
 use crate::error::ConfigError;
+use crate::pacing::PacingLayer;
 use crate::redact::RedactedParams;
 use std::fmt;
 use std::sync::Arc;
@@ -328,6 +329,29 @@ impl<B: BackOff> RetryLayer<B> {
     /// ```
     pub fn replay_bodies(self, max_bytes: usize) -> Stack<Self, ReplayBodyLayer> {
         Stack::new(self, ReplayBodyLayer::new().with_max_bytes(max_bytes))
+    }
+
+    /// This layer over `pacing`: the order in which retries are paced too.
+    ///
+    /// The retry layer must be outside the pacing layer. Inside it, only first attempts
+    /// would be paced, and a retry's wait would not count against pacing's queue. A pacing
+    /// layer found above a retry layer is reported once, as a `tracing` warning.
+    ///
+    /// ```
+    /// use tower::ServiceBuilder;
+    /// use tower_backoff::{ExponentialBackOff, PacingLayer, RetryLayer};
+    ///
+    /// # let client = tower::service_fn(|_: http::Request<String>| async {
+    /// #     Ok::<_, std::io::Error>(http::Response::new(String::new()))
+    /// # });
+    /// let retry = RetryLayer::new(ExponentialBackOff::default());
+    /// let client = ServiceBuilder::new()
+    ///     .layer(retry.paced(PacingLayer::new()))
+    ///     .service(client);
+    /// # drop(client);
+    /// ```
+    pub fn paced(self, pacing: PacingLayer) -> Stack<PacingLayer, Self> {
+        Stack::new(pacing, self)
     }
 
     /// The policy this layer installs, for `tower::retry::RetryLayer::new` or direct use

@@ -81,6 +81,9 @@ pub struct RetryPolicy<B> {
     /// The head of a request that is never retried, kept only when a retry throttle must
     /// still hear how it went.
     unretried: Option<Box<Request<()>>>,
+    /// The retry decided and not sent yet: counted in the metrics when it is sent, so
+    /// that a request dropped during its wait counts no retry.
+    scheduled: Option<(RetryReason, Duration)>,
 }
 
 /// The state of a request that is being retried.
@@ -113,6 +116,7 @@ impl<B> Clone for RetryPolicy<B> {
             waited: self.waited,
             retrying: false,
             unretried: None,
+            scheduled: None,
         }
     }
 }
@@ -138,6 +142,7 @@ impl<B> RetryPolicy<B> {
             waited: Duration::ZERO,
             retrying: false,
             unretried: None,
+            scheduled: None,
         }
     }
 
@@ -219,10 +224,41 @@ impl<B> RetryPolicy<B> {
         }
     }
 
-    /// Counts the attempt about to be sent.
+    /// Counts the attempt about to be sent, and the retry it is.
     pub(crate) fn next_attempt(&mut self) {
         self.attempts = self.attempts.saturating_add(1);
         crate::metrics::attempt();
+        if let Some((reason, delay)) = self.scheduled.take() {
+            crate::metrics::retry(reason, delay);
+        }
+    }
+
+    /// The reason of the retry that waits, if one does; it will not be sent.
+    pub(crate) fn take_waiting_retry(&mut self) -> Option<RetryReason> {
+        self.scheduled.take().map(|(reason, _)| reason)
+    }
+
+    /// Reports a request given up on, to `tracing` and the hook.
+    pub(crate) fn give_up<ReqB>(&self, req: &Request<ReqB>, reason: RetryReason, why: GiveUp) {
+        let redacted = &self.template.shared.redacted;
+        tracing::debug!(
+            http.request.resend_count = self.attempts.saturating_sub(1),
+            http.request.method = %req.method(),
+            server.address = server_address(req.uri()),
+            reason = %reason,
+            why = %why,
+            url.full = %redacted.uri(req.uri()),
+            "not retrying"
+        );
+        crate::metrics::give_up(why);
+        self.template.shared.on_give_up.on_give_up(&GiveUpEvent {
+            attempts: self.attempts,
+            reason,
+            why,
+            method: req.method(),
+            uri: req.uri(),
+            redacted,
+        });
     }
 
     /// The instant past which no attempt of this request starts.
@@ -479,36 +515,13 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
             "retrying request"
         );
         self.template.shared.on_retry.on_retry(&event);
-        crate::metrics::retry(reason, delay);
+        self.scheduled = Some((reason, delay));
         self.template
             .shared
             .classifier
             .as_dyn()
             .prepare_resend(req.headers_mut(), self.attempts);
         self.waited = self.waited.saturating_add(delay);
-    }
-
-    /// Reports a request given up on, to `tracing` and the hook.
-    pub(crate) fn give_up<ReqB>(&self, req: &Request<ReqB>, reason: RetryReason, why: GiveUp) {
-        let redacted = &self.template.shared.redacted;
-        tracing::debug!(
-            http.request.resend_count = self.attempts.saturating_sub(1),
-            http.request.method = %req.method(),
-            server.address = server_address(req.uri()),
-            reason = %reason,
-            why = %why,
-            url.full = %redacted.uri(req.uri()),
-            "not retrying"
-        );
-        crate::metrics::give_up(why);
-        self.template.shared.on_give_up.on_give_up(&GiveUpEvent {
-            attempts: self.attempts,
-            reason,
-            why,
-            method: req.method(),
-            uri: req.uri(),
-            redacted,
-        });
     }
 
     /// Tells the retry throttle, if any, how a request that is never retried went: every

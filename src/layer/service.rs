@@ -73,6 +73,7 @@ where
     // inlines): 22 of the 320 instructions per request the success path spent over tower's.
     #[inline]
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
+        crate::send_mark::warn_if_paced_above(req.extensions());
         let mut policy = self.policy.clone();
         // The original goes out first (a replayable body's original owns its stream); a
         // copy is kept for the retries.

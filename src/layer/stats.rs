@@ -64,6 +64,11 @@ pub enum GiveUp {
     /// The inner service failed as it was readied for the retry (a `Buffer` whose worker
     /// died, a closed pool): the last response or error is returned.
     ServiceNotReady,
+    /// The request was dropped while its retry waited: a timeout or a `select!` above the
+    /// retry layer gave up on it. The retry was never sent. For a limit on each attempt,
+    /// use [`RetrySettings::with_attempt_timeout`](crate::RetrySettings::with_attempt_timeout);
+    /// for the whole request, [`Limits`](crate::limits::Limits)' `max_elapsed`.
+    Cancelled,
 }
 
 impl fmt::Display for GiveUp {
@@ -81,6 +86,7 @@ impl fmt::Display for GiveUp {
             Self::Pushback => f.write_str("the server's gRPC pushback asked not to retry"),
             Self::NoRuntime => f.write_str("no tokio runtime to wait in"),
             Self::ServiceNotReady => f.write_str("the inner service failed to get ready"),
+            Self::Cancelled => f.write_str("the request was dropped while its retry waited"),
         }
     }
 }

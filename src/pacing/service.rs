@@ -73,7 +73,10 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
-    fn call(&mut self, request: Request<ReqB>) -> Self::Future {
+    fn call(&mut self, mut request: Request<ReqB>) -> Self::Future {
+        request
+            .extensions_mut()
+            .insert(crate::send_mark::PacedAbove);
         let now = Instant::now();
         let key = Key::of(&request);
         let deadline = request.extensions().get::<PacingDeadline>().map(|d| d.0);
