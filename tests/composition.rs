@@ -12,6 +12,7 @@ use std::time::Duration;
 use tower::limit::{ConcurrencyLimitLayer, RateLimitLayer};
 use tower::util::BoxCloneService;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
+use tower_backoff::classify::GrpcClassifier;
 use tower_backoff::{
     ConstantBackOff, GiveUp, LastResponse, PacingError, PacingLayer, RetryLayer, RetrySettings,
 };
@@ -30,7 +31,8 @@ impl Seen {
 }
 
 /// The server: reads the body, answers 503 to the first attempt of each request and 200
-/// to the others, 10 ms after it arrived (10 s with an `x-slow` header).
+/// to the others, 10 ms after it arrived (10 s with an `x-slow` header). A gRPC call (one
+/// with a `grpc-timeout`) gets `UNAVAILABLE`, then `OK`.
 fn server<B>(seen: &Seen) -> Svc<B>
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
@@ -42,6 +44,7 @@ where
         async move {
             let id = req.headers()["x-id"].to_str().unwrap().to_owned();
             let slow = req.headers().contains_key("x-slow");
+            let grpc = req.headers().contains_key("grpc-timeout");
             req.into_body().collect().await.map_err(Into::into)?;
             let delay = if slow { 10_000 } else { 10 };
             tokio::time::sleep(Duration::from_millis(delay)).await;
@@ -51,8 +54,14 @@ where
                 *count += 1;
                 *count
             };
-            let status = if count == 1 { 503 } else { 200 };
-            Ok::<_, BoxError>(Response::builder().status(status).body(String::new())?)
+            let res = if grpc {
+                // A Trailers-Only answer: UNAVAILABLE, then OK.
+                let code = if count == 1 { "14" } else { "0" };
+                Response::builder().header("grpc-status", code)
+            } else {
+                Response::builder().status(if count == 1 { 503 } else { 200 })
+            };
+            Ok::<_, BoxError>(res.body(String::new())?)
         }
     }))
 }
@@ -110,9 +119,16 @@ enum Stack {
     Retry,
     RetryOverPacing,
     ReplayBodies,
+    /// The gRPC preset: `pkg.Svc/Get` declared retryable, `pkg.Svc/Charge` not.
+    Grpc,
 }
 
-const STACKS: [Stack; 3] = [Stack::Retry, Stack::RetryOverPacing, Stack::ReplayBodies];
+const STACKS: [Stack; 4] = [
+    Stack::Retry,
+    Stack::RetryOverPacing,
+    Stack::ReplayBodies,
+    Stack::Grpc,
+];
 
 fn retry() -> RetryLayer<ConstantBackOff> {
     RetryLayer::new(ConstantBackOff::new(Duration::from_millis(100)).unwrap())
@@ -149,6 +165,14 @@ fn client(stack: Stack, middleware: Middleware, below: bool, seen: &Seen) -> Svc
                 .layer(under(below, middleware, server(seen)))
                 .map_err(BoxError::from),
         ),
+        Stack::Grpc => {
+            let methods = GrpcClassifier::new().with_retryable_method("pkg.Svc", "Get");
+            let layer = RetryLayer::grpc(ConstantBackOff::new(Duration::from_millis(100)).unwrap())
+                .with_classifier(methods.unwrap())
+                .replay_bodies(64 * 1024);
+            let inner = under(below, middleware, server(seen));
+            BoxCloneService::new(layer.layer(inner).map_err(BoxError::from))
+        }
     };
     if below { top } else { wrap(middleware, top) }
 }
@@ -162,8 +186,30 @@ fn request(method: Method, id: &str) -> Request<Full<Bytes>> {
         .unwrap()
 }
 
-/// Sends three GETs and three POSTs at once; checks each ended in time, and what the
-/// server saw of it. `shed`: attempts may be turned away before the server.
+/// A gRPC call of `pkg.Svc`: `Get` when `retryable`, else `Charge`.
+fn call(retryable: bool, id: &str) -> Request<Full<Bytes>> {
+    let method = if retryable { "Get" } else { "Charge" };
+    Request::builder()
+        .method(Method::POST)
+        .uri(format!("http://api.test/pkg.Svc/{method}"))
+        .header("x-id", id)
+        .header("content-type", "application/grpc")
+        .header("grpc-timeout", "20S")
+        .body(Full::new(Bytes::from_static(b"\0\0\0\0\0")))
+        .unwrap()
+}
+
+/// What a response says: its gRPC status if it has one, else its HTTP status.
+fn said(res: &Response<String>) -> String {
+    match res.headers().get("grpc-status") {
+        Some(code) => format!("grpc {}", code.to_str().unwrap()),
+        None => res.status().as_str().to_owned(),
+    }
+}
+
+/// Sends three GETs and three POSTs at once (for gRPC, three calls of a retryable method
+/// and three of another); checks each ended in time, and what the server saw of it.
+/// `shed`: attempts may be turned away before the server.
 async fn check(stack: Stack, middleware: Middleware, below: bool) {
     let seen = Seen::default();
     let client = client(stack, middleware, below, &seen);
@@ -179,7 +225,10 @@ async fn check(stack: Stack, middleware: Middleware, below: bool) {
             } else {
                 Method::POST
             };
-            let request = request(method.clone(), &i.to_string());
+            let request = match stack {
+                Stack::Grpc => call(method == Method::GET, &i.to_string()),
+                _ => request(method.clone(), &i.to_string()),
+            };
             let call = client.clone().oneshot(request);
             // The retry layer's own deadline is 30 s from the first attempt.
             let call = tokio::time::timeout(Duration::from_secs(31), call);
@@ -193,14 +242,17 @@ async fn check(stack: Stack, middleware: Middleware, below: bool) {
             .unwrap()
             .unwrap_or_else(|_| panic!("{case}: request {id} hangs past its deadline"));
         let seen = seen.of(&id);
+        let (retried, refused) = match stack {
+            Stack::Grpc => ("grpc 0", "grpc 14"),
+            _ => ("200", "503"),
+        };
         match (method, shed) {
             (Method::GET, false) => {
-                assert_eq!(result.unwrap().status(), StatusCode::OK, "{case}: {id}");
+                assert_eq!(said(&result.unwrap()), retried, "{case}: {id}");
                 assert_eq!(seen, 2, "{case}: GET {id}");
             }
             (_, false) => {
-                let status = result.unwrap().status();
-                assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{case}: {id}");
+                assert_eq!(said(&result.unwrap()), refused, "{case}: {id}");
                 assert_eq!(seen, 1, "{case}: POST {id}");
             }
             (Method::GET, true) => assert!(seen <= 3, "{case}: GET {id} seen {seen} times"),
