@@ -2,6 +2,7 @@
 
 use super::error::{AttemptTimedOut, LastResponse, RetryError};
 use super::policy::{RetryPolicy, Step};
+use super::span;
 use super::stats::GiveUp;
 use crate::backoff::BackOff;
 use crate::body::CloneBody;
@@ -18,6 +19,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tokio::time::Sleep;
 use tower_service::Service;
+use tracing::Span;
 
 use crate::error::BoxError;
 
@@ -54,8 +56,8 @@ pin_project! {
 pin_project! {
     #[project = StateProj]
     pub(super) enum State<F> {
-        // An attempt is in flight.
-        Attempt { #[pin] future: F },
+        // An attempt is in flight, in its span.
+        Attempt { #[pin] future: F, span: Span },
         // A retry waits. (Boxed: a request that succeeds at once never waits, and should
         // carry neither a timer nor a kept result in its future.)
         Waiting { wait: Pin<Box<Wait>> },
@@ -186,9 +188,11 @@ where
         let mut this = self.project();
         loop {
             match this.state.as_mut().project() {
-                StateProj::Attempt { future } => {
-                    let (step, result) = match future.poll(cx) {
+                StateProj::Attempt { future, span } => {
+                    let poll = span.in_scope(|| future.poll(cx));
+                    let (step, result) = match poll {
                         Poll::Ready(Ok(mut res)) => {
+                            span::ended(span, Ok(res.status()));
                             // Most requests end here, at a response: decided on the spot
                             // and returned as it came, moved once (as tower's `Retry`
                             // does), rather than through the error path's result type.
@@ -211,6 +215,7 @@ where
                             (step, Ok(res))
                         }
                         Poll::Ready(Err(err)) => {
+                            span::ended(span, Err("_OTHER"));
                             let err = err.into();
                             let step = this.policy.error_step(this.request.as_mut(), &err, false);
                             (step, Err(err))
@@ -224,6 +229,7 @@ where
                             if !expired {
                                 return Poll::Pending;
                             }
+                            span::ended(span, Err("timeout"));
                             let err = AttemptTimedOut::new().into();
                             let step = this.policy.error_step(this.request.as_mut(), &err, true);
                             (step, Err(err))
@@ -281,8 +287,9 @@ where
                     this.policy.next_attempt();
                     let mut attempt = this.policy.retry_request(request);
                     *this.timeout = attempt_timeout(this.policy, &mut attempt);
-                    let future = this.service.call(attempt);
-                    this.state.set(State::Attempt { future });
+                    let span = this.policy.attempt_span(&attempt);
+                    let future = span.in_scope(|| this.service.call(attempt));
+                    this.state.set(State::Attempt { future, span });
                 }
             }
         }

@@ -20,6 +20,7 @@ mod routes;
 mod service;
 mod settings;
 mod shared;
+mod span;
 mod stats;
 
 pub use error::{AttemptTimedOut, LastResponse, RetryError};

@@ -6,6 +6,7 @@ use super::delay;
 use super::hook::{GiveUpEvent, RetryEvent, server_address};
 use super::settings::RetrySettings;
 use super::shared::Shared;
+use super::span;
 use super::stats::{GiveUp, RetryStats};
 use crate::backoff::BackOff;
 use crate::backoff::jitter::Jitter;
@@ -231,6 +232,12 @@ impl<B> RetryPolicy<B> {
         if let Some((reason, delay)) = self.scheduled.take() {
             crate::metrics::retry(reason, delay);
         }
+    }
+
+    /// The span of the attempt of `req` about to be sent (see [`span::attempt`]).
+    pub(crate) fn attempt_span<ReqB>(&self, req: &Request<ReqB>) -> tracing::Span {
+        let resend = self.attempts.saturating_sub(1);
+        span::attempt(req, resend, &self.template.shared.redacted)
     }
 
     /// The reason of the retry that waits, if one does; it will not be sent.
