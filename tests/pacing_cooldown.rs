@@ -50,7 +50,7 @@ async fn requests_held_by_a_cool_down_leave_at_the_pace_not_in_a_burst() {
     let start = Instant::now();
     client
         .clone()
-        .oneshot(get_ra("http://a/503", "2"))
+        .oneshot(get_ra("http://a/429", "2"))
         .await
         .unwrap();
     let queued: Vec<_> = (0..3)
@@ -78,7 +78,7 @@ async fn a_lone_retry_after_among_successes_does_not_close_the_destination() {
     }
     // A server shedding one request of many: the client slows down, but the
     // destination does not close for everyone for the Retry-After.
-    send(&mut client, get_ra("http://a/503", "5"))
+    send(&mut client, get_ra("http://a/429", "5"))
         .await
         .unwrap();
     assert!(pacing.current_delay() > Duration::ZERO);
@@ -89,7 +89,7 @@ async fn a_lone_retry_after_among_successes_does_not_close_the_destination() {
 
     // A destination whose answers are mostly refusals does cool down.
     for _ in 0..6 {
-        send(&mut client, get_ra("http://a/503", "5"))
+        send(&mut client, get_ra("http://a/429", "5"))
             .await
             .unwrap();
     }
@@ -143,7 +143,7 @@ async fn a_deadline_later_than_the_wait_lets_the_request_wait() {
     let log = Log::default();
     let pacing = layer(100);
     let mut client = pacing.layer(scripted(&log));
-    send(&mut client, get_ra("http://a/503", "5"))
+    send(&mut client, get_ra("http://a/429", "5"))
         .await
         .unwrap();
     let start = Instant::now();
@@ -184,7 +184,7 @@ async fn a_hostile_retry_after_is_capped() {
             .build()
             .unwrap();
         let mut client = pacing.layer(scripted(&log));
-        send(&mut client, get_ra("http://a/503", "60"))
+        send(&mut client, get_ra("http://a/429", "60"))
             .await
             .unwrap();
         assert_eq!(pacing.cooldown(&a), expected);
@@ -277,13 +277,13 @@ async fn a_cool_down_that_starts_while_requests_wait_holds_them_too() {
     let first = tokio::spawn(
         client
             .clone()
-            .oneshot(get_ra("http://a/503?sleep=100", "2")),
+            .oneshot(get_ra("http://a/429?sleep=100", "2")),
     );
     tokio::time::sleep(ms(1)).await;
     let waiting: Vec<_> = (0..3)
         .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/200"))))
         .collect();
-    assert_eq!(first.await.unwrap().unwrap().status(), 503);
+    assert_eq!(first.await.unwrap().unwrap().status(), 429);
     for task in waiting {
         task.await.unwrap().unwrap();
     }
@@ -307,7 +307,7 @@ async fn waiting_requests_that_cannot_wait_out_a_new_cool_down_fail_at_once() {
     let first = tokio::spawn(
         client
             .clone()
-            .oneshot(get_ra("http://a/503?sleep=100", "2")),
+            .oneshot(get_ra("http://a/429?sleep=100", "2")),
     );
     tokio::time::sleep(ms(1)).await;
     let waiting: Vec<_> = (0..3)

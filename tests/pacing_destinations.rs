@@ -19,7 +19,7 @@ async fn clones_share_one_state() {
     let mut second: Pacing<_> = pacing.clone().layer(scripted(&log));
     let mut third = second.clone();
 
-    send(&mut first, get_ra("http://a/503", "3")).await.unwrap();
+    send(&mut first, get_ra("http://a/429", "3")).await.unwrap();
     assert_eq!(pacing.current_delay(), ms(100));
     assert_eq!(pacing.cooldown(&"a".parse().unwrap()), Some(secs(3)));
 
@@ -38,7 +38,7 @@ async fn the_host_header_names_the_destination_of_a_relative_uri() {
     let log = Log::default();
     let pacing = layer(100);
     let mut client = pacing.layer(scripted(&log));
-    let request = Request::get("/503")
+    let request = Request::get("/429")
         .header("host", "h.example")
         .header("x-retry-after", "2")
         .body(())
@@ -259,7 +259,7 @@ async fn idle_destinations_are_forgotten_and_their_number_is_bounded() {
         .unwrap();
     let mut client = pacing.layer(scripted(&log));
     // One destination cools down for a minute: it is not idle, and stays.
-    send(&mut client, get_ra("http://cool.example/503", "60"))
+    send(&mut client, get_ra("http://cool.example/429", "60"))
         .await
         .unwrap();
     for i in 0..99 {
@@ -269,7 +269,7 @@ async fn idle_destinations_are_forgotten_and_their_number_is_bounded() {
     }
     assert_eq!(pacing.destinations(), 100);
     // Full, none idle: a new destination is served unpaced, and not remembered.
-    send(&mut client, get("http://new.example/503"))
+    send(&mut client, get("http://new.example/429"))
         .await
         .unwrap();
     assert_eq!(pacing.destinations(), 100);
@@ -305,7 +305,7 @@ async fn userinfo_is_not_part_of_the_destination() {
     let log = Log::default();
     let pacing = layer(100);
     let mut client = pacing.layer(scripted(&log));
-    send(&mut client, get_ra("http://user:secret@a.example/503", "2"))
+    send(&mut client, get_ra("http://user:secret@a.example/429", "2"))
         .await
         .unwrap();
     assert_eq!(pacing.cooldown(&authority("a.example")), Some(secs(2)));

@@ -122,10 +122,10 @@ async fn a_refusal_slows_a_known_destination_and_it_grows_back_only_to_its_rate(
 async fn probing_a_known_destination_is_never_faster_than_its_rate() {
     // The probing delay is 100 ms; the known rate, one request a second.
     let (log, pacing, client) = knowing_a(1, builder(100));
-    burst(&client, "http://a/503", 1).await;
+    burst(&client, "http://a/429", 1).await;
     assert_eq!(pacing.current_delay_to(&authority("a")), secs(1));
     let start = Instant::now();
-    burst(&client, "http://a/503", 3).await;
+    burst(&client, "http://a/429", 3).await;
     // The first of them a second after the first refusal, then one a second.
     assert_eq!(
         gaps(&log.offsets_to("a", start)),
@@ -158,7 +158,7 @@ async fn a_known_destination_waits_at_most_max_wait() {
 async fn a_known_destination_is_paced_when_the_table_is_full() {
     let (log, pacing, client) = knowing_a(10, builder(100).with_max_destinations(1));
     // b takes the only place; used a moment ago, it is not forgotten.
-    burst(&client, "http://b/503", 1).await;
+    burst(&client, "http://b/429", 1).await;
     assert_eq!(pacing.destinations(), 1);
     let start = Instant::now();
     burst(&client, "http://a/200", 3).await;

@@ -49,9 +49,9 @@ async fn a_queued_request_fails_when_its_max_wait_runs_out_and_a_dropped_one_fre
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
     // The destination refuses everything: the client probes at 100, 200, 400 ms ...
-    client.clone().oneshot(get("http://a/503")).await.unwrap();
+    client.clone().oneshot(get("http://a/429")).await.unwrap();
     let waiting: Vec<_> = (0..3)
-        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/503"))))
+        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/429"))))
         .collect();
     tokio::task::yield_now().await;
     // A dropped request leaves the queue: it is never sent.
@@ -64,7 +64,7 @@ async fn a_queued_request_fails_when_its_max_wait_runs_out_and_a_dropped_one_fre
     }
     // The first probe at 100 ms is refused (next probe 200 ms later, at 300 ms): the
     // second request's 250 ms max wait runs out in the queue; so does the third's.
-    assert_eq!(results[0].as_ref().unwrap().status(), 503);
+    assert_eq!(results[0].as_ref().unwrap().status(), 429);
     for result in &results[1..] {
         let err = result.as_ref().unwrap_err();
         assert_eq!(pacing_error(err).max_wait(), Some(ms(250)));
@@ -126,7 +126,7 @@ async fn a_waiting_request_readies_its_own_clone_of_the_inner_service() {
         ready: false,
         readied: Arc::clone(&readied),
     });
-    send(&mut client, get("http://a/503")).await.unwrap();
+    send(&mut client, get("http://a/429")).await.unwrap();
     assert_eq!(*readied.lock().unwrap(), 1);
     // This one waits 100 ms, with an unready clone that it readies after the wait...
     send(&mut client, get("http://a/200")).await.unwrap();
@@ -192,7 +192,7 @@ async fn a_response_future_that_is_not_polled_does_not_hold_the_queue() {
     let pacing = layer(100);
     let mut client = pacing.layer(scripted(&log));
     // Probed: one request per 100 ms, so new requests queue.
-    send(&mut client, get("http://a/503")).await.unwrap();
+    send(&mut client, get("http://a/429")).await.unwrap();
     let never = client
         .ready()
         .await
@@ -224,7 +224,7 @@ async fn a_full_queue_fails_fast_and_a_dropped_waiter_frees_its_place() {
     let log = Log::default();
     let pacing = builder(100).with_max_queue(2).build().unwrap();
     let mut client = pacing.layer(scripted(&log));
-    send(&mut client, get("http://a/503")).await.unwrap();
+    send(&mut client, get("http://a/429")).await.unwrap();
     let first = tokio::spawn(client.clone().oneshot(get("http://a/200")));
     let dropped = tokio::spawn(client.clone().oneshot(get("http://a/200?dropped")));
     tokio::time::sleep(ms(1)).await;
@@ -293,7 +293,7 @@ async fn ten_thousand_waiters_are_all_served() {
     let log = Log::default();
     let pacing = builder(100).with_max_queue(10_000).build().unwrap();
     let mut client = pacing.layer(scripted(&log));
-    send(&mut client, get("http://a/503")).await.unwrap();
+    send(&mut client, get("http://a/429")).await.unwrap();
     let tasks: Vec<_> = (0..10_000)
         .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/200"))))
         .collect();
@@ -408,7 +408,7 @@ async fn readying_the_inner_service_past_the_deadline_fails_the_request() {
         ready_at: start,
         sleep: None,
     });
-    send(&mut client, get("http://a/503")).await.unwrap();
+    send(&mut client, get("http://a/429")).await.unwrap();
     // Its turn comes at 100 ms; the clone it waits with is ready at 300 ms.
     client.get_mut().ready_at = start + ms(300);
     client.get_mut().sleep = None;
@@ -430,7 +430,7 @@ async fn several_unpolled_futures_at_the_head_do_not_hold_the_queue() {
     let log = Log::default();
     let pacing = layer(100);
     let mut client = pacing.layer(scripted(&log));
-    send(&mut client, get("http://a/503")).await.unwrap();
+    send(&mut client, get("http://a/429")).await.unwrap();
     let mut abandoned = Vec::new();
     for _ in 0..3 {
         abandoned.push(

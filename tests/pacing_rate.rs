@@ -17,7 +17,9 @@ async fn a_slow_down_makes_the_next_requests_to_its_destination_wait() {
     let mut client = pacing.layer(scripted(&log));
     let start = Instant::now();
 
-    let busy = send(&mut client, get("http://a/503")).await.unwrap();
+    let busy = send(&mut client, get_ra("http://a/503", "0"))
+        .await
+        .unwrap();
     assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
     // Nothing measured yet: the destination is probed, one request per backoff delay.
     assert_eq!(pacing.current_delay_to(&authority("a")), ms(100));
@@ -31,7 +33,9 @@ async fn a_slow_down_makes_the_next_requests_to_its_destination_wait() {
     assert_eq!(log.offsets(start), [ms(0), ms(0), ms(100)]);
 
     // A second refusal, of a request sent at the new pace: the pace goes down again.
-    send(&mut client, get("http://a/429")).await.unwrap();
+    send(&mut client, get_ra("http://a/503", "0"))
+        .await
+        .unwrap();
     let slower = pacing.current_delay_to(&authority("a"));
     assert!(slower > ms(55), "{slower:?}");
     let before = Instant::now();
@@ -46,7 +50,9 @@ async fn successes_speed_the_client_up_and_it_opens_after_a_quiet_period() {
     let pacing = layer(100);
     let mut client = pacing.layer(scripted(&log));
     let start = Instant::now();
-    send(&mut client, get("http://a/503")).await.unwrap();
+    send(&mut client, get_ra("http://a/503", "0"))
+        .await
+        .unwrap();
     for _ in 0..12 {
         send(&mut client, get("http://a/200")).await.unwrap();
     }
@@ -79,7 +85,9 @@ async fn zero_max_wait_sheds_every_request_that_would_wait() {
     let pacing = builder(100).with_max_wait(Duration::ZERO).build().unwrap();
     let mut client = pacing.layer(scripted(&log));
     send(&mut client, get("http://a/200")).await.unwrap();
-    send(&mut client, get("http://a/503")).await.unwrap();
+    send(&mut client, get_ra("http://a/503", "0"))
+        .await
+        .unwrap();
     let err = send(&mut client, get("http://a/200")).await.unwrap_err();
     assert_eq!(pacing_error(&err).wait(), Some(ms(100)));
     tokio::time::advance(ms(100)).await;
@@ -109,7 +117,9 @@ async fn only_slow_down_statuses_slow_down() {
         .build()
         .unwrap();
     let mut client = pacing.layer(scripted(&log));
-    send(&mut client, get("http://a/503")).await.unwrap();
+    send(&mut client, get_ra("http://a/503", "0"))
+        .await
+        .unwrap();
     assert_eq!(pacing.current_delay(), Duration::ZERO);
     send(&mut client, get_ra("http://c/502", "5"))
         .await
@@ -132,7 +142,9 @@ async fn transport_errors_leave_the_pace_alone() {
     assert_eq!(probing.metrics().invocations, 0);
 
     // Nor do they count as successes: the delay only goes down on real responses.
-    send(&mut client, get("http://a/503")).await.unwrap();
+    send(&mut client, get_ra("http://a/503", "0"))
+        .await
+        .unwrap();
     send(&mut client, get("http://a/err")).await.unwrap_err();
     assert_eq!(pacing.current_delay(), ms(100));
     assert_eq!(probing.metrics().invocations, 1);
@@ -144,7 +156,11 @@ async fn concurrent_requests_sharing_a_layer_are_spaced() {
     let pacing = layer(1000);
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
-    client.clone().oneshot(get("http://a/503")).await.unwrap();
+    client
+        .clone()
+        .oneshot(get_ra("http://a/503", "0"))
+        .await
+        .unwrap();
     // Each task its own service, from the layer or a clone: one shared pace.
     let tasks: Vec<_> = (0..10)
         .map(|i| {
@@ -234,7 +250,13 @@ async fn refusals_of_requests_already_in_flight_raise_the_delay_once() {
     let pacing = builder(100).with_initial_window(0).build().unwrap();
     let client = pacing.layer(scripted(&log));
     let burst: Vec<_> = (0..8)
-        .map(|_| tokio::spawn(client.clone().oneshot(get("http://a/503?sleep=1000"))))
+        .map(|_| {
+            tokio::spawn(
+                client
+                    .clone()
+                    .oneshot(get_ra("http://a/503?sleep=1000", "0")),
+            )
+        })
         .collect();
     for task in burst {
         assert_eq!(task.await.unwrap().unwrap().status(), 503);
@@ -244,13 +266,17 @@ async fn refusals_of_requests_already_in_flight_raise_the_delay_once() {
     let probing = pacing.backoff_to(&authority("a")).unwrap();
     assert_eq!(probing.metrics().went_up, 1);
     // A request sent at the new pace and refused again: the next step.
-    client.clone().oneshot(get("http://a/503")).await.unwrap();
+    client
+        .clone()
+        .oneshot(get_ra("http://a/503", "0"))
+        .await
+        .unwrap();
     assert_eq!(pacing.current_delay(), ms(200));
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_outage_is_probed_and_its_waiting_requests_succeed_after_it() {
-    // Bare 503s for the first second, then all well; 10 ms each way.
+async fn a_destination_that_refuses_everything_is_probed_and_its_requests_succeed_after() {
+    // Bare 429s for the first second, then all well; 10 ms each way.
     let start = Instant::now();
     let attempts = Arc::new(Mutex::new(Vec::<Instant>::new()));
     let server = {
@@ -260,7 +286,7 @@ async fn an_outage_is_probed_and_its_waiting_requests_succeed_after_it() {
             async move {
                 tokio::time::sleep(ms(10)).await;
                 attempts.lock().unwrap().push(Instant::now());
-                let status = if start.elapsed() < secs(1) { 503 } else { 200 };
+                let status = if start.elapsed() < secs(1) { 429 } else { 200 };
                 tokio::time::sleep(ms(10)).await;
                 Ok::<_, Infallible>(Response::builder().status(status).body(()).unwrap())
             }
@@ -282,7 +308,7 @@ async fn an_outage_is_probed_and_its_waiting_requests_succeed_after_it() {
     }
     let attempts = attempts.lock().unwrap();
     let during = attempts.iter().filter(|at| **at - start < secs(1)).count();
-    // During the outage the client only probes: a handful of the 100 requests issued
+    // While it refuses, the client only probes: a handful of the 100 requests issued
     // then reach the server. The others wait, and succeed once it is back.
     assert!(during <= 10, "{during} attempts during the outage");
     assert!(ok >= 140, "{ok} of 150 succeeded");
@@ -306,7 +332,9 @@ async fn huge_delays_do_not_overflow() {
     send(&mut client, get_ra("http://a/503", "100000000000000000000"))
         .await
         .unwrap();
-    let err = send(&mut client, get("http://a/503")).await.unwrap_err();
+    let err = send(&mut client, get_ra("http://a/503", "0"))
+        .await
+        .unwrap_err();
     assert!(pacing_error(&err).wait().unwrap() > secs(86_400 * 365));
     assert_eq!(log.len(), 1);
     // Another destination is not held.
@@ -458,4 +486,34 @@ async fn a_fleet_comes_back_evenly_from_its_first_burst() {
         used += figures.used / 8.0;
     }
     assert!(used >= 0.79, "{used:.3} of the capacity used");
+}
+
+/// Only explicit rate signals slow a destination: an outage's bare 503s (no `Retry-After`)
+/// leave the pace alone, so requests go out as they come and the first after the recovery
+/// succeeds at once. A 503 that says when to come back is a signal.
+#[tokio::test(start_paused = true)]
+async fn bare_503s_never_slow_a_destination_but_a_503_with_retry_after_does() {
+    let log = Log::default();
+    let pacing = builder(10).build().unwrap();
+    let client = pacing.layer(scripted(&log));
+    for _ in 0..20 {
+        let res = client.clone().oneshot(get("http://a/503")).await.unwrap();
+        assert_eq!(res.status(), 503);
+    }
+    assert_eq!(pacing.current_delay(), Duration::ZERO);
+    let start = Instant::now();
+    client.clone().oneshot(get("http://a/200")).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::ZERO);
+
+    let mut asked = get("http://b/503");
+    asked
+        .headers_mut()
+        .insert("x-retry-after", "1".parse().unwrap());
+    client.clone().oneshot(asked).await.unwrap();
+    let start = Instant::now();
+    client.clone().oneshot(get("http://b/200")).await.unwrap();
+    assert!(
+        start.elapsed() > Duration::ZERO,
+        "a 503 with Retry-After slows its destination"
+    );
 }

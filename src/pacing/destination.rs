@@ -201,16 +201,20 @@ struct Reported {
 }
 
 impl Reported {
+    /// Only an explicit rate signal is a refusal: a 429, or another slow-down status that
+    /// says when to come back. A 503 without `Retry-After` is a failing server, not a rate
+    /// limit: guarding it against retries is the retry budget's job, not pacing's.
     fn read(status: StatusCode, headers: &HeaderMap, settings: &Settings) -> Self {
-        let refused = settings.slow_down.contains(status);
+        let slow_down = settings.slow_down.contains(status);
+        // The wall clock only for a reset or `Retry-After` given as a date.
+        let asked = slow_down
+            .then(|| crate::retry_after::from_headers(headers, SystemTime::now()))
+            .flatten();
         Self {
             status,
-            refused,
-            // The wall clock only for a reset or `Retry-After` given as a date.
+            refused: slow_down && (status == StatusCode::TOO_MANY_REQUESTS || asked.is_some()),
             quota: crate::retry_after::quota(headers, SystemTime::now),
-            asked: refused
-                .then(|| crate::retry_after::from_headers(headers, SystemTime::now()))
-                .flatten(),
+            asked,
         }
     }
 }

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tower_layer::Layer;
 
-/// Paces a client per destination: lowers a destination's send rate after its 429/503
-/// responses, raises it again as successes come, and holds requests to a destination
+/// Paces a client per destination: lowers a destination's send rate after its 429s (and
+/// 503s with `Retry-After`), raises it again as successes come, and holds requests to a destination
 /// that refuses everything with `Retry-After` until its cool-down ends.
 ///
 /// Every clone of the layer, and every [`Pacing`] service it makes, shares one table of
@@ -33,7 +33,7 @@ use tower_layer::Layer;
 /// | [`with_max_wait`](PacingBuilder::with_max_wait) | [`DEFAULT_MAX_WAIT`](Self::DEFAULT_MAX_WAIT), 30 s | room to drain a burst of a rate limit's typical 10 s window; past that a caller usually prefers an error it can act on |
 /// | [`with_initial_window`](PacingBuilder::with_initial_window) | [`DEFAULT_INITIAL_WINDOW`](Self::DEFAULT_INITIAL_WINDOW), 4 | a burst to an unknown server learns its limit from a few requests, not all of them |
 /// | [`with_max_cooldown`](PacingBuilder::with_max_cooldown) | [`DEFAULT_MAX_COOLDOWN`](Self::DEFAULT_MAX_COOLDOWN), 5 min | a broken or hostile `Retry-After` cannot stall a destination for hours |
-/// | [`with_slow_down_on`](PacingBuilder::with_slow_down_on) | [`DEFAULT_SLOW_DOWN`](Self::DEFAULT_SLOW_DOWN): 429, 503 | the two statuses by which a server says "too much" |
+/// | [`with_slow_down_on`](PacingBuilder::with_slow_down_on) | [`DEFAULT_SLOW_DOWN`](Self::DEFAULT_SLOW_DOWN): 429, 503 | the two statuses by which a server says "too much"; a status other than 429 counts only with `Retry-After` |
 /// | [`with_backoff`](PacingBuilder::with_backoff) | [`default_backoff`](Self::default_backoff) | the probing delay, tuned for HTTP latencies, not for batch jobs |
 /// | [`with_max_queue`](PacingBuilder::with_max_queue) | [`DEFAULT_MAX_QUEUE`](Self::DEFAULT_MAX_QUEUE), 4096 per destination | a burst of thousands still queues; a flood fails fast instead of growing memory |
 /// | [`with_max_destinations`](PacingBuilder::with_max_destinations) | [`DEFAULT_MAX_DESTINATIONS`](Self::DEFAULT_MAX_DESTINATIONS), 4096 | bounded memory for a client calling any number of hosts |
@@ -103,8 +103,8 @@ impl PacingLayer {
     /// The longest cool-down a `Retry-After` (or `RateLimit`) header can impose: 5 min.
     /// A server asking for more gets 5 min.
     pub const DEFAULT_MAX_COOLDOWN: Duration = Duration::from_secs(5 * 60);
-    /// The statuses that slow a destination down: 429 Too Many Requests and 503 Service
-    /// Unavailable.
+    /// The statuses that slow a destination down: 429 Too Many Requests, and 503 Service
+    /// Unavailable when it carries `Retry-After` (a bare 503 is a failure, not a rate).
     pub const DEFAULT_SLOW_DOWN: [StatusCode; 2] = [
         StatusCode::TOO_MANY_REQUESTS,
         StatusCode::SERVICE_UNAVAILABLE,

@@ -14,8 +14,10 @@
 //!   destination. Destinations idle for [`with_idle_timeout`](PacingBuilder::with_idle_timeout) are
 //!   forgotten, and at most [`with_max_destinations`](PacingBuilder::with_max_destinations) are
 //!   kept, so a client calling millions of hosts does not grow without end.
-//! - **Only refusals slow a destination down.** A response whose status is a slow-down
-//!   status (429 and 503 by default) lowers its rate; successes raise it. Until a
+//! - **Only explicit rate signals slow a destination down.** A 429, or a 503 that says
+//!   when to come back (`Retry-After`), lowers its rate; successes raise it. A bare 503,
+//!   other 5xx and transport errors never do: a failing server is the retry budget's
+//!   concern, not a rate to learn. Until a
 //!   destination refuses (or reports its quota spent, see below), no request to it ever
 //!   fails for waiting: slow, healthy servers and long-polls are not throttled.
 //! - **Paced: one queue, one at a time.** While a destination is paced, its requests
