@@ -63,9 +63,15 @@ where
     type Future = ResponseFuture<B, S, ReqB>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner
-            .poll_ready(cx)
-            .map_err(|e| RetryError::new(e.into(), RetryStats::default()))
+        self.inner.poll_ready(cx).map_err(|e| {
+            RetryError::new(
+                e.into(),
+                RetryStats {
+                    attempts: 0,
+                    ..RetryStats::default()
+                },
+            )
+        })
     }
 
     // Inlined, so that the response future is built where the caller keeps it rather

@@ -16,16 +16,17 @@ use std::time::Duration;
 /// use tower_backoff::RetryStats;
 ///
 /// fn log(res: &http::Response<()>) {
-///     if let Some(stats) = res.extensions().get::<RetryStats>() {
-///         println!("{} attempts, {:?} waited", stats.attempts, stats.waited);
-///         if let Some(why) = stats.gave_up {
-///             println!("not retried: {why}");
-///         }
+///     // One attempt and no wait when the response carries none.
+///     let stats = RetryStats::of(res);
+///     println!("{} attempts, {:?} waited", stats.attempts, stats.waited);
+///     if let Some(why) = stats.gave_up {
+///         println!("not retried: {why}");
 ///     }
 /// }
 /// # log(&http::Response::new(()));
+/// assert_eq!(RetryStats::of(&http::Response::new(())).attempts, 1);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RetryStats {
     /// Attempts made, the first one included.
     pub attempts: u32,
@@ -34,6 +35,25 @@ pub struct RetryStats {
     /// Why the last response was returned although its status is retryable; `None` when
     /// it is a success or a status that is never retried.
     pub gave_up: Option<GiveUp>,
+}
+
+impl RetryStats {
+    /// The stats of `res`: those it carries, or those of a first-attempt success (one
+    /// attempt, nothing waited), which carries none.
+    pub fn of<B>(res: &http::Response<B>) -> Self {
+        res.extensions().get::<Self>().copied().unwrap_or_default()
+    }
+}
+
+/// The stats of a request that succeeded at its first attempt: one attempt, no wait.
+impl Default for RetryStats {
+    fn default() -> Self {
+        Self {
+            attempts: 1,
+            waited: Duration::ZERO,
+            gave_up: None,
+        }
+    }
 }
 
 /// Why the policy returned a response whose status it would otherwise have retried.
