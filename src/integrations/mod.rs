@@ -9,6 +9,7 @@
 //! | --- | --- | --- |
 //! | `reqwest` | `integrations::reqwest` | `RetryClient`: a `reqwest::Client` behind a layer, with reqwest's own request and response types; `ReqwestService`: a `reqwest::Client` as a service of `http::Request`s; `AsError` for `reqwest::Error` |
 //! | `reqwest-0_12` | `integrations::reqwest_0_12` | the same types for reqwest 0.12 |
+//! | `reqwest-json` | either of the above | `RequestBuilder::json`, with reqwest's `json` enabled |
 //! | `tonic` | `integrations::tonic` | `TonicRetryLayer`: the retry layer made to fit a tonic `Channel`; `AsError` for `tonic::transport::Error` |
 //!
 //! The examples `hyper_client`, `reqwest_client`, `tonic_client` and `axum_gateway` show each

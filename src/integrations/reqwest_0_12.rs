@@ -7,6 +7,8 @@
 //! methods or passed as a `reqwest::Request`, and come back as a `reqwest::Response` with
 //! its real URL. Request bodies are made replayable without setup: in-memory bodies whole,
 //! streaming ones up to [`RetryClient::with_max_replay_bytes`] (64 KiB by default).
+//! [`RequestBuilder`] has reqwest's setters, so code written for `reqwest::Client` compiles
+//! unchanged; its `json` needs the feature `reqwest-json`.
 //!
 //! ```no_run
 //! # extern crate reqwest012 as reqwest;
@@ -28,6 +30,18 @@
 #![allow(clippy::duplicate_mod)]
 
 use reqwest012 as upstream;
+
+/// The reqwest crate and this module, as the doc-tests of the shared files name them.
+macro_rules! doc_crate {
+    () => {
+        "reqwest012"
+    };
+}
+macro_rules! doc_module {
+    () => {
+        "reqwest_0_12"
+    };
+}
 
 #[path = "reqwest/builder.rs"]
 mod builder;

@@ -6,7 +6,9 @@ use super::{BACKOFF, client, layer, reply, upstream};
 use http::{Method, StatusCode};
 use std::time::Duration;
 use std::sync::{Arc, Mutex};
-use tower_backoff::{ExponentialBackOff, RetryEvent, RetryLayer, RetryReason, RetryStats};
+use tower_backoff::{
+    ExponentialBackOff, GiveUp, RetryEvent, RetryLayer, RetryReason, RetrySettings, RetryStats,
+};
 
 /// A GET answered 503 is retried after `Retry-After`; the caller gets reqwest's own
 /// response, with the URL it asked for, its body as `.text()`, and the retry statistics.
@@ -294,4 +296,50 @@ async fn a_307_of_a_streamed_body_is_the_response() {
     let arrivals = arrivals.lock().unwrap();
     assert_eq!(arrivals.len(), 1, "{arrivals:?}");
     assert_eq!(arrivals[0].body, "order 42".as_bytes());
+}
+
+/// `retry_settings` on one request replace the layer's for that request alone: limited to
+/// one attempt, it gets the 503; the next request, without them, is retried.
+#[tokio::test(start_paused = true)]
+async fn retry_settings_apply_to_one_request() {
+    let (addr, arrivals) = upstream::serve(|_, _| reply(503, &[("retry-after", "0")], "busy")).await;
+    let client = client().with_retry(layer().with_settings(
+        RetrySettings::new().with_max_attempts(3).unwrap(),
+    ));
+
+    let once = client
+        .get(format!("http://{addr}/once"))
+        .retry_settings(RetrySettings::new().with_max_attempts(1).unwrap())
+        .send()
+        .await
+        .unwrap();
+    let retried = client.get(format!("http://{addr}/retried")).send().await.unwrap();
+
+    assert_eq!(once.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(retried.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let stats = retried.extensions().get::<RetryStats>().unwrap();
+    assert_eq!(stats.attempts, 3);
+    assert!(matches!(stats.gave_up, Some(GiveUp::Limit(_))), "{stats:?}");
+    let paths: Vec<_> = arrivals.lock().unwrap().iter().map(|a| a.path.clone()).collect();
+    assert_eq!(paths, ["/once", "/retried", "/retried", "/retried"]);
+}
+
+/// A builder copied with `try_clone` keeps its retry settings.
+#[tokio::test(start_paused = true)]
+async fn try_clone_keeps_the_retry_settings() {
+    let (addr, arrivals) = upstream::serve(|_, _| reply(503, &[("retry-after", "0")], "busy")).await;
+    let client = client().with_retry(layer());
+    let once = client
+        .post(format!("http://{addr}/orders"))
+        .header("idempotency-key", "order-42")
+        .body("order 42")
+        .retry_settings(RetrySettings::new().with_max_attempts(1).unwrap());
+    let again = once.try_clone().expect("an in-memory body can be cloned");
+    for builder in [once, again] {
+        let res = builder.send().await.unwrap();
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+    let arrivals = arrivals.lock().unwrap();
+    assert_eq!(arrivals.len(), 2);
+    assert!(arrivals.iter().all(|a| a.body == "order 42".as_bytes()));
 }

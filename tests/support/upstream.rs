@@ -19,6 +19,8 @@ pub struct Arrival {
     pub at: Instant,
     pub method: Method,
     pub path: String,
+    /// The URI's query string, if it has one.
+    pub query: Option<String>,
     pub headers: HeaderMap,
     pub body: Bytes,
     /// The body's trailers, if it sent any.
@@ -57,6 +59,7 @@ pub async fn serve(
                         at: Instant::now(),
                         method: parts.method,
                         path: parts.uri.path().to_owned(),
+                        query: parts.uri.query().map(str::to_owned),
                         headers: parts.headers,
                         body,
                         trailers,

@@ -9,31 +9,71 @@ use std::future::Future;
 use std::time::Duration;
 use tower_service::Service;
 
+use crate::RetrySettings;
 use crate::error::BoxError;
 
 /// A `reqwest::RequestBuilder` whose [`send`](Self::send) goes through a
 /// [`RetryClient`]'s layer.
 ///
-/// The usual setters are here; reqwest's others (`json`, `query`, `form`, `multipart`,
-/// which depend on reqwest's features) are reached with [`map`](Self::map).
+/// It has reqwest's setters with reqwest's signatures, so code written for
+/// `reqwest::Client` compiles unchanged. [`json`](Self::json) needs the feature
+/// `reqwest-json`; reqwest's other setters (`multipart`, …) are reached with
+/// [`map`](Self::map). [`retry_settings`](Self::retry_settings) sets this request's own
+/// retry settings.
+///
+/// ```no_run
+#[doc = concat!("# extern crate ", doc_crate!(), " as reqwest;")]
+/// use std::time::Duration;
+#[doc = concat!("use tower_backoff::integrations::", doc_module!(), "::ClientExt;")]
+/// use tower_backoff::{ExponentialBackOff, RetryLayer, RetrySettings};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// let client = reqwest::Client::new().with_retry(RetryLayer::new(ExponentialBackOff::default()));
+/// let response = client
+///     .get("http://127.0.0.1:8080/search")
+///     .query(&[("q", "tower"), ("page", "2")])
+///     .bearer_auth("secret")
+///     .timeout(Duration::from_secs(5))
+///     // This request alone: one attempt, no retries.
+///     .retry_settings(RetrySettings::new().with_max_attempts(1)?)
+///     .send()
+///     .await?;
+/// println!("{}", response.text().await?);
+/// # Ok(())
+/// # }
+/// ```
 #[must_use = "a RequestBuilder does nothing until it is sent"]
 pub struct RequestBuilder<S> {
     client: RetryClient<S>,
     builder: upstream::RequestBuilder,
+    settings: Option<RetrySettings>,
 }
 
 impl<S> RequestBuilder<S> {
     pub(crate) fn new(client: RetryClient<S>, builder: upstream::RequestBuilder) -> Self {
-        Self { client, builder }
+        Self {
+            client,
+            builder,
+            settings: None,
+        }
     }
 
     /// Applies `f` to the wrapped `reqwest::RequestBuilder`, for the setters not repeated
-    /// here: `.map(|b| b.json(&order))`.
+    /// here: `.map(|b| b.multipart(form))`.
     pub fn map(
         mut self,
         f: impl FnOnce(upstream::RequestBuilder) -> upstream::RequestBuilder,
     ) -> Self {
         self.builder = f(self.builder);
+        self
+    }
+
+    /// Retries this request with `settings` instead of the layer's or its route's.
+    ///
+    /// The [`RetryLayer`](crate::RetryLayer) reads them from the request's extensions,
+    /// which `reqwest::RequestBuilder` cannot reach.
+    pub fn retry_settings(mut self, settings: RetrySettings) -> Self {
+        self.settings = Some(settings);
         self
     }
 
@@ -84,7 +124,42 @@ impl<S> RequestBuilder<S> {
         self.map(|b| b.version(version))
     }
 
+    /// Appends `query`, serialized as `application/x-www-form-urlencoded`, to the URL's
+    /// query string (see `reqwest::RequestBuilder::query`).
+    pub fn query<T: serde::Serialize + ?Sized>(self, query: &T) -> Self {
+        self.map(|b| b.query(query))
+    }
+
+    /// Sets a form body and its `Content-Type` (see `reqwest::RequestBuilder::form`).
+    pub fn form<T: serde::Serialize + ?Sized>(self, form: &T) -> Self {
+        self.map(|b| b.form(form))
+    }
+
+    /// Sets a JSON body and its `Content-Type` (see `reqwest::RequestBuilder::json`).
+    ///
+    /// Needs the feature `reqwest-json`, which enables reqwest's `json`.
+    #[cfg(feature = "reqwest-json")]
+    pub fn json<T: serde::Serialize + ?Sized>(self, json: &T) -> Self {
+        self.map(|b| b.json(json))
+    }
+
+    /// A copy of this builder, or `None` if its body is a stream (see
+    /// `reqwest::RequestBuilder::try_clone`).
+    pub fn try_clone(&self) -> Option<Self>
+    where
+        S: Clone,
+    {
+        Some(Self {
+            client: self.client.clone(),
+            builder: self.builder.try_clone()?,
+            settings: self.settings.clone(),
+        })
+    }
+
     /// Builds the `reqwest::Request`, for [`RetryClient::execute`] or inspection.
+    ///
+    /// The request does not hold [`retry_settings`](Self::retry_settings): a
+    /// `reqwest::Request` has no room for them.
     pub fn build(self) -> Result<upstream::Request, upstream::Error> {
         self.builder.build()
     }
@@ -99,11 +174,12 @@ where
     ResB::Error: Into<BoxError>,
 {
     /// Builds the request and sends it through the client's layer (see
-    /// [`RetryClient::execute`]).
+    /// [`RetryClient::execute`]), with its [`retry_settings`](Self::retry_settings) if set.
     pub fn send(self) -> impl Future<Output = Result<upstream::Response, Error>> + use<S, ResB> {
         let request = self.builder.build();
         let client = self.client;
-        async move { client.execute(request?).await }
+        let settings = self.settings;
+        async move { client.execute_with(request?, settings).await }
     }
 }
 
@@ -111,6 +187,7 @@ impl<S> fmt::Debug for RequestBuilder<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RequestBuilder")
             .field("builder", &self.builder)
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
 }

@@ -12,6 +12,7 @@ use tower::ServiceExt;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::RetrySettings;
 use crate::error::BoxError;
 
 /// The request type the layers of a [`RetryClient`] see: a `reqwest::Body` made
@@ -150,7 +151,22 @@ where
         &self,
         request: upstream::Request,
     ) -> impl Future<Output = Result<upstream::Response, Error>> + use<S, ResB> {
-        let request = into_retry_request(request, self.max_replay_bytes);
+        self.execute_with(request, None)
+    }
+
+    /// [`execute`](Self::execute), with `settings` in the request's extensions for the
+    /// retry layer.
+    pub(super) fn execute_with(
+        &self,
+        request: upstream::Request,
+        settings: Option<RetrySettings>,
+    ) -> impl Future<Output = Result<upstream::Response, Error>> + use<S, ResB> {
+        let request = into_retry_request(request, self.max_replay_bytes).map(|mut request| {
+            if let Some(settings) = settings {
+                request.extensions_mut().insert(settings);
+            }
+            request
+        });
         let service = self.service.clone();
         async move {
             let response = service.oneshot(request?).await.map_err(Error::new)?;

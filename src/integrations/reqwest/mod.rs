@@ -81,10 +81,22 @@
 //! loses its URL and is an ordinary transport error: only idempotent requests are resent
 //! (see [`ReqwestService`], "Errors after a redirect").
 //!
+//! # A drop-in for `reqwest::Client`
+//!
+//! Code written for `reqwest::Client` compiles with only the client's construction changed.
+//! [`RequestBuilder`] has reqwest's setters with reqwest's signatures: `header`, `headers`,
+//! `basic_auth`, `bearer_auth`, `timeout`, `version`, `body`, `query`, `form`, `json` and
+//! `send`. `query` and `form` come with the feature `reqwest`. `json` needs the feature
+//! `reqwest-json`, which enables reqwest's own `json`. Others are reached with
+//! [`RequestBuilder::map`]. [`RequestBuilder::retry_settings`] sets one request's
+//! [`RetrySettings`](crate::RetrySettings).
+//!
 //! # Errors
 //!
-//! [`Error`] wraps the last attempt's `reqwest::Error` (or a layer's own error);
-//! [`Error::reqwest`] gets it back.
+//! [`Error`] wraps the last attempt's `reqwest::Error` (or a layer's own error). It answers
+//! as reqwest's does (`is_connect`, `is_timeout`, `status`, `url`, …), and carries the
+//! [`RetryStats`](crate::RetryStats) ([`Error::stats`]). [`Error::reqwest`] gets reqwest's
+//! error back. `?` turns it into a `Box<dyn Error + Send + Sync>` or an `anyhow::Error`.
 //!
 //! # reqwest versions
 //!
@@ -115,6 +127,18 @@
 //! ```
 
 use ::reqwest as upstream;
+
+/// The reqwest crate and this module, as the doc-tests of the shared files name them.
+macro_rules! doc_crate {
+    () => {
+        "reqwest"
+    };
+}
+macro_rules! doc_module {
+    () => {
+        "reqwest"
+    };
+}
 
 mod builder;
 mod client;
