@@ -2,8 +2,9 @@
 //!
 //! Starts an HTTP server on 127.0.0.1 that answers 503 and 429 with `Retry-After` (in
 //! seconds and as an HTTP-date), drops a connection and answers slowly, then sends a few
-//! requests through hyper-util's client wrapped in [`RetryLayer`]. Prints one line per
-//! attempt and a summary. Touches nothing beyond loopback; finishes in a few seconds.
+//! requests through hyper-util's client wrapped in a [`RetryLayer`] with its defaults.
+//! Prints one line per attempt, with the reason for each decision, and a summary. Touches
+//! nothing beyond loopback; finishes in a few seconds.
 
 use bytes::Bytes;
 use http::{Method, Request, Response};
@@ -18,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::net::TcpListener;
 use tower::{ServiceBuilder, ServiceExt};
-use tower_backoff::{ExponentialBackOff, RetryEvent, RetryLayer, RetrySettings, RetryStats};
+use tower_backoff::{ExponentialBackOff, RetryEvent, RetryLayer, RetryStats};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -36,13 +37,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     tokio::spawn(serve(listener));
 
     let start = Instant::now();
-    let backoff = ExponentialBackOff::builder()
-        .with_initial_interval(Duration::from_millis(200))
-        .with_multiplier(2.0)
-        .build()?;
-    let layer = RetryLayer::new(backoff)
-        .with_settings(RetrySettings::new().with_max_attempts(6)?)
-        .on_retry(move |e: &RetryEvent<'_>| {
+    // The defaults: 3 attempts and 30 s per request, cenkalti-style exponential backoff
+    // (500 ms, x1.5, +-50 %), a server's Retry-After honoured up to 10 s.
+    let layer =
+        RetryLayer::new(ExponentialBackOff::default()).on_retry(move |e: &RetryEvent<'_>| {
             let outcome = match e.status() {
                 Some(status) => status.to_string(),
                 None => e.reason().to_string(),
@@ -52,7 +50,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 None => String::new(),
             };
             println!(
-                "{:>6.3}s  {:<22} {:>7}  {:<28} {:<8} {:>7.3}s  {}{asked}",
+                "{:>6.3}s  {:<30} {:>7}  {:<26} {:<8} {:>7.3}s  {}{asked}",
                 start.elapsed().as_secs_f64(),
                 format!("{} {}", e.method(), e.uri().path()),
                 e.attempt(),
@@ -69,12 +67,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .layer(layer)
         .service(Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>());
 
+    println!("RetryLayer::new(ExponentialBackOff::default()): 3 attempts, 30 s a request,");
+    println!("Retry-After honoured up to 10 s, a POST resent only with an Idempotency-Key.\n");
     println!(
-        "{:>7}  {:<22} {:>7}  {:<28} {:<8} {:>8}  reason",
+        "{:>7}  {:<30} {:>7}  {:<26} {:<8} {:>8}  reason",
         "time", "request", "attempt", "outcome", "decision", "delay"
     );
     let requests = [
         (Method::GET, "/flaky", None),
+        (Method::GET, "/dropped", None),
         (Method::POST, "/orders", None),
         (Method::POST, "/payments", Some("order-42")),
         (Method::GET, "/overloaded", None),
@@ -88,21 +89,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             request = request.header("idempotency-key", *key);
         }
         let request = request.body(Full::new(Bytes::from_static(b"{}")))?;
-        let label = format!("{method} {path}");
+        let label = match key {
+            Some(key) => format!("{method} {path} (key {key})"),
+            None => format!("{method} {path}"),
+        };
         match client.clone().oneshot(request).await {
             Ok(res) => {
-                let stats = res
-                    .extensions()
-                    .get::<RetryStats>()
-                    .copied()
-                    .unwrap_or_default();
+                let stats = RetryStats::of(&res);
                 let (decision, why) = match stats.gave_up {
                     Some(why) => ("give up", why.to_string()),
                     None if res.status().is_success() => ("done", String::new()),
                     None => ("return", "status is not retried".into()),
                 };
                 println!(
-                    "{:>6.3}s  {:<22} {:>7}  {:<28} {:<8} {:>8}  {why}",
+                    "{:>6.3}s  {:<30} {:>7}  {:<26} {:<8} {:>8}  {why}",
                     start.elapsed().as_secs_f64(),
                     label,
                     stats.attempts,
@@ -115,7 +115,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 successes += u32::from(res.status().is_success());
             }
             Err(err) => println!(
-                "{:>6.3}s  {label:<22} failed: {err}",
+                "{:>6.3}s  {label:<30} failed: {err}",
                 start.elapsed().as_secs_f64()
             ),
         }
@@ -168,10 +168,10 @@ fn script(path: &str, n: usize) -> Act {
     use Act::*;
     match (path, n) {
         ("/flaky", 0) => Status(503, Some(RetryAfter::Seconds(1))),
-        ("/flaky", 1) => Status(503, Some(RetryAfter::DateIn(2))),
-        ("/flaky", 2) => Drop,
-        ("/flaky", 3) => Status(429, None),
+        ("/flaky", 1) => Status(429, Some(RetryAfter::DateIn(2))),
         ("/flaky", _) => Slow(Duration::from_millis(300), 200),
+        ("/dropped", 0) => Drop,
+        ("/dropped", _) => Status(200, None),
         ("/orders", _) => Status(503, None),
         ("/payments", 0) => Status(503, Some(RetryAfter::Seconds(1))),
         ("/payments", _) => Status(201, None),
