@@ -37,7 +37,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     tokio::spawn(serve(listener));
 
     let start = Instant::now();
-    // The defaults: 3 attempts and 30 s per request, cenkalti-style exponential backoff
+    // The defaults: 4 attempts and 30 s per request, cenkalti-style exponential backoff
     // (500 ms, x1.5, +-50 %), a server's Retry-After honoured up to 10 s.
     let layer =
         RetryLayer::new(ExponentialBackOff::default()).on_retry(move |e: &RetryEvent<'_>| {
@@ -67,7 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .layer(layer)
         .service(Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>());
 
-    println!("RetryLayer::new(ExponentialBackOff::default()): 3 attempts, 30 s a request,");
+    println!("RetryLayer::new(ExponentialBackOff::default()): 4 attempts, 30 s a request,");
     println!("Retry-After honoured up to 10 s, a POST resent only with an Idempotency-Key.\n");
     println!(
         "{:>7}  {:<30} {:>7}  {:<26} {:<8} {:>8}  reason",

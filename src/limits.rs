@@ -50,9 +50,10 @@ use crate::time::ends_within;
 use std::fmt;
 use std::time::Duration;
 
-/// Default attempts per logical request, the first included: one try and two retries,
-/// as the AWS SDKs' standard mode — more retries mostly add load to a failing server.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// Default attempts per logical request, the first included: one try and three retries.
+/// At 20 % of scattered failures, 3 attempts lose 0.8 % of requests and 4 lose 0.16 %.
+/// The load a failing server gets is bounded by the shared retry quota, not by this.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 4;
 
 /// Default time limit per logical request: rides out a few seconds of overload while
 /// staying under the 30–60 s timeouts of common gateways and of the callers behind them.

@@ -249,13 +249,13 @@ async fn the_events_debug_shows_no_credentials_nor_signed_values() {
     let hooked = layer()
         .on_retry(move |e: &RetryEvent<'_>| on_retry.lock().unwrap().push(format!("{e:?}")))
         .on_give_up(move |e: &GiveUpEvent<'_>| on_give_up.lock().unwrap().push(format!("{e:?}")));
-    let replies = [Status(503), Status(503), Status(503)];
+    let replies = [Status(503); 4];
     let (res, _) = run(hooked, req(Method::GET, SECRET_URI), &replies).await;
     assert_eq!(res.unwrap().status(), 503);
     let shown = shown.lock().unwrap();
-    assert_eq!(shown.len(), 3, "two retries, one give-up: {shown:?}");
+    assert_eq!(shown.len(), 4, "three retries, one give-up: {shown:?}");
     assert!(shown[0].starts_with("RetryEvent {"), "{}", shown[0]);
-    assert!(shown[2].starts_with("GiveUpEvent {"), "{}", shown[2]);
+    assert!(shown[3].starts_with("GiveUpEvent {"), "{}", shown[3]);
     for debug in shown.iter() {
         assert!(no_secret(debug), "{debug}");
         assert!(debug.contains(&format!("uri: {REDACTED_URI}")), "{debug}");
@@ -265,7 +265,7 @@ async fn the_events_debug_shows_no_credentials_nor_signed_values() {
 #[tokio::test(start_paused = true)]
 async fn tracing_events_show_the_url_redacted() {
     capture();
-    let replies = [Status(503), Status(503), Status(503)];
+    let replies = [Status(503); 4];
     let (res, _) = run(layer(), req(Method::GET, SECRET_URI), &replies).await;
     assert_eq!(res.unwrap().status(), 503);
     let events = captured();
@@ -273,7 +273,7 @@ async fn tracing_events_show_the_url_redacted() {
         .iter()
         .filter(|e| e.contains("retrying request") || e.contains("not retrying"))
         .collect();
-    assert_eq!(ours.len(), 3, "{events:?}");
+    assert_eq!(ours.len(), 4, "{events:?}");
     for event in ours {
         assert!(
             event.contains(&format!("url.full={REDACTED_URI} ")),

@@ -86,17 +86,49 @@ async fn clones_of_a_layer_and_its_services_share_one_budget() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_default_layer_has_a_budget() {
-    // RetryBudget::default(): 10 retries/s over 1 s = a floor of 10 retries, then 10 %.
+async fn the_default_layer_has_the_aws_retry_quota() {
+    // RetryQuota::default(): 500 tokens, 5 a retry. An outage's retries all fail, so it
+    // pays for 100 of them and then for none, however many requests come.
     let attempts = run(
-        RetryLayer::new(ConstantBackOff::new(Duration::from_millis(1)).unwrap())
-            .with_settings(RetrySettings::new().with_max_attempts(3).unwrap()),
+        RetryLayer::new(ConstantBackOff::new(Duration::from_millis(1)).unwrap()),
         1000,
     )
     .await;
-    // Virtual time barely moves (1 ms per retry), so the window keeps every deposit.
-    assert!(attempts < 1000 + 10 + 100 + 10, "attempts = {attempts}");
-    assert!(attempts > 1000 + 10 + 90, "attempts = {attempts}");
+    assert_eq!(attempts, 1000 + 100);
+}
+
+/// A window budget refunds a retry that succeeds: scattered failures cost it nothing.
+#[tokio::test(start_paused = true)]
+async fn a_window_budget_refunds_retries_that_succeed() {
+    // No floor, one retry per ten requests: two requests earn 0.2 retries, none.
+    let budget = RetryBudget::new(Duration::from_secs(10), 1, 0.0).unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = calls.clone();
+    // Every first attempt fails, every retry succeeds.
+    let flaky = tower::service_fn(move |_: Request<String>| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        let status = if n.is_multiple_of(2) { 503 } else { 200 };
+        async move {
+            Ok::<_, std::io::Error>(
+                Response::builder()
+                    .status(status)
+                    .body(String::new())
+                    .unwrap(),
+            )
+        }
+    });
+    let service = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(1)).unwrap())
+        .with_retry_budget(budget.clone())
+        .layer(flaky);
+    // A floor of 10 retries over the window: 30 requests retried, all refunded.
+    for _ in 0..30 {
+        let res = service
+            .clone()
+            .oneshot(Request::get("/").body(String::new()).unwrap())
+            .await;
+        assert_eq!(res.unwrap().status(), 200);
+    }
+    assert_eq!(budget.available(), 10);
 }
 
 #[tokio::test(start_paused = true)]

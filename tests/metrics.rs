@@ -42,7 +42,7 @@ fn attempts_retries_waits_and_give_ups_are_recorded() {
             .build()
             .unwrap();
         rt.block_on(async {
-            // Two 503s, then the attempts run out.
+            // Three 503s, then the attempts run out.
             let svc = tower::service_fn(|_: Request<String>| async {
                 Ok::<_, Infallible>(Response::builder().status(503).body(String::new()).unwrap())
             });
@@ -52,14 +52,14 @@ fn attempts_retries_waits_and_give_ups_are_recorded() {
         });
     });
     let metrics = snapshot(&recorder);
-    assert_eq!(metrics[names::ATTEMPTS], DebugValue::Counter(3));
+    assert_eq!(metrics[names::ATTEMPTS], DebugValue::Counter(4));
     let retries = format!("{}{{reason=status_503}}", names::RETRIES);
-    assert_eq!(metrics[&retries], DebugValue::Counter(2));
+    assert_eq!(metrics[&retries], DebugValue::Counter(3));
     let waits = format!("{}{{reason=status_503}}", names::RETRY_WAIT);
     match &metrics[&waits] {
         DebugValue::Histogram(values) => {
             let secs: Vec<f64> = values.iter().map(|v| v.into_inner()).collect();
-            assert_eq!(secs, [0.25, 0.25]);
+            assert_eq!(secs, [0.25, 0.25, 0.25]);
         }
         other => panic!("not a histogram: {other:?}"),
     }

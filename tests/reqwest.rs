@@ -180,13 +180,10 @@ async fn connection_refused_is_retried_even_for_a_post() {
         .body(Full::new(Bytes::from_static(b"{}")))
         .unwrap();
     let err = service.oneshot(req).await.unwrap_err();
-    assert_eq!(err.stats().attempts, 3);
+    assert_eq!(err.stats().attempts, 4);
     let err = err.into_inner().downcast::<reqwest::Error>().unwrap();
     assert!(err.is_connect(), "{err:?}");
-    assert_eq!(
-        *reasons.lock().unwrap(),
-        [RetryReason::Connect, RetryReason::Connect]
-    );
+    assert_eq!(*reasons.lock().unwrap(), [RetryReason::Connect; 3]);
 }
 
 /// A URI reqwest cannot send to is an error of the call, not a panic.

@@ -353,8 +353,8 @@ async fn a_failed_request_says_how_many_attempts_and_why_and_the_hook_hears_of_i
         .body(String::new())
         .unwrap();
     let err = client.oneshot(get).await.unwrap_err();
-    assert_eq!(err.stats().attempts, 3);
-    assert_eq!(err.stats().waited, 200 * MS);
+    assert_eq!(err.stats().attempts, 4);
+    assert_eq!(err.stats().waited, 300 * MS);
     assert_eq!(
         err.into_inner().downcast::<io::Error>().unwrap().kind(),
         io::ErrorKind::ConnectionReset
@@ -370,7 +370,7 @@ async fn a_failed_request_says_how_many_attempts_and_why_and_the_hook_hears_of_i
                 "http://REDACTED:REDACTED@api.example/orders".to_owned()
             ),
             (
-                3,
+                4,
                 RetryReason::Transport,
                 GiveUp::Limit(LimitReached::MaxAttempts),
                 "http://api.example/items".to_owned()
@@ -506,7 +506,11 @@ async fn the_throttle_counts_attempts_as_grpc_a6_does() {
         let status = script.lock().unwrap().remove(0);
         std::future::ready(Ok::<_, Infallible>(response(status)))
     });
-    let mut client = layer().with_retry_throttle(throttle.clone()).layer(svc);
+    let three = RetrySettings::new().with_max_attempts(3).unwrap();
+    let mut client = layer()
+        .with_settings(three)
+        .with_retry_throttle(throttle.clone())
+        .layer(svc);
     let mut send = async || {
         (&mut client)
             .oneshot(Request::get("/").body(String::new()).unwrap())

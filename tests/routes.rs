@@ -34,7 +34,7 @@ async fn routes_choose_settings_by_method_and_path_prefix() {
     assert_eq!(arrivals.len(), 1, "payments are never retried");
     assert!(res.unwrap().extensions().get::<RetryStats>().is_none());
     let (_, arrivals) = run(routed(), get(), &[Status(503); 9]).await;
-    assert_eq!(arrivals.len(), 3);
+    assert_eq!(arrivals.len(), 4);
     let (_, arrivals) = run(routed(), req(Method::GET, "/slow"), &[Status(503); 9]).await;
     assert_eq!(arrivals.len(), 5, "route_fn settings");
 }

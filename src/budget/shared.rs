@@ -74,8 +74,12 @@ const FAST_PATH_LIMIT: u32 = 1 << 31;
 /// `withdraw` returns `true`. Over the sliding window `ttl`:
 ///
 /// ```text
-/// retries allowed = min_per_sec × ttl  +  retry_ratio × deposits  −  withdrawals
+/// retries allowed = min_per_sec × ttl  +  retry_ratio × deposits  −  (withdrawals − refunds)
 /// ```
+///
+/// A retry that succeeds is [`refund`](RetryBudget::refund)ed: only retries that fail
+/// spend the budget. Scattered failures then never run it dry, while an outage, whose
+/// retries all fail, drains it as before.
 ///
 /// Events leave the window between `ttl × 9/10` and `ttl` after they happen (the window
 /// slides in ten steps). Cloning is cheap and every clone shares the same state, so one
@@ -167,6 +171,8 @@ struct Inner {
     ratio: u64,
     deposits: [Slot; SLOTS],
     withdrawals: [Slot; SLOTS],
+    /// Retries given back because they succeeded.
+    refunds: [Slot; SLOTS],
     ttl: Duration,
     min_per_sec: u32,
     retry_ratio: f64,
@@ -242,6 +248,7 @@ impl RetryBudget {
                 ratio,
                 deposits: Default::default(),
                 withdrawals: Default::default(),
+                refunds: Default::default(),
                 ttl,
                 min_per_sec,
                 retry_ratio,
@@ -294,6 +301,28 @@ impl RetryBudget {
             slot.take_back(recorded);
             false
         }
+    }
+
+    /// Gives back one retry that succeeded: a retry that works is evidence of a passing
+    /// failure, not of overload, so it costs nothing (as the AWS SDKs' retry quota refunds
+    /// a successful retry). Retries that fail stay spent: an outage still drains the budget.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tower_backoff::budget::RetryBudget;
+    ///
+    /// let budget = RetryBudget::new(Duration::from_secs(10), 0, 0.5)?;
+    /// budget.deposit();
+    /// budget.deposit();
+    /// assert!(budget.withdraw());
+    /// assert!(!budget.withdraw());
+    /// budget.refund(); // the retry succeeded
+    /// assert!(budget.withdraw());
+    /// # Ok::<(), tower_backoff::ConfigError>(())
+    /// ```
+    pub fn refund(&self) {
+        let epoch = self.inner.epoch(Instant::now());
+        self.inner.refunds[slot_index(epoch)].add(tag(epoch), 1, Ordering::SeqCst);
     }
 
     /// How many retries [`withdraw`](RetryBudget::withdraw) would allow right now, were
@@ -377,9 +406,11 @@ impl Inner {
     /// a retry (negative when overdrawn).
     fn balance(&self, now: u32) -> i128 {
         let deposits = window_sum(&self.deposits, now);
-        let withdrawals = window_sum(&self.withdrawals, now);
+        // A refund whose withdrawal has left the window gives nothing back.
+        let spent =
+            window_sum(&self.withdrawals, now).saturating_sub(window_sum(&self.refunds, now));
         i128::from(self.reserve) + i128::from(deposits) * i128::from(self.ratio)
-            - i128::from(withdrawals) * i128::from(MICROS)
+            - i128::from(spent) * i128::from(MICROS)
     }
 }
 

@@ -7,8 +7,8 @@
 use super::settings::RetrySettings;
 use super::stats::GiveUp;
 use crate::body::ReplayGuard;
-use crate::budget::{RetryBudget, RetryThrottle};
-use crate::classify::{Outcome, Resend, is_idempotent};
+use crate::budget::{LayerBudget, RetryThrottle};
+use crate::classify::{Outcome, Resend, RetryReason, is_idempotent};
 use crate::limits::Limits;
 use http::Request;
 use std::time::Duration;
@@ -88,23 +88,26 @@ pub(crate) fn throttle_open(throttle: Option<&RetryThrottle>) -> Result<(), Give
 
 /// The client's shared retry budget, if any, pays for the retry, unless the classifier
 /// says the server scheduled it ([`Outcome::is_scheduled`]). (Outcomes of outages — 503s,
-/// resets, refused connections — are not scheduled: those retries always pay.)
+/// resets, refused connections — are not scheduled: those retries always pay.) The cost
+/// paid (0 when none): it comes back if the retry succeeds.
 pub(crate) fn budget_withdraw(
-    budget: Option<&RetryBudget>,
+    budget: Option<&LayerBudget>,
     outcome: &Outcome,
-) -> Result<(), GiveUp> {
-    let scheduled = outcome.is_scheduled();
+) -> Result<u32, GiveUp> {
     match budget {
-        Some(budget) if !scheduled && !budget.withdraw() => Err(GiveUp::RetryBudget),
-        _ => Ok(()),
+        Some(budget) if !outcome.is_scheduled() => {
+            let timed_out = outcome.reason() == Some(RetryReason::Timeout);
+            budget.withdraw(timed_out).ok_or(GiveUp::RetryBudget)
+        }
+        _ => Ok(0),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::budget::RetryBudget;
     use crate::classify::IDEMPOTENCY_KEY;
-    use crate::classify::RetryReason;
     use crate::limits::LimitReached;
     use http::StatusCode;
 
@@ -173,8 +176,9 @@ mod tests {
         assert_eq!(throttle_open(Some(&throttle)), Err(GiveUp::Throttled));
 
         let unavailable = Outcome::retry(RetryReason::Status(StatusCode::SERVICE_UNAVAILABLE));
-        assert_eq!(budget_withdraw(None, &unavailable), Ok(()));
-        let budget = RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap();
+        assert_eq!(budget_withdraw(None, &unavailable), Ok(0));
+        let budget =
+            LayerBudget::Window(RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap());
         assert_eq!(
             budget_withdraw(Some(&budget), &unavailable),
             Err(GiveUp::RetryBudget)
@@ -184,17 +188,17 @@ mod tests {
     #[test]
     fn a_retry_the_server_scheduled_does_not_spend_the_budget() {
         use crate::classify::ServerDelay;
-        let spent = RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap();
+        let spent = LayerBudget::Window(RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap());
         let too_many = Outcome::retry(RetryReason::Status(StatusCode::TOO_MANY_REQUESTS));
         let scheduled = too_many
             .with_server_delay(ServerDelay::Exactly(SEC))
             .with_scheduled();
-        assert_eq!(budget_withdraw(Some(&spent), &scheduled), Ok(()));
+        assert_eq!(budget_withdraw(Some(&spent), &scheduled), Ok(0));
         // Which outcomes are scheduled is the classifier's call (a 429 with any
         // Retry-After, "0" included, for HttpClassifier); one that is not pays.
         assert_eq!(
             budget_withdraw(Some(&spent), &too_many.with_scheduled()),
-            Ok(())
+            Ok(0)
         );
         assert_eq!(
             budget_withdraw(Some(&spent), &too_many),

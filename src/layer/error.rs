@@ -26,7 +26,7 @@ use crate::error::BoxError;
 ///     .layer(RetryLayer::new(ConstantBackOff::new(Duration::from_millis(10)).unwrap()))
 ///     .service(refused);
 /// let err: RetryError = client.oneshot(http::Request::new(String::new())).await.unwrap_err();
-/// assert_eq!(err.stats().attempts, 3);
+/// assert_eq!(err.stats().attempts, 4);
 /// assert!(matches!(err.stats().gave_up, Some(GiveUp::Limit(_))));
 /// assert!(err.inner().is::<std::io::Error>());
 /// # }

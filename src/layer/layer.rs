@@ -9,7 +9,7 @@ use super::shared::{Classifier, Shared};
 use crate::backoff::BackOff;
 use crate::backoff::jitter::Jitter;
 use crate::body::ReplayBodyLayer;
-use crate::budget::{RetryBudget, RetryThrottle};
+use crate::budget::{LayerBudget, RetryBudget, RetryQuota, RetryThrottle};
 use crate::classify::{Classify, GrpcClassifier};
 use crate::error::ConfigError;
 use crate::pacing::PacingLayer;
@@ -245,14 +245,22 @@ impl<B: BackOff> RetryLayer<B> {
         self
     }
 
-    /// Shares `budget` between every request of this layer (and of its clones): retries
-    /// are allowed only while they stay under a fraction of recent requests, so an outage
-    /// does not multiply the load on the failing server (see [`RetryBudget`]).
+    /// Shares `quota` between every request of this layer (and of its clones), in place
+    /// of its budget: a retry costs tokens, a retry that succeeds gives them back, so an
+    /// outage does not multiply the load on the failing server (see [`RetryQuota`]).
     ///
-    /// Every layer has one by default: [`RetryBudget::default()`], created by
-    /// [`RetryLayer::new`].
+    /// Every layer has one by default: [`RetryQuota::default()`], the AWS SDKs' standard
+    /// retry quota, created by [`RetryLayer::new`].
+    pub fn with_retry_quota(mut self, quota: RetryQuota) -> Self {
+        self.shared_mut().retry_budget = Some(LayerBudget::Quota(quota));
+        self
+    }
+
+    /// Shares `budget` between every request of this layer (and of its clones), in place
+    /// of its quota: retries may add only a fraction of recent requests, and a retry that
+    /// succeeds is refunded (see [`RetryBudget`]).
     pub fn with_retry_budget(mut self, budget: RetryBudget) -> Self {
-        self.shared_mut().retry_budget = Some(budget);
+        self.shared_mut().retry_budget = Some(LayerBudget::Window(budget));
         self
     }
 
@@ -276,8 +284,8 @@ impl<B: BackOff> RetryLayer<B> {
         self
     }
 
-    /// Removes the shared retry budget: only the per-request [`Limits`](crate::limits::Limits)
-    /// bound retries.
+    /// Removes the shared retry quota or budget: only the per-request
+    /// [`Limits`](crate::limits::Limits) bound retries.
     pub fn without_retry_budget(mut self) -> Self {
         self.shared_mut().retry_budget = None;
         self

@@ -79,6 +79,8 @@ pub struct RetryPolicy<B> {
     attempts: u32,
     waited: Duration,
     retrying: bool,
+    /// What the last retry cost the shared budget: refunded if it succeeds.
+    paid: u32,
     /// The head of a request that is never retried, kept only when a retry throttle must
     /// still hear how it went.
     unretried: Option<Box<Request<()>>>,
@@ -116,6 +118,7 @@ impl<B> Clone for RetryPolicy<B> {
             attempts: self.attempts,
             waited: self.waited,
             retrying: false,
+            paid: 0,
             unretried: None,
             scheduled: None,
         }
@@ -142,6 +145,7 @@ impl<B> RetryPolicy<B> {
             attempts: 0,
             waited: Duration::ZERO,
             retrying: false,
+            paid: 0,
             unretried: None,
             scheduled: None,
         }
@@ -209,7 +213,7 @@ impl<B> RetryPolicy<B> {
             return start;
         }
         if let Some(budget) = &self.template.shared.retry_budget {
-            budget.deposit_at(now);
+            budget.start_at(now);
         }
         self.start = Some(now);
         now
@@ -221,7 +225,17 @@ impl<B> RetryPolicy<B> {
         if self.start.is_none()
             && let Some(budget) = &self.template.shared.retry_budget
         {
-            budget.deposit_recent();
+            budget.start_unclocked();
+        }
+    }
+
+    /// Ends a request that was not retried further: when it succeeded, its last retry's
+    /// cost comes back to the shared budget (a first-attempt success rewards a quota).
+    #[inline]
+    pub(crate) fn settle(&mut self, success: bool) {
+        let paid = std::mem::take(&mut self.paid);
+        if success && let Some(budget) = &self.template.shared.retry_budget {
+            budget.settle(paid, self.attempts > 1);
         }
     }
 
@@ -379,6 +393,7 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         }
         match outcome.reason() {
             None => {
+                self.settle(outcome.is_success());
                 self.fund_unclocked();
                 Step::Done(None)
             }
@@ -487,7 +502,7 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         admit::within_call_timeout(req.headers(), elapsed, delay)?;
         admit::throttle_open(self.template.shared.retry_throttle.as_ref())?;
         // Last: passing it spends a token.
-        admit::budget_withdraw(self.template.shared.retry_budget.as_ref(), outcome)?;
+        self.paid = admit::budget_withdraw(self.template.shared.retry_budget.as_ref(), outcome)?;
         Ok(delay)
     }
 

@@ -5,7 +5,7 @@ use super::hook::{OnGiveUp, OnRetry};
 use super::routes::Routes;
 use super::settings::RetrySettings;
 use crate::backoff::jitter::Jitter;
-use crate::budget::{RetryBudget, RetryThrottle};
+use crate::budget::{LayerBudget, RetryQuota, RetryThrottle};
 use crate::classify::ClockFn;
 use crate::classify::{Attempt, Classify, HttpClassifier, Outcome, ResponseHead, StatusSet};
 use crate::redact::RedactedParams;
@@ -20,7 +20,7 @@ pub(crate) struct Shared {
     pub(crate) on_retry: Arc<dyn OnRetry + Send + Sync>,
     pub(crate) on_give_up: Arc<dyn OnGiveUp + Send + Sync>,
     pub(crate) wall_clock: Option<Arc<ClockFn>>,
-    pub(crate) retry_budget: Option<RetryBudget>,
+    pub(crate) retry_budget: Option<LayerBudget>,
     pub(crate) retry_throttle: Option<RetryThrottle>,
     pub(crate) jitter: Jitter,
     pub(crate) stats: bool,
@@ -37,7 +37,7 @@ impl Default for Shared {
             on_retry: Arc::new(()),
             on_give_up: Arc::new(()),
             wall_clock: None,
-            retry_budget: Some(RetryBudget::default()),
+            retry_budget: Some(LayerBudget::Quota(RetryQuota::default())),
             retry_throttle: None,
             jitter: Jitter::from_entropy(),
             stats: true,
