@@ -32,26 +32,36 @@ fn snapshot(recorder: &DebuggingRecorder) -> HashMap<String, DebugValue> {
         .collect()
 }
 
+/// Runs `scenario` on a paused current-thread runtime with a debugging recorder installed
+/// for this thread; the metrics it recorded, read once it has ended.
+fn recorded<F>(scenario: impl FnOnce() -> F) -> HashMap<String, DebugValue>
+where
+    F: std::future::Future<Output = ()>,
+{
+    let recorder = DebuggingRecorder::new();
+    metrics::with_local_recorder(&recorder, || runtime().block_on(scenario()));
+    snapshot(&recorder)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 #[test]
 fn attempts_retries_waits_and_give_ups_are_recorded() {
-    let recorder = DebuggingRecorder::new();
-    metrics::with_local_recorder(&recorder, || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            // Three 503s, then the attempts run out.
-            let svc = tower::service_fn(|_: Request<String>| async {
-                Ok::<_, Infallible>(Response::builder().status(503).body(String::new()).unwrap())
-            });
-            let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(250)).unwrap());
-            let res = layer.layer(svc).oneshot(Request::new(String::new())).await;
-            assert_eq!(res.unwrap().status(), 503);
+    let metrics = recorded(|| async {
+        // Three 503s, then the attempts run out.
+        let svc = tower::service_fn(|_: Request<String>| async {
+            Ok::<_, Infallible>(Response::builder().status(503).body(String::new()).unwrap())
         });
+        let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(250)).unwrap());
+        let res = layer.layer(svc).oneshot(Request::new(String::new())).await;
+        assert_eq!(res.unwrap().status(), 503);
     });
-    let metrics = snapshot(&recorder);
     assert_eq!(metrics[names::ATTEMPTS], DebugValue::Counter(4));
     let retries = format!("{}{{reason=status_503}}", names::RETRIES);
     assert_eq!(metrics[&retries], DebugValue::Counter(3));
@@ -69,27 +79,18 @@ fn attempts_retries_waits_and_give_ups_are_recorded() {
 
 #[test]
 fn budget_refusals_are_counted() {
-    let recorder = DebuggingRecorder::new();
-    metrics::with_local_recorder(&recorder, || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let svc = tower::service_fn(|_: Request<String>| async {
-                Ok::<_, Infallible>(Response::builder().status(503).body(String::new()).unwrap())
-            });
-            // A budget that allows no retry at all.
-            let budget =
-                tower_backoff::budget::RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap();
-            let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(250)).unwrap())
-                .with_retry_budget(budget);
-            let res = layer.layer(svc).oneshot(Request::new(String::new())).await;
-            assert_eq!(res.unwrap().status(), 503);
+    let metrics = recorded(|| async {
+        let svc = tower::service_fn(|_: Request<String>| async {
+            Ok::<_, Infallible>(Response::builder().status(503).body(String::new()).unwrap())
         });
+        // A budget that allows no retry at all.
+        let budget =
+            tower_backoff::budget::RetryBudget::new(Duration::from_secs(10), 0, 0.0).unwrap();
+        let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(250)).unwrap())
+            .with_retry_budget(budget);
+        let res = layer.layer(svc).oneshot(Request::new(String::new())).await;
+        assert_eq!(res.unwrap().status(), 503);
     });
-    let metrics = snapshot(&recorder);
     assert_eq!(metrics[names::BUDGET_REFUSALS], DebugValue::Counter(1));
     let give_ups = format!("{}{{why=retry_budget}}", names::GIVE_UPS);
     assert_eq!(metrics[&give_ups], DebugValue::Counter(1));
@@ -100,12 +101,7 @@ fn budget_refusals_are_counted() {
 fn pacing_reports_queue_and_rate_per_destination_without_credentials() {
     let recorder = DebuggingRecorder::new();
     let metrics = metrics::with_local_recorder(&recorder, || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        runtime().block_on(async {
             // Refuses every request: the destination gets paced.
             let svc = tower::service_fn(|_: Request<String>| async {
                 Ok::<_, Infallible>(Response::builder().status(429).body(String::new()).unwrap())
@@ -136,12 +132,7 @@ fn pacing_reports_queue_and_rate_per_destination_without_credentials() {
 fn pacing_series_are_bounded_by_the_destination_table() {
     let recorder = DebuggingRecorder::new();
     let metrics = metrics::with_local_recorder(&recorder, || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        runtime().block_on(async {
             // Refuses every request: each destination gets paced, its rate above zero.
             let svc = tower::service_fn(|_: Request<String>| async {
                 Ok::<_, Infallible>(Response::builder().status(429).body(String::new()).unwrap())
@@ -189,31 +180,22 @@ fn pacing_series_are_bounded_by_the_destination_table() {
 /// it is not counted; the request counts as given up, cancelled.
 #[test]
 fn a_retry_cut_short_by_a_timeout_above_is_not_counted() {
-    let recorder = DebuggingRecorder::new();
-    metrics::with_local_recorder(&recorder, || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let svc = tower::service_fn(|_: Request<String>| async {
-                let res = Response::builder().status(503).header("retry-after", "5");
-                Ok::<_, Infallible>(res.body(String::new()).unwrap())
-            });
-            let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(250)).unwrap());
-            let client = tower::ServiceBuilder::new()
-                .timeout(Duration::from_secs(1))
-                .layer(layer)
-                .service(svc);
-            let err = client
-                .oneshot(Request::new(String::new()))
-                .await
-                .unwrap_err();
-            assert!(err.is::<tower::timeout::error::Elapsed>());
+    let metrics = recorded(|| async {
+        let svc = tower::service_fn(|_: Request<String>| async {
+            let res = Response::builder().status(503).header("retry-after", "5");
+            Ok::<_, Infallible>(res.body(String::new()).unwrap())
         });
+        let layer = RetryLayer::new(ConstantBackOff::new(Duration::from_millis(250)).unwrap());
+        let client = tower::ServiceBuilder::new()
+            .timeout(Duration::from_secs(1))
+            .layer(layer)
+            .service(svc);
+        let err = client
+            .oneshot(Request::new(String::new()))
+            .await
+            .unwrap_err();
+        assert!(err.is::<tower::timeout::error::Elapsed>());
     });
-    let metrics = snapshot(&recorder);
     assert_eq!(metrics[names::ATTEMPTS], DebugValue::Counter(1));
     let retries = format!("{}{{reason=status_503}}", names::RETRIES);
     assert!(!metrics.contains_key(&retries), "{metrics:?}");
