@@ -114,10 +114,9 @@ const FAST_PATH_LIMIT: u32 = 1 << 31;
 ///
 /// The design follows Finagle's budget (gRPC's retry throttling works on the same
 /// principle), but not its defaults of 10 s and 20 %: a window holds the allowance earned
-/// before an outage, and spends it in the outage's first seconds. With 10 s and 20 %, a
-/// 3 s outage at 250 requests per second gets 1.86 attempts per request; with 1 s and 10 %,
-/// 1.14 (see `docs/BENCHMARKS.md`). Pass Finagle's values to [`RetryBudget::new`] to
-/// have them.
+/// before an outage, and spends it in the outage's first seconds. A short window at 10 %
+/// keeps an outage's load near the normal one (see `docs/BENCHMARKS.md`). Pass Finagle's
+/// values to [`RetryBudget::new`] to have them.
 ///
 /// # How the retry layer uses it
 ///

@@ -29,8 +29,7 @@ impl Cooldown {
     /// request sent before the latest refused one is older news than that refusal, and
     /// not counted: a limiter answers its refusals sooner than its backend answers what
     /// it let through, so a refused burst's successes would otherwise come back among
-    /// its refusals and keep their share under half (against HAProxy, three more requests
-    /// sent and refused before the cool-down started).
+    /// its refusals and keep their share under half, and the cool-down would start late.
     pub(crate) fn record(&mut self, refused: bool, number: u64) {
         if refused {
             self.latest_refused = Some(self.latest_refused.map_or(number, |n| n.max(number)));

@@ -511,8 +511,8 @@ impl Destination {
             if sent.round != s.rate.round() {
                 // The refusal of a request sent at the old pace: the pace already went
                 // down for it (TCP, likewise, backs off once per round trip). A limiter's
-                // counts in the refusal share (a 503's did, and the simulated outage's
-                // recovery burst closed the destination: p50 5.2 s, was 26 ms), but starts
+                // counts in the refusal share (a 503's did, and a server's recovery burst
+                // then closed the destination), but starts
                 // no cool-down: a token bucket refuses a burst as a window limiter does,
                 // and a cool-down at the burst would take the burst for the allowance (5
                 // tokens at 50 r/s: a 5 r/s pace). One under way is lengthened.

@@ -401,8 +401,8 @@ impl PacingBuilder {
     ///
     /// A limiter that tells nothing of its limit can only be found by its refusals, and
     /// one that counts them too (HAProxy's stick tables) is not found well: give a little
-    /// under your share of it (8 processes told 97 % of theirs used 95–97 % of a real
-    /// HAProxy's capacity, told 110 % 88–90 %). `destination` is the authority as the
+    /// under your share of it, such as 97 % (see `docs/BENCHMARKS.md`). `destination` is
+    /// the authority as the
     /// request URIs (or `Host` headers) name it: `host`, or `host:port` when they give
     /// the port; one destination takes one rate.
     ///

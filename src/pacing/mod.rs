@@ -94,9 +94,8 @@
 //! - **A rate you know.** A destination given
 //!   [`with_known_rate`](PacingBuilder::with_known_rate) is paced at it from its first
 //!   request (no slow start), and never faster; refusals still slow it down, and it grows
-//!   back to that rate, not past it. A limiter that tells nothing of its limit is then
-//!   not found by refusals: 8 real processes told 97 % of their share of HAProxy's limit
-//!   used 94.8–97.0 % of it.
+//!   back to that rate, not past it. A limiter that tells nothing of its limit then need
+//!   not be found by refusals (figures in `docs/BENCHMARKS.md`).
 //!
 //! A rate measured against what the server serves settles just under its capacity (see
 //! `docs/BENCHMARKS.md`); the backoff keeps the role it fits: how long to wait between

@@ -8,9 +8,9 @@
 //!
 //! A quota is often shared by many clients. Each spends the room it hears of evenly until
 //! the reset (over a second at most, see [`SPREAD`]) rather than at once, and counts what
-//! the others are seen to take meanwhile (the room shrinking faster than its own sends):
-//! against express-rate-limit, 8 clients sharing 50 a second went from one client taking
-//! nearly every window (Jain's index 0.16, 12 % refused) to even shares (0.99, under 2 %).
+//! the others are seen to take meanwhile (the room shrinking faster than its own sends).
+//! Without the spread, the first client back after a reset takes the whole window, and
+//! the others get nothing.
 //!
 //! A sliding window has no reset, yet may report its length as one (`t=1`). Its room
 //! comes back before that "reset", and its count does not start over at it; its clients
@@ -146,10 +146,9 @@ const MEASURE: Duration = Duration::from_millis(50);
 /// The share of the others' measured pace assumed to go on until the next report. The
 /// whole of it holds a client back too early: the others spread their room too, and stop
 /// when they see it spent, so their recent pace (high just after a reset, when every
-/// client comes back) overstates what they take next. Measured against
-/// express-rate-limit with 8 clients: counting all of it used 93–94 % of the capacity
-/// (0.2 % refused), half of it 94 %, a tenth 97–99.6 % (0–1.7 % refused); none 98–100 %
-/// but 8–10 % refused.
+/// client comes back) overstates what they take next. Counting none of it brings
+/// refusals back; a tenth keeps them rare without leaving the quota unused (see
+/// `docs/BENCHMARKS.md`).
 const OTHERS_WEIGHT: f64 = 0.1;
 
 /// How far back a late send may count from (see [`Quota::sent`]).
@@ -160,24 +159,21 @@ const CATCH_UP: Duration = Duration::from_millis(5);
 const MIN_SPACING: Duration = Duration::from_millis(2);
 
 /// The share of a count a client's own sends make, at least, for it to be taken as alone
-/// on it (see [`Counting::Refills`]). Half let a client that held most of a fleet's sliding
-/// window keep it (when the clients among others counted none of their sends back):
-/// against HAProxy sending `RateLimit`, 2 of 6 fleets fell to Jain's index 0.67–0.74.
+/// on it (see [`Counting::Refills`]). Half would let a client that holds most of a
+/// shared sliding window take itself for alone, and keep that larger share.
 const ALONE: f64 = 0.9;
 
 /// The share of its own sends leaving a sliding window that a client alone spends again.
-/// All of them held a client alone on HAProxy's window exactly at its limit, which the
-/// window's estimate crossed now and then: a refusal, and a second's cool-down (1.00–1.23×
-/// the ideal time over 3 runs). With 0.97: 1.03×, no refusal (10 runs).
+/// All of them would hold it exactly at the limit, which a window's estimate crosses now
+/// and then: a refusal, and a second's cool-down. A little under keeps a margin.
 const RETURNING: f64 = 0.97;
 
 /// The share a client among others spends again. Every client also spreads the whole
 /// room reported, so each settles where its pace is the room over (1 − this share): the
 /// same pace for all, whatever they sent before (a share proportional to each one's
 /// sends kept every client at the share it happened to hold). Smaller, more room is
-/// left unused; larger, the room left is too little to absorb the clients' slips. 8
-/// simulated clients on HAProxy's window, seeds 1–8: 0.3, 90 % of the capacity used; 0.5,
-/// 92–93 %, 1.2 % refused; 0.7, 80–94 % and up to 14 % refused; 0.8, up to 19 %.
+/// left unused; larger, the room left is too little to absorb the clients' slips. One
+/// half balances the two.
 const RETURNING_SHARED: f64 = 0.5;
 
 /// The least and the most a wait for the count after a reset lasts (see
@@ -187,11 +183,8 @@ const COUNT_PATIENCE: (Duration, Duration) = (Duration::from_millis(10), Duratio
 /// A token bucket (room reported without a reset) that reports fewer tokens than this
 /// left is at its rate: it refills as fast as it is spent, and a client that sends faster
 /// only brings the refusal sooner. Its pace holds there (see [`Quota::has_room_to_grow`]).
-/// 8 clients on the real tower_governor's bucket (burst 10): with 1 (the pace held only at
-/// none left), 12 fleets refused 7.8–10.4 % of their attempts with Jain's index
-/// 0.896–0.985, the target missed in 2; with 2, 34 fleets 6.4–9.6 % and 0.906–0.991, none
-/// missed. With 3, 16 simulated fleets fell to Jain 0.81: the pace held too often for
-/// equal steps to even the shares out.
+/// At one, the pace holds only when the next request is refused already; at three, it
+/// holds so often that equal steps no longer even out the shares of a fleet.
 const BUCKET_HEADROOM: u64 = 2;
 
 /// A report without a reset speaks for this long: a destination that stops reporting (an
@@ -454,8 +447,8 @@ impl Quota {
     /// Until when requests wait for the count: a count's reset passed, one request went
     /// since, and its answer has not come. A fixed window started over, as that answer
     /// says a round trip later; a sliding window did not, and the requests held for the
-    /// reset would all be refused (8 simulated clients sending theirs at once into
-    /// HAProxy's full window: 30 refused, and a second without a success). Once the kind
+    /// reset would all be refused (and a window that counts refusals holds each for a
+    /// second). Once the kind
     /// of window is known, the queue goes at once again (into a fixed window that started
     /// over, its room is spread from there). The wait lasts two of the destination's
     /// `round_trip`s, between 10 ms and a second: a slow answer (a long poll) holds no one
@@ -482,8 +475,8 @@ impl Quota {
     /// Whether the destination's reported room leaves a reason to send it faster: unless
     /// it [`is_full`](Self::is_full), or is a token bucket that reported fewer than
     /// [`BUCKET_HEADROOM`] tokens left. (The level as reported, which every client sharing
-    /// the bucket sees alike, not less this client's sends since: with those taken off,
-    /// 3 of 34 real fleets fell under Jain's index 0.9; none of 34 without.)
+    /// the bucket sees alike, not less this client's sends since: taking those off makes
+    /// clients sharing the bucket read it differently, and their shares drift apart.)
     pub(crate) fn has_room_to_grow(&self, now: Instant) -> bool {
         let bucket_at_rate = self.known.as_ref().is_some_and(|known| {
             known.speaks(now) && known.reset.is_none() && known.reported < BUCKET_HEADROOM
@@ -645,7 +638,7 @@ mod tests {
     /// the server counts them in another order than they were sent and the answers come
     /// in yet another. The reports of the later sends tell what is left: 30, all of it
     /// spent before the reset (counting each report less the requests then in flight
-    /// made it 20, and a fifth of every window went unspent).
+    /// would leave part of every window unspent).
     #[tokio::test(start_paused = true)]
     async fn a_burst_is_counted_by_the_reports_of_its_latest_sends() {
         let now = Instant::now();
@@ -788,8 +781,8 @@ mod tests {
 
     /// A naive `RateLimit` on a sliding window says `t=1` and `r` = 50 less the sends of
     /// the last second. Spreading `r` over `t` alone, a client sending x a second hears
-    /// 50 − x, and settles at 25 a second (measured against HAProxy: 2.05× the ideal
-    /// time). Its room comes back before the reset, so the client counts its own sends
+    /// 50 − x, and settles at 25 a second, half the limit. Its room comes back before the
+    /// reset, so the client counts its own sends
     /// leaving the window as room: it settles near the limit and is never refused.
     #[tokio::test(start_paused = true)]
     async fn a_client_alone_on_a_sliding_window_uses_it_without_being_refused() {

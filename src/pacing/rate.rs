@@ -22,21 +22,17 @@ const BLIND_DECREASE: f64 = 0.6;
 /// down at once, and the fast growth after that overshot again. Equal steps against cuts
 /// in proportion (AIMD) also even out the shares of clients that measured unequal ones.
 /// A token bucket a little over its rate serves between its refusals, and keeps the gentle
-/// cut: a client alone, slowed to 70 % and growing back by 1 r/s per second, took 1.21×
-/// the ideal time of the simulated rate limit (100 r/s), where it takes 1.07×.
+/// cut: a client alone cut to 70 % would take long to grow back by equal steps.
 const LIMIT_DECREASE: f64 = 0.7;
 /// A limiter's window when its `Retry-After` does not say: the meters' (a second).
 const LIMIT_WINDOW: Duration = super::meter::WINDOW;
 /// A cool-down drains a limiter's counted refusals for at most this share of what it
 /// asked more (see [`Rate::drain`]). The refusals per success the meters give overstate
 /// what the window still counts when the refusals are fresh and the successes older, as in
-/// every refusal wave: a fleet of 8 on HAProxy cooled down for 2 s after the first burst's
-/// retries were refused, where the window was over its count for half a second. With this
-/// cap and the equal steps after a probe (see [`Rate::succeeded`]), 8 real fleets on
-/// HAProxy used 72.6 % of its capacity, 66.0 % before both (the model, 64 seeds: 72.3 %
-/// and 67.9 %). Under it, a client alone sent its first burst's retries into a window
-/// still counting them: target 1 against the model took up to 1.30× the ideal time with
-/// 25 % (one seed of 32), 1.05–1.08× with 30 % (64 seeds).
+/// every refusal wave: without a cap, a fleet stays silent long after the window fell
+/// under its count. A much smaller cap sends a client alone back into a window still
+/// counting its first burst's refusals. The value was chosen on the simulation's
+/// limiter models and checked on real limiters (see `docs/BENCHMARKS.md`).
 const MAX_DRAIN: f64 = 0.3;
 /// Far below the known ceiling: each success adds this much to the rate (req/s), so the
 /// rate grows e-fold every 1/8 s while it is used: about ×2 per 90 ms.
@@ -44,8 +40,7 @@ const FAST_GAIN: f64 = 8.0;
 /// [`FAST_GAIN`] for a destination that reports its room without a reset (a token
 /// bucket, as tower_governor's): its refusals are its rate, which does not come back all
 /// at once as a server's capacity after an outage does, and clients sharing it that all
-/// grow back fast overshoot it together (8 clients of tower_governor: 12 % of attempts
-/// refused with [`FAST_GAIN`], 8 % with this). Also the step above the probing pace a
+/// grow back fast overshoot it together. Also the step above the probing pace a
 /// destination leaves probing at: none at all, and each "no room" it then reports would
 /// cut a pace already at the probing one until it probes again.
 const BUCKET_GAIN: f64 = 2.0;
@@ -343,14 +338,10 @@ impl Rate {
                 let pace = if self.opaque_limiter {
                     // A limiter's window moved on; no server came back from an outage.
                     // Every client of a fleet probing it comes back at about the same
-                    // time, and growing at the fast gain they overshoot at once: the
-                    // model's HAProxy fleet (seed 1, `simulate -- limiters --timeline`)
-                    // had its two starved clients send 140 r/s in their second 250 ms
-                    // back, and over 32 seeds used 66.4 % of the capacity with Jain's
-                    // index 0.63 (72.4 % and 0.92 with equal steps).
+                    // time, and growing at the fast gain they overshoot at once, and
+                    // keep shares far larger than the others'.
                     // From the probing pace in equal steps instead, as after a cut
-                    // (`LIMIT_DECREASE`); the figures are in `docs/design.md`, "Coming
-                    // back from the first burst". As after a cut, two refusals in a row
+                    // (`LIMIT_DECREASE`). As after a cut, two refusals in a row
                     // within the window do not cut again; a cool-down takes a limiter
                     // that still refuses everything.
                     episode.ceiling = Some(probing);
@@ -386,8 +377,7 @@ impl Rate {
                 let gain = match ceiling {
                     // A window's allowance, measured over a whole window, is the limit
                     // itself for a client alone: past it each refusal earns its request
-                    // the `Retry-After` it carries (against HAProxy, about one every two
-                    // seconds, and the run's last requests a second late). The pace holds
+                    // the `Retry-After` it carries, a second or more. The pace holds
                     // just under it for `HELD_WINDOWS` windows, then probes as below:
                     // clients sharing the limit each measured only their share.
                     Some(c) if held.is_some_and(|until| now < until) && rate >= c * DECREASE => 0.0,
@@ -434,8 +424,8 @@ impl Rate {
     /// refusals it counted take their share of another), at most [`MAX_DRAIN`] of it. A
     /// sliding window (HAProxy's stick tables, most sliding-window counters) still counts
     /// the burst it refused when the `Retry-After` it gave runs out, and a request sent
-    /// then earns another full one: against HAProxy, 50 served and 10 refused in the first
-    /// burst made the request at 1.0 s a refusal and cost the second after it. A limiter
+    /// then earns another full one: a burst partly refused makes the first request after
+    /// its `Retry-After` a refusal too, and costs the second after it. A limiter
     /// that does not count them (a token bucket) loses this share of a cool-down, a small
     /// one when few of its answers were refusals.
     pub(crate) fn drain(&mut self, asked: Duration, now: Instant) -> Duration {
@@ -1039,7 +1029,7 @@ mod tests {
     /// Eight clients of one token bucket (50 r/s, burst 10) whose first requests were all
     /// refused, probing it again, then paced (at 10 r/s each, 80 together): grown back by
     /// `BUCKET_GAIN` they are refused less than by `FAST_GAIN`, a server's return from an
-    /// outage (in this model about 13 % against 20 %). Over 10 seeds of the probing
+    /// outage. Over 10 seeds of the probing
     /// delays' jitter.
     #[test]
     fn clients_of_a_token_bucket_grow_back_gently() {
