@@ -520,7 +520,7 @@ impl Variant {
         match self {
             Variant::NoRetry => "no retry",
             Variant::Naive => "naive retry (3 attempts, no budget)",
-            Variant::Budget => "RetryLayer default (3 attempts, budget 1 s / 10/s / 10 %)",
+            Variant::Budget => "RetryLayer, 3 attempts, default retry quota",
             Variant::BudgetFinagle => "RetryLayer, Finagle's budget (10 s / 10/s / 20 %)",
             Variant::BudgetThrottle => "RetryLayer default + RetryThrottle (10 tokens, 0.1)",
             Variant::BudgetPacing => "RetryLayer default + PacingLayer::new() inside",
