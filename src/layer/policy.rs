@@ -257,7 +257,12 @@ impl<B> RetryPolicy<B> {
             url.full = %redacted.uri(req.uri()),
             "not retrying"
         );
-        crate::metrics::give_up(why);
+        crate::metrics::give_up(why.label());
+        match why {
+            GiveUp::RetryBudget => crate::metrics::budget_refusal(),
+            GiveUp::Throttled => crate::metrics::throttle_refusal(),
+            _ => {}
+        }
         self.template.shared.on_give_up.on_give_up(&GiveUpEvent {
             attempts: self.attempts,
             reason,

@@ -2,7 +2,6 @@
 //! cool-down, behind its own lock.
 
 use super::cooldown::Cooldown;
-use super::error::PacingError;
 use super::key::Key;
 use super::queue::{Queue, Watch};
 use super::quota::Quota;
@@ -10,6 +9,7 @@ use super::rate::{Mode, Rate};
 use super::settings::Settings;
 use super::window::Window;
 use crate::backoff::ResponsiveBackOff;
+use crate::error::pacing::PacingError;
 use crate::metrics::DestinationGauges;
 use crate::retry_after::QuotaLeft;
 use crate::time::{instant_after, never};

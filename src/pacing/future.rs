@@ -1,9 +1,9 @@
 //! The response future of [`Pacing`](super::Pacing).
 
 use super::destination::{Grant, Limits, Ticket, Turn};
-use super::error::PacingError;
 use super::queue::RECHECK;
 use crate::error::BoxError;
+use crate::error::pacing::PacingError;
 use crate::time::instant_after;
 use http::{Request, Response};
 use pin_project_lite::pin_project;

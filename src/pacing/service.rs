@@ -2,11 +2,11 @@
 
 use super::deadline::PacingDeadline;
 use super::destination::Admit;
-use super::error::PacingError;
 use super::future::ResponseFuture;
 use super::key::Key;
 use super::shared::Shared;
 use crate::error::BoxError;
+use crate::error::pacing::PacingError;
 use http::{Request, Response};
 use std::sync::Arc;
 use std::task::{Context, Poll};

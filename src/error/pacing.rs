@@ -1,4 +1,5 @@
-//! The error of a request that pacing turned away without sending it.
+//! The error of a request that pacing turned away without sending it: here, below both
+//! pacing (which returns it) and the error classifier (which reads it).
 
 use std::error::Error;
 use std::fmt;
