@@ -237,6 +237,11 @@ impl<B: BackOff> RetryLayer<B> {
 
     /// Reads the wall clock (for `Retry-After` HTTP-dates) with `clock` instead of
     /// `SystemTime::now` — for tests and simulations.
+    ///
+    /// A [`PacingLayer`](crate::PacingLayer) below reads each response (its `Retry-After`
+    /// dates, its quota reset timestamps) with the same clock: every attempt carries it
+    /// there. (Under tower's `Retry` with a [`RetryPolicy`](crate::RetryPolicy), every
+    /// attempt but the first, which tower sends as it came.)
     pub fn with_wall_clock<F>(mut self, clock: F) -> Self
     where
         F: Fn() -> SystemTime + Send + Sync + 'static,

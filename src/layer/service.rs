@@ -80,6 +80,7 @@ where
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
         crate::send_mark::warn_if_paced_above(req.extensions());
         let mut policy = self.policy.clone();
+        policy.lend_clock(&mut req);
         // The original goes out first (a replayable body's original owns its stream); a
         // copy is kept for the retries.
         let request = if policy.begin(&req) {

@@ -11,12 +11,12 @@ use super::window::Window;
 use crate::backoff::ResponsiveBackOff;
 use crate::error::pacing::PacingError;
 use crate::metrics::DestinationGauges;
-use crate::retry_after::QuotaLeft;
-use crate::time::{instant_after, never};
+use crate::retry_after::{QuotaLeft, ServerSaid};
+use crate::time::{ClockFn, instant_after, never};
 use http::{HeaderMap, StatusCode};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// How long a request held by [`State::one_at_a_time`] waits for the request in flight
@@ -175,16 +175,27 @@ pub(crate) struct Grant {
 
 impl Grant {
     /// Learns from the response to this request, sent at `sent`, and releases it (one
-    /// lock for both, where dropping the grant would take a second).
-    pub(crate) fn finish(mut self, sent: Instant, status: StatusCode, headers: &HeaderMap) {
+    /// lock for both, where dropping the grant would take a second). Returns what the
+    /// response said, read with `clock` (the retry layer's, or the system's), for the
+    /// layers above.
+    pub(crate) fn finish(
+        mut self,
+        sent: Instant,
+        status: StatusCode,
+        headers: &HeaderMap,
+        clock: Option<&ClockFn>,
+    ) -> ServerSaid {
         let sent = Sent {
             round: self.round,
             number: self.number,
             at: sent,
         };
         self.finished = true;
-        self.destination
-            .finish(sent, status, headers, Instant::now());
+        let slow_down = self.destination.settings.slow_down.contains(status);
+        let said = ServerSaid::read(status, headers, slow_down, clock);
+        let reported = Reported::of(status, &said, slow_down);
+        self.destination.finish(sent, reported, Instant::now());
+        said
     }
 }
 
@@ -204,16 +215,17 @@ impl Reported {
     /// Only an explicit rate signal is a refusal: a 429, or another slow-down status that
     /// says when to come back. A 503 without `Retry-After` is a failing server, not a rate
     /// limit: guarding it against retries is the retry budget's job, not pacing's.
-    fn read(status: StatusCode, headers: &HeaderMap, settings: &Settings) -> Self {
-        let slow_down = settings.slow_down.contains(status);
-        // The wall clock only for a reset or `Retry-After` given as a date.
-        let asked = slow_down
-            .then(|| crate::retry_after::from_headers(headers, SystemTime::now()))
-            .flatten();
+    /// `slow_down`: the status is one the settings slow down on.
+    fn of(status: StatusCode, said: &ServerSaid, slow_down: bool) -> Self {
+        let asked = if slow_down {
+            said.retry_after().flatten()
+        } else {
+            None
+        };
         Self {
             status,
             refused: slow_down && (status == StatusCode::TOO_MANY_REQUESTS || asked.is_some()),
-            quota: crate::retry_after::quota(headers, SystemTime::now),
+            quota: said.quota(),
             asked,
         }
     }
@@ -466,8 +478,7 @@ impl Destination {
 
     /// Learns from the response to a request `sent`, which is then no longer in flight:
     /// both under one lock.
-    fn finish(&self, sent: Sent, status: StatusCode, headers: &HeaderMap, now: Instant) {
-        let reported = Reported::read(status, headers, &self.settings);
+    fn finish(&self, sent: Sent, reported: Reported, now: Instant) {
         let mut s = self.lock();
         self.learn(&mut s, sent, reported, now);
         Self::release_in(&mut s, now);
@@ -685,7 +696,7 @@ mod tests {
         let destination = destination(now);
         let (first, second) = (go(&destination, now), go(&destination, now));
         assert_eq!(destination.lock().window.in_flight(), 2);
-        first.finish(now, StatusCode::OK, &HeaderMap::new());
+        first.finish(now, StatusCode::OK, &HeaderMap::new(), None);
         assert_eq!(destination.lock().window.in_flight(), 1);
         // A request whose response never came (a transport error) leaves on drop.
         drop(second);

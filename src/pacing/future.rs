@@ -4,11 +4,13 @@ use super::destination::{Grant, Limits, Ticket, Turn};
 use super::queue::RECHECK;
 use crate::error::BoxError;
 use crate::error::pacing::PacingError;
+use crate::time::ClockFn;
 use crate::time::instant_after;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use tokio::time::{Instant, Sleep, sleep_until};
 use tower_service::Service;
@@ -22,6 +24,8 @@ pin_project! {
     {
         #[pin]
         state: State<S, Request<B>, S::Future>,
+        // The retry layer's wall clock, when it lent one: the response is read with it.
+        clock: Option<Arc<ClockFn>>,
     }
 }
 
@@ -63,17 +67,27 @@ impl<S, B> ResponseFuture<S, B>
 where
     S: Service<Request<B>>,
 {
-    pub(crate) fn calling(future: S::Future, grant: Option<Grant>) -> Self {
+    pub(crate) fn calling(
+        future: S::Future,
+        grant: Option<Grant>,
+        clock: Option<Arc<ClockFn>>,
+    ) -> Self {
         Self {
             state: State::Calling {
                 future,
                 grant,
                 sent: Instant::now(),
             },
+            clock,
         }
     }
 
-    pub(crate) fn queued(ticket: Ticket, limits: Limits, pending: (S, Request<B>)) -> Self {
+    pub(crate) fn queued(
+        ticket: Ticket,
+        limits: Limits,
+        pending: (S, Request<B>),
+        clock: Option<Arc<ClockFn>>,
+    ) -> Self {
         Self {
             state: State::Queued {
                 sleep: sleep_until(limits.wake_by(Instant::now())),
@@ -81,12 +95,14 @@ where
                 ticket: Some(ticket),
                 limits,
             },
+            clock,
         }
     }
 
     pub(crate) fn failed(error: PacingError) -> Self {
         Self {
             state: State::Failed { error: Some(error) },
+            clock: None,
         }
     }
 }
@@ -179,12 +195,15 @@ where
                     grant,
                     sent,
                 } => {
-                    let result = ready!(future.poll(cx));
+                    let mut result = ready!(future.poll(cx));
                     // Transport errors leave the pace alone: they say nothing about the
                     // server's load, and a dead host must not slow down the others.
-                    match (&result, grant.take()) {
+                    match (&mut result, grant.take()) {
                         (Ok(response), Some(grant)) => {
-                            grant.finish(*sent, response.status(), response.headers());
+                            let (status, headers) = (response.status(), response.headers());
+                            let said = grant.finish(*sent, status, headers, this.clock.as_deref());
+                            // Read once: the retry layer above takes the delay from here.
+                            said.share(response.extensions_mut());
                         }
                         (_, grant) => drop(grant),
                     }
