@@ -107,6 +107,60 @@ where
     }
 }
 
+/// When a queued request looks at its turn again, or (`Err`) the state it moves to: its
+/// turn came, or it cannot wait for it.
+fn next_look<S, R, F>(
+    ticket: &mut Option<Ticket>,
+    pending: &mut Option<(S, R)>,
+    limits: &Limits,
+    cx: &mut Context<'_>,
+) -> Result<Instant, State<S, R, F>> {
+    let held = ticket
+        .as_ref()
+        .expect("ResponseFuture polled after completion");
+    match held.turn(limits, cx.waker()) {
+        Turn::Go(grant) => {
+            drop(ticket.take());
+            Err(State::Ready {
+                sleep: sleep_until(limits.end()),
+                pending: pending.take(),
+                grant: Some(grant),
+                limits: *limits,
+            })
+        }
+        Turn::Fail(error) => {
+            drop(ticket.take());
+            Err(State::Failed { error: Some(error) })
+        }
+        Turn::At(at) => Ok(at.min(limits.wake_by(Instant::now()))),
+        Turn::Wait => {
+            let now = Instant::now();
+            Ok(limits.wake_by(now).min(instant_after(now, RECHECK)))
+        }
+    }
+}
+
+/// Teaches the pace from the response to a request sent at `sent` (under `grant`), read
+/// with `clock`, and releases the grant.
+fn learn<ResB, E>(
+    result: &mut Result<Response<ResB>, E>,
+    grant: Option<Grant>,
+    sent: Instant,
+    clock: Option<&ClockFn>,
+) {
+    // Transport errors leave the pace alone: they say nothing about the server's load,
+    // and a dead host must not slow down the others.
+    match (result, grant) {
+        (Ok(response), Some(grant)) => {
+            let (status, headers) = (response.status(), response.headers());
+            let said = grant.finish(sent, status, headers, clock);
+            // Read once: the retry layer above takes the delay from here.
+            said.share(response.extensions_mut());
+        }
+        (_, grant) => drop(grant),
+    }
+}
+
 impl<S, B, ResB> Future for ResponseFuture<S, B>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
@@ -130,30 +184,11 @@ where
                     ticket,
                     limits,
                 } => {
-                    let held = ticket
-                        .as_ref()
-                        .expect("ResponseFuture polled after completion");
-                    let target = match held.turn(limits, cx.waker()) {
-                        Turn::Go(grant) => {
-                            drop(ticket.take());
-                            let next = State::Ready {
-                                sleep: sleep_until(limits.end()),
-                                pending: pending.take(),
-                                grant: Some(grant),
-                                limits: *limits,
-                            };
+                    let target = match next_look(ticket, pending, limits, cx) {
+                        Ok(target) => target,
+                        Err(next) => {
                             this.state.set(next);
                             continue;
-                        }
-                        Turn::Fail(error) => {
-                            drop(ticket.take());
-                            this.state.set(State::Failed { error: Some(error) });
-                            continue;
-                        }
-                        Turn::At(at) => at.min(limits.wake_by(Instant::now())),
-                        Turn::Wait => {
-                            let now = Instant::now();
-                            limits.wake_by(now).min(instant_after(now, RECHECK))
                         }
                     };
                     if sleep.deadline() != target {
@@ -196,17 +231,7 @@ where
                     sent,
                 } => {
                     let mut result = ready!(future.poll(cx));
-                    // Transport errors leave the pace alone: they say nothing about the
-                    // server's load, and a dead host must not slow down the others.
-                    match (&mut result, grant.take()) {
-                        (Ok(response), Some(grant)) => {
-                            let (status, headers) = (response.status(), response.headers());
-                            let said = grant.finish(*sent, status, headers, this.clock.as_deref());
-                            // Read once: the retry layer above takes the delay from here.
-                            said.share(response.extensions_mut());
-                        }
-                        (_, grant) => drop(grant),
-                    }
+                    learn(&mut result, grant.take(), *sent, this.clock.as_deref());
                     return Poll::Ready(result.map_err(Into::into));
                 }
             }
