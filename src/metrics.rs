@@ -22,9 +22,9 @@
 //!
 //! The `metrics` facade cannot remove a series, so the pacing gauges bound their labels
 //! instead. A pacing layer names at most
-//! [`with_max_destinations`](crate::PacingBuilder::with_max_destinations) destinations,
+//! [`with_max_destinations`](crate::pacing::PacingBuilder::with_max_destinations) destinations,
 //! the first ones it paces, plus those given a
-//! [known rate](crate::PacingBuilder::with_known_rate). Later destinations are summed
+//! [known rate](crate::pacing::PacingBuilder::with_known_rate). Later destinations are summed
 //! under `server.address="(other)"`: their queues and rates add up. Each pacing gauge thus
 //! has at most that bound plus one series per layer, however many hosts the client calls.
 //!
