@@ -107,21 +107,28 @@ where
     }
 }
 
-/// When a queued request looks at its turn again, or (`Err`) the state it moves to: its
-/// turn came, or it cannot wait for it.
+/// What a queued request does after looking at its turn.
+enum Look<S, R, F> {
+    /// Looks again then (or when woken).
+    Again(Instant),
+    /// Moves on to this state: its turn came, or it cannot wait for it.
+    Move(State<S, R, F>),
+}
+
+/// Looks at a queued request's turn.
 fn next_look<S, R, F>(
     ticket: &mut Option<Ticket>,
     pending: &mut Option<(S, R)>,
     limits: &Limits,
     cx: &mut Context<'_>,
-) -> Result<Instant, State<S, R, F>> {
+) -> Look<S, R, F> {
     let held = ticket
         .as_ref()
         .expect("ResponseFuture polled after completion");
     match held.turn(limits, cx.waker()) {
         Turn::Go(grant) => {
             drop(ticket.take());
-            Err(State::Ready {
+            Look::Move(State::Ready {
                 sleep: sleep_until(limits.end()),
                 pending: pending.take(),
                 grant: Some(grant),
@@ -130,12 +137,12 @@ fn next_look<S, R, F>(
         }
         Turn::Fail(error) => {
             drop(ticket.take());
-            Err(State::Failed { error: Some(error) })
+            Look::Move(State::Failed { error: Some(error) })
         }
-        Turn::At(at) => Ok(at.min(limits.wake_by(Instant::now()))),
+        Turn::At(at) => Look::Again(at.min(limits.wake_by(Instant::now()))),
         Turn::Wait => {
             let now = Instant::now();
-            Ok(limits.wake_by(now).min(instant_after(now, RECHECK)))
+            Look::Again(limits.wake_by(now).min(instant_after(now, RECHECK)))
         }
     }
 }
@@ -185,8 +192,8 @@ where
                     limits,
                 } => {
                     let target = match next_look(ticket, pending, limits, cx) {
-                        Ok(target) => target,
-                        Err(next) => {
+                        Look::Again(target) => target,
+                        Look::Move(next) => {
                             this.state.set(next);
                             continue;
                         }
