@@ -30,11 +30,11 @@ use std::time::Duration;
 use tower::ServiceBuilder;
 use tower::ServiceExt;
 use tower_backoff::body::DEFAULT_MAX_BYTES;
+use tower_backoff::body::ReplayBody;
 use tower_backoff::classify::IDEMPOTENCY_KEY;
 use tower_backoff::client::{BoxHttpClient, box_http_client};
 use tower_backoff::{
-    ConstantBackOff, ExponentialBackOff, ReplayBody, RetryError, RetryLayer, RetrySettings,
-    RetryStats,
+    ConstantBackOff, ExponentialBackOff, RetryError, RetryLayer, RetrySettings, RetryStats,
 };
 
 /// The upstream client without retries.

@@ -12,7 +12,7 @@
 //!   [`aws::Exponential`](backoff::aws::Exponential)) and the up/down
 //!   [`ResponsiveBackOff`](backoff::ResponsiveBackOff). Any of them drives the plain async
 //!   [`retry()`] function or a [`Ticker`](retry::Ticker).
-//! - **A tower layer** ([`RetryLayer`]) for HTTP clients: its [`RetryPolicy`] retries 429,
+//! - **A tower layer** ([`RetryLayer`]) for HTTP clients: its [`RetryPolicy`](layer::RetryPolicy) retries 429,
 //!   503 (after the server's `Retry-After`), 502/504/408 and transport failures, never sends
 //!   a non-idempotent request twice unless it could not have reached the server, and stops
 //!   within per-request [`limits`] of attempts and elapsed time instead of sleeping only
@@ -103,16 +103,16 @@ mod redact;
 mod send_mark;
 mod time;
 pub use error::ConfigError;
-pub use redact::DEFAULT_REDACTED_QUERY_PARAMS;
 
 /// The README's Rust snippets, compiled and run as doc-tests (they use every feature).
 #[cfg(all(doctest, feature = "hyper", feature = "reqwest", feature = "tonic"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-// The root re-exports what a user names in the first five minutes: the retry layer and its
-// settings, the main backoffs and their traits, `retry()`. Everything else is reached
-// through its module (see CONTRIBUTING.md).
+// The root re-exports what a user names in the first five minutes: the retry layer, its
+// settings, stats, error and hooks, the pacing layer and its error, the main backoffs and
+// their traits, `retry()`. Everything else is reached through its module (see
+// CONTRIBUTING.md).
 
 pub mod backoff;
 pub use backoff::{BackOff, BackOffExt, ConstantBackOff, ExponentialBackOff};
@@ -125,20 +125,18 @@ pub mod retry_after;
 
 pub mod budget;
 pub mod classify;
-mod layer;
-pub use classify::{RequestHead, RetryReason};
+pub use classify::RetryReason;
+pub mod layer;
 pub mod limits;
 pub use layer::{
-    AttemptTimedOut, DEFAULT_MAX_RETRY_AFTER, DEFAULT_RETRY_AFTER_JITTER, GiveUp, GiveUpEvent,
-    LastResponse, OnGiveUp, OnRetry, ResponseFuture, RetryDelay, RetryError, RetryEvent,
-    RetryLayer, RetryPolicy, RetryService, RetrySettings, RetryStats, Routes,
+    GiveUp, GiveUpEvent, OnGiveUp, OnRetry, RetryError, RetryEvent, RetryLayer, RetrySettings,
+    RetryStats, Routes,
 };
 
 pub mod body;
-pub use body::{Capped, Interrupted, ReplayBody, ReplayBodyLayer, ReplayBodyService, ReplayGuard};
 
 pub mod pacing;
-pub use pacing::{Pacing, PacingBuilder, PacingDeadline, PacingError, PacingLayer};
+pub use pacing::{PacingError, PacingLayer};
 
 pub mod client;
 pub mod integrations;

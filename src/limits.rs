@@ -160,6 +160,7 @@ impl Default for Limits {
 
 /// Which per-request limit stopped the retries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum LimitReached {
     /// The maximum number of attempts was made.
     MaxAttempts,

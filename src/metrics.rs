@@ -9,7 +9,7 @@
 //! | `tower_backoff.attempts` | counter | — | attempts sent, first attempts included |
 //! | `tower_backoff.retries` | counter | `reason` | retries started, by [`RetryReason`] |
 //! | `tower_backoff.retry.wait` | histogram (seconds) | `reason` | the wait before each retry |
-//! | `tower_backoff.give_ups` | counter | `why` | requests given up on, by [`GiveUp`] |
+//! | `tower_backoff.give_ups` | counter | `why` | requests given up on, by [`GiveUp`](crate::GiveUp) |
 //! | `tower_backoff.retry_budget.refusals` | counter | — | retries the shared budget refused |
 //! | `tower_backoff.retry_throttle.refusals` | counter | — | retries the throttle refused |
 //! | `tower_backoff.pacing.queue` | gauge | `server.address` | requests waiting for a destination's pace |
@@ -22,9 +22,9 @@
 //!
 //! The `metrics` facade cannot remove a series, so the pacing gauges bound their labels
 //! instead. A pacing layer names at most
-//! [`with_max_destinations`](crate::PacingBuilder::with_max_destinations) destinations,
+//! [`with_max_destinations`](crate::pacing::PacingBuilder::with_max_destinations) destinations,
 //! the first ones it paces, plus those given a
-//! [known rate](crate::PacingBuilder::with_known_rate). Later destinations are summed
+//! [known rate](crate::pacing::PacingBuilder::with_known_rate). Later destinations are summed
 //! under `server.address="(other)"`: their queues and rates add up. Each pacing gauge thus
 //! has at most that bound plus one series per layer, however many hosts the client calls.
 //!
@@ -34,7 +34,6 @@
 //! and reports again if the destination comes back.
 
 use crate::classify::RetryReason;
-use crate::layer::GiveUp;
 use std::time::Duration;
 
 /// Names of the metrics, for dashboards and tests.
@@ -266,24 +265,6 @@ pub(crate) fn reason_label(reason: RetryReason) -> &'static str {
     }
 }
 
-/// The label value of a give-up reason.
-#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-pub(crate) fn give_up_label(why: GiveUp) -> &'static str {
-    match why {
-        GiveUp::NotIdempotent => "not_idempotent",
-        GiveUp::BodyNotReplayable => "body_not_replayable",
-        GiveUp::BackOff => "backoff",
-        GiveUp::RetryAfterTooLong(_) => "retry_after_too_long",
-        GiveUp::Limit(_) => "limits",
-        GiveUp::RetryBudget => "retry_budget",
-        GiveUp::Throttled => "throttled",
-        GiveUp::Pushback => "pushback",
-        GiveUp::NoRuntime => "no_runtime",
-        GiveUp::ServiceNotReady => "service_not_ready",
-        GiveUp::Cancelled => "cancelled",
-    }
-}
-
 /// An attempt is sent.
 #[inline]
 pub(crate) fn attempt() {
@@ -304,26 +285,32 @@ pub(crate) fn retry(reason: RetryReason, delay: Duration) {
     let _ = (reason, delay);
 }
 
-/// A request is given up on.
+/// A request is given up on, for the reason labelled `why` (a fixed word).
 #[inline]
-pub(crate) fn give_up(why: GiveUp) {
+pub(crate) fn give_up(why: &'static str) {
     #[cfg(feature = "metrics")]
-    {
-        metrics::counter!(names::GIVE_UPS, "why" => give_up_label(why)).increment(1);
-        match why {
-            GiveUp::RetryBudget => metrics::counter!(names::BUDGET_REFUSALS).increment(1),
-            GiveUp::Throttled => metrics::counter!(names::THROTTLE_REFUSALS).increment(1),
-            _ => {}
-        }
-    }
+    metrics::counter!(names::GIVE_UPS, "why" => why).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = why;
+}
+
+/// The shared retry budget refused a retry.
+#[inline]
+pub(crate) fn budget_refusal() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::BUDGET_REFUSALS).increment(1);
+}
+
+/// The retry throttle refused a retry.
+#[inline]
+pub(crate) fn throttle_refusal() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::THROTTLE_REFUSALS).increment(1);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::LimitReached;
     use http::StatusCode;
 
     #[test]
@@ -337,11 +324,6 @@ mod tests {
             "status_4xx"
         );
         assert_eq!(reason_label(RetryReason::Connect), "connect");
-        assert_eq!(
-            give_up_label(GiveUp::Limit(LimitReached::MaxElapsed)),
-            "limits"
-        );
-        assert_eq!(give_up_label(GiveUp::RetryBudget), "retry_budget");
     }
 
     /// The pacing gauges by `name{server.address}`.

@@ -21,7 +21,8 @@ use std::sync::Arc;
 /// [`RetryLayer::with_redacted_query_params`]: crate::RetryLayer::with_redacted_query_params
 ///
 /// ```
-/// use tower_backoff::{DEFAULT_REDACTED_QUERY_PARAMS, ExponentialBackOff, RetryLayer};
+/// use tower_backoff::{ExponentialBackOff, RetryLayer};
+/// use tower_backoff::layer::DEFAULT_REDACTED_QUERY_PARAMS;
 ///
 /// let names = DEFAULT_REDACTED_QUERY_PARAMS.iter().copied().chain(["api_key"]);
 /// let layer = RetryLayer::new(ExponentialBackOff::default()).with_redacted_query_params(names)?;

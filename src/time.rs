@@ -1,8 +1,30 @@
 //! Saturating arithmetic on durations and instants: no strategy, limit or timer of this
-//! crate may panic or wrap, whatever its inputs.
+//! crate may panic or wrap, whatever its inputs. And the wall clock that `Retry-After`
+//! dates are measured against.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
+
+/// A wall clock: what `Retry-After` dates and quota reset timestamps are measured against.
+pub(crate) type ClockFn = dyn Fn() -> SystemTime + Send + Sync;
+
+/// A request extension: the retry layer's own wall clock
+/// ([`RetryLayer::with_wall_clock`](crate::RetryLayer::with_wall_clock)), lent to each
+/// attempt so that a pacing layer below reads the response with the same clock.
+#[derive(Clone)]
+pub(crate) struct WallClock(pub(crate) Arc<ClockFn>);
+
+/// The time now by `clock`, or by the system's wall clock.
+pub(crate) fn wall_now(clock: Option<&ClockFn>) -> SystemTime {
+    clock.map_or_else(SystemTime::now, |clock| clock())
+}
+
+/// Which clock `clock` is, to tell whether two readings used the same one: `0` for the
+/// system's, else the address of the clock (each is its own allocation).
+pub(crate) fn clock_id(clock: Option<&ClockFn>) -> usize {
+    clock.map_or(0, |clock| std::ptr::from_ref(clock).cast::<()>() as usize)
+}
 
 /// Far enough in the future to mean "never", near enough not to overflow an `Instant`
 /// (about 30 years, as tokio uses for far deadlines).

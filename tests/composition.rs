@@ -13,9 +13,8 @@ use tower::limit::{ConcurrencyLimitLayer, RateLimitLayer};
 use tower::util::BoxCloneService;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 use tower_backoff::classify::GrpcClassifier;
-use tower_backoff::{
-    ConstantBackOff, GiveUp, LastResponse, PacingError, PacingLayer, RetryLayer, RetrySettings,
-};
+use tower_backoff::layer::LastResponse;
+use tower_backoff::{ConstantBackOff, GiveUp, PacingError, PacingLayer, RetryLayer, RetrySettings};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Svc<B> = BoxCloneService<Request<B>, Response<String>, BoxError>;

@@ -3,9 +3,11 @@
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use proptest::prelude::*;
 use std::time::Duration;
+use tower_backoff::RetryReason;
+use tower_backoff::classify::{Outcome, Resend, ServerDelay};
 use tower_backoff::grpc::{
-    self, Code, DoNotRetryReason, GrpcCodes, GrpcDecision, PREVIOUS_RPC_ATTEMPTS, Pushback,
-    classify, classify_response, pushback, set_previous_attempts, status_from_headers,
+    self, Code, GrpcCodes, PREVIOUS_RPC_ATTEMPTS, Pushback, classify, classify_response, pushback,
+    set_previous_attempts, status_from_headers,
 };
 
 /// Response headers of a Trailers-Only response with `status` and an optional pushback.
@@ -19,21 +21,27 @@ fn trailers_only(status: &str, pushback_ms: Option<&str>) -> HeaderMap {
     headers
 }
 
-fn retry(code: Code, after: Option<Duration>) -> GrpcDecision {
-    GrpcDecision::Retry {
-        code,
-        after,
-        reset_backoff: after.is_some(),
+/// A retry for `code`; a pushback delay replaces the backoff's and starts it over.
+fn retry(code: Code, after: Option<Duration>) -> Outcome {
+    let outcome = Outcome::retry(RetryReason::Grpc(code));
+    match after {
+        Some(after) => outcome.with_server_delay(ServerDelay::Restart(after)),
+        None => outcome,
     }
 }
 
-fn not_retryable(code: Code) -> GrpcDecision {
-    GrpcDecision::DoNotRetry(DoNotRetryReason::NotRetryable(code))
+/// A failure no retry fixes (the code, not retryable, is the response's own `grpc-status`).
+fn not_retryable(_code: Code) -> Outcome {
+    Outcome::failure()
 }
 
-fn refused_by_pushback(code: Code) -> GrpcDecision {
-    GrpcDecision::DoNotRetry(DoNotRetryReason::Pushback(code))
+/// A retryable failure the server's pushback asked not to retry.
+fn refused_by_pushback(code: Code) -> Outcome {
+    Outcome::stop(RetryReason::Grpc(code))
 }
+
+/// An OK status, or a committed call: neither is retried.
+const SUCCESS: Outcome = Outcome::success();
 
 fn ms(n: u64) -> Option<Duration> {
     Some(Duration::from_millis(n))
@@ -41,11 +49,11 @@ fn ms(n: u64) -> Option<Duration> {
 
 #[test]
 fn decision_table_with_the_default_set() {
-    let table: &[(&str, Option<&str>, GrpcDecision)] = &[
+    let table: &[(&str, Option<&str>, Outcome)] = &[
         // OK.
-        ("0", None, GrpcDecision::Success),
-        ("0", Some("100"), GrpcDecision::Success),
-        ("0", Some("-1"), GrpcDecision::Success),
+        ("0", None, SUCCESS),
+        ("0", Some("100"), SUCCESS),
+        ("0", Some("-1"), SUCCESS),
         // UNAVAILABLE, retryable by default.
         ("14", None, retry(Code::Unavailable, None)),
         ("14", Some("0"), retry(Code::Unavailable, ms(0))),
@@ -108,19 +116,14 @@ fn decision_table_with_the_default_set() {
 #[test]
 fn headers_without_status_are_committed() {
     let mut headers = HeaderMap::new();
-    assert_eq!(
-        classify(&headers, GrpcCodes::default()),
-        GrpcDecision::Committed
-    );
+    assert_eq!(status_from_headers(&headers), None);
+    assert_eq!(classify(&headers, GrpcCodes::default()), SUCCESS);
     headers.insert("content-type", HeaderValue::from_static("application/grpc"));
     // Even a pushback does not matter: the call has started streaming.
     headers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("10"));
-    assert_eq!(
-        classify(&headers, GrpcCodes::default()),
-        GrpcDecision::Committed
-    );
+    assert_eq!(classify(&headers, GrpcCodes::default()), SUCCESS);
     let all = (0..=16).filter_map(Code::from_i32).collect();
-    assert_eq!(classify(&headers, all), GrpcDecision::Committed);
+    assert_eq!(classify(&headers, all), SUCCESS);
 }
 
 #[test]
@@ -299,7 +302,7 @@ fn classify_response_maps_http_errors_without_status() {
     // A 200 without grpc-status is a streaming gRPC response: committed.
     assert_eq!(
         classify_response(&response(StatusCode::OK, HeaderMap::new()), default),
-        GrpcDecision::Committed
+        SUCCESS
     );
     // A proxy's 503 / 429 / 502 / 504 is UNAVAILABLE: retried.
     for status in [429, 502, 503, 504] {
@@ -330,7 +333,7 @@ fn classify_response_maps_http_errors_without_status() {
             &response(StatusCode::SERVICE_UNAVAILABLE, trailers_only("0", None)),
             default
         ),
-        GrpcDecision::Success
+        SUCCESS
     );
     assert_eq!(
         classify_response(
@@ -342,15 +345,17 @@ fn classify_response_maps_http_errors_without_status() {
 }
 
 #[test]
-fn reason_exposes_the_code() {
+fn outcomes_carry_the_code_and_no_resend_rule() {
+    let pushed_back = classify(&trailers_only("14", Some("-1")), GrpcCodes::default());
     assert_eq!(
-        DoNotRetryReason::NotRetryable(Code::Aborted).code(),
-        Code::Aborted
+        pushed_back.reason(),
+        Some(RetryReason::Grpc(Code::Unavailable))
     );
-    assert_eq!(
-        DoNotRetryReason::Pushback(Code::Unavailable).code(),
-        Code::Unavailable
-    );
+    assert!(pushed_back.is_stopped());
+    let retried = classify(&trailers_only("14", None), GrpcCodes::default());
+    assert_eq!(retried.reason(), Some(RetryReason::Grpc(Code::Unavailable)));
+    // The classifier, which knows the method, decides whether any method may be resent.
+    assert_eq!(retried.resend(), Resend::IfIdempotent);
     assert_eq!(grpc::GRPC_STATUS, "grpc-status");
     assert_eq!(grpc::RETRY_PUSHBACK_MS, "grpc-retry-pushback-ms");
 }
@@ -370,10 +375,11 @@ proptest! {
         if let Some(Ok(value)) = pushback_ms.map(|b| HeaderValue::from_bytes(&b)) {
             headers.insert("grpc-retry-pushback-ms", value);
         }
-        let decision = classify(&headers, codes);
-        // Invariant: a backoff reset comes with, and only with, a pushback delay.
-        if let GrpcDecision::Retry { after, reset_backoff, .. } = decision {
-            prop_assert_eq!(after.is_some(), reset_backoff);
+        let outcome = classify(&headers, codes);
+        // Invariant: a server delay is a pushback, which starts the backoff over.
+        if let Some(delay) = outcome.server_delay() {
+            prop_assert!(matches!(delay, ServerDelay::Restart(_)));
+            prop_assert!(outcome.is_retryable());
         }
     }
 

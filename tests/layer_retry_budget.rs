@@ -194,7 +194,7 @@ fn limiter(
         attempts.fetch_add(1, Ordering::SeqCst);
         let retried = req
             .extensions()
-            .get::<tower_backoff::PacingDeadline>()
+            .get::<tower_backoff::pacing::PacingDeadline>()
             .is_some();
         async move {
             let res = if retried {

@@ -7,7 +7,8 @@ use std::time::Duration;
 use support::pacing::*;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
-use tower_backoff::{PacingDeadline, PacingError, PacingLayer};
+use tower_backoff::pacing::PacingDeadline;
+use tower_backoff::{PacingError, PacingLayer};
 
 #[tokio::test(start_paused = true)]
 async fn retry_after_cools_down_its_destination_only() {
@@ -403,4 +404,25 @@ async fn a_late_refusal_of_the_burst_lengthens_the_cool_down_under_way() {
     // From the late refusal on: its 5 s, and more for the refusals the limiter counted.
     assert!(end >= answered + secs(5), "{:?}", end - answered);
     assert!(end > first_end, "{:?} after the first end", end - first_end);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pacing_reads_retry_after_dates_with_the_retry_layers_wall_clock() {
+    use tower_backoff::RetryLayer;
+    use tower_backoff::backoff::StopBackOff;
+
+    let log = Log::default();
+    let pacing = layer(100);
+    let now = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let retry = RetryLayer::new(StopBackOff).with_wall_clock(move || now);
+    let client = retry.paced(pacing.clone()).layer(scripted(&log));
+    let date = httpdate::fmt_http_date(now + secs(5));
+    let refused = client
+        .oneshot(get_ra("http://a.example/429", &date))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    // By the system's clock the date is long past: only the retry layer's clock, lent to
+    // the attempt, makes it 5 s away.
+    assert_eq!(pacing.cooldown(&authority("a.example")), Some(secs(5)));
 }

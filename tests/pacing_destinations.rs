@@ -8,7 +8,8 @@ use std::time::Duration;
 use support::pacing::*;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
-use tower_backoff::{ConfigError, Pacing, PacingError, PacingLayer};
+use tower_backoff::pacing::Pacing;
+use tower_backoff::{ConfigError, PacingError, PacingLayer};
 
 #[tokio::test(start_paused = true)]
 async fn clones_share_one_state() {

@@ -7,7 +7,8 @@ use http::StatusCode;
 use support::pacing::*;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
-use tower_backoff::{PacingBuilder, PacingError, PacingLayer};
+use tower_backoff::pacing::PacingBuilder;
+use tower_backoff::{PacingError, PacingLayer};
 
 /// Sends `n` GETs to `uri` at once through clones of `client`; the results in order.
 async fn burst<S>(client: &S, uri: &str, n: usize) -> Vec<Result<http::Response<()>, BoxError>>

@@ -6,7 +6,8 @@ use std::time::Duration;
 use support::pacing::*;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
-use tower_backoff::{PacingDeadline, PacingError, PacingLayer};
+use tower_backoff::pacing::PacingDeadline;
+use tower_backoff::{PacingError, PacingLayer};
 
 #[tokio::test(start_paused = true)]
 async fn a_burst_from_a_new_client_is_slow_started() {

@@ -13,8 +13,9 @@ use support::scripted::{Script, attempts_layer, exact, get, layer, stats};
 use support::time::MS;
 use tower::retry::Policy;
 use tower::{Layer, ServiceExt};
+use tower_backoff::body::ReplayBody;
 use tower_backoff::body::ReplayGuard;
-use tower_backoff::{GiveUp, ReplayBody, RetryLayer, RetrySettings, Routes};
+use tower_backoff::{GiveUp, RetryLayer, RetrySettings, Routes};
 
 /// The guard of a body that can never be replayed.
 fn capped_guard() -> ReplayGuard {
@@ -149,8 +150,8 @@ async fn towers_retry_layer_counts_time_from_the_first_attempt() {
 fn the_layer_policy_and_delay_can_cross_threads() {
     fn send_sync<T: Send + Sync + 'static>() {}
     send_sync::<RetryLayer<Steps>>();
-    send_sync::<tower_backoff::RetryPolicy<Steps>>();
-    send_sync::<tower_backoff::RetryDelay>();
+    send_sync::<tower_backoff::layer::RetryPolicy<Steps>>();
+    send_sync::<tower_backoff::layer::RetryDelay>();
     send_sync::<RetrySettings>();
     send_sync::<Routes>();
 }

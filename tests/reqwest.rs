@@ -15,10 +15,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::upstream::{self, reply};
 use tower::{ServiceBuilder, ServiceExt};
+use tower_backoff::body::ReplayBodyLayer;
 use tower_backoff::integrations::reqwest::{ClientExt, ReqwestService};
 use tower_backoff::{
-    ConstantBackOff, GiveUp, ReplayBodyLayer, RetryEvent, RetryLayer, RetryReason, RetrySettings,
-    RetryStats,
+    ConstantBackOff, GiveUp, RetryEvent, RetryLayer, RetryReason, RetrySettings, RetryStats,
 };
 
 /// Long enough that a retry made after it could not be mistaken for one after `Retry-After`.

@@ -86,7 +86,7 @@ async fn hostile_retry_after_cannot_stall_the_client() {
             assert!(res.is_ok());
             assert!(arrivals.len() <= 2);
             assert!(
-                t0.elapsed() <= tower_backoff::DEFAULT_MAX_RETRY_AFTER,
+                t0.elapsed() <= tower_backoff::layer::DEFAULT_MAX_RETRY_AFTER,
                 "{value:?} clamp={clamp}: waited {:?}",
                 t0.elapsed()
             );
@@ -106,7 +106,10 @@ async fn hostile_retry_after_cannot_stall_the_client() {
     let (_, arrivals) = run(clamp, get(), &[WithHeader(429, "retry-after", hostile[0])]).await;
     assert_eq!(
         arrivals,
-        [Duration::ZERO, tower_backoff::DEFAULT_MAX_RETRY_AFTER]
+        [
+            Duration::ZERO,
+            tower_backoff::layer::DEFAULT_MAX_RETRY_AFTER
+        ]
     );
 }
 

@@ -13,13 +13,15 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Layer, ServiceBuilder, ServiceExt};
 use tower_backoff::body::DEFAULT_MAX_BYTES;
+use tower_backoff::body::ReplayBody;
 use tower_backoff::budget::RetryThrottle;
 use tower_backoff::classify::GrpcClassifier;
 use tower_backoff::grpc::Code;
+use tower_backoff::layer::LastResponse;
 use tower_backoff::limits::LimitReached;
 use tower_backoff::{
-    ConstantBackOff, GiveUp, GiveUpEvent, LastResponse, ReplayBody, RetryError, RetryEvent,
-    RetryLayer, RetryReason, RetrySettings, RetryStats,
+    ConstantBackOff, GiveUp, GiveUpEvent, RetryError, RetryEvent, RetryLayer, RetryReason,
+    RetrySettings, RetryStats,
 };
 
 const MS: Duration = Duration::from_millis(1);
@@ -466,7 +468,7 @@ async fn an_attempt_timeout_lets_a_get_retry_and_never_resends_a_post() {
         .oneshot(Request::post("/").body(String::new()).unwrap())
         .await
         .unwrap_err();
-    assert!(err.inner().is::<tower_backoff::AttemptTimedOut>());
+    assert!(err.inner().is::<tower_backoff::layer::AttemptTimedOut>());
     assert_eq!(err.stats().gave_up, Some(GiveUp::NotIdempotent));
     assert_eq!(*calls.lock().unwrap(), 3);
 }

@@ -737,31 +737,23 @@ mod tests {
     #[test]
     fn config_errors_name_field_and_value() {
         let zero = Duration::ZERO;
+        let step = |step| {
+            Exponential::new(secs(1), secs(2))
+                .and_then(|s| s.with_step(step))
+                .map(drop)
+        };
+        let jitter_step = |step| {
+            ExponentialJitter::new(secs(1), secs(2))
+                .and_then(|s| s.with_step(step))
+                .map(drop)
+        };
         let cases: Vec<(Result<(), ConfigError>, &str, &str)> = vec![
             (Fixed::new(zero).map(drop), "delay", "0ns"),
             (Exponential::new(zero, secs(1)).map(drop), "base", "0ns"),
             (Exponential::new(secs(2), secs(1)).map(drop), "cap", "1s"),
-            (
-                Exponential::new(secs(1), secs(2))
-                    .and_then(|s| s.with_step(0.5))
-                    .map(drop),
-                "step",
-                "0.5",
-            ),
-            (
-                Exponential::new(secs(1), secs(2))
-                    .and_then(|s| s.with_step(f64::NAN))
-                    .map(drop),
-                "step",
-                "NaN",
-            ),
-            (
-                Exponential::new(secs(1), secs(2))
-                    .and_then(|s| s.with_step(f64::INFINITY))
-                    .map(drop),
-                "step",
-                "inf",
-            ),
+            (step(0.5), "step", "0.5"),
+            (step(f64::NAN), "step", "NaN"),
+            (step(f64::INFINITY), "step", "inf"),
             (
                 ExponentialJitter::new(zero, secs(1)).map(drop),
                 "base",
@@ -772,27 +764,9 @@ mod tests {
                 "cap",
                 "1s",
             ),
-            (
-                ExponentialJitter::new(secs(1), secs(2))
-                    .and_then(|s| s.with_step(0.99))
-                    .map(drop),
-                "step",
-                "0.99",
-            ),
-            (
-                ExponentialJitter::new(secs(1), secs(2))
-                    .and_then(|s| s.with_step(f64::NAN))
-                    .map(drop),
-                "step",
-                "NaN",
-            ),
-            (
-                ExponentialJitter::new(secs(1), secs(2))
-                    .and_then(|s| s.with_step(f64::NEG_INFINITY))
-                    .map(drop),
-                "step",
-                "-inf",
-            ),
+            (jitter_step(0.99), "step", "0.99"),
+            (jitter_step(f64::NAN), "step", "NaN"),
+            (jitter_step(f64::NEG_INFINITY), "step", "-inf"),
             (FullJitter::new(zero, secs(1)).map(drop), "base", "0ns"),
             (FullJitter::new(secs(2), secs(1)).map(drop), "cap", "1s"),
             (EqualJitter::new(zero, secs(1)).map(drop), "base", "0ns"),

@@ -153,6 +153,7 @@ impl RetryThrottle {
 /// that receive a pushback response indicating not to retry", so that server failures are
 /// not conflated with malformed requests; transparent retries "do not count as failures".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ThrottleOutcome {
     /// The attempt succeeded: `token_ratio` tokens more.
     Success,

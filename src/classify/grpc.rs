@@ -1,11 +1,10 @@
 //! The gRPC classifier: `grpc-status` of Trailers-Only responses and the server's pushback.
 
 use super::http::{HttpClassifier, error_outcome};
-use super::outcome::{Outcome, Resend, ServerDelay};
-use super::reason::RetryReason;
+use super::outcome::{Outcome, Resend};
 use super::{Attempt, Classify, ResponseHead};
 use crate::error::ConfigError;
-use crate::grpc::{self, DoNotRetryReason, GrpcCodes, GrpcDecision};
+use crate::grpc::{self, GrpcCodes};
 use http::HeaderMap;
 use std::error::Error;
 
@@ -149,31 +148,11 @@ impl GrpcClassifier {
 
 impl Classify for GrpcClassifier {
     fn classify_response(&self, attempt: &Attempt<'_>, res: &ResponseHead<'_>) -> Outcome {
-        let resend = if self.retryable.contains(attempt.request().uri().path()) {
-            Resend::AnyMethod
+        let outcome = grpc::classify_head(res.status(), res.headers(), self.codes);
+        if outcome.is_retryable() && self.retryable.contains(attempt.request().uri().path()) {
+            outcome.with_resend(Resend::AnyMethod)
         } else {
-            Resend::IfIdempotent
-        };
-        match grpc::classify_head(res.status(), res.headers(), self.codes) {
-            GrpcDecision::Success | GrpcDecision::Committed => Outcome::success(),
-            GrpcDecision::Retry {
-                code,
-                after,
-                reset_backoff,
-            } => {
-                let outcome = Outcome::retry(RetryReason::Grpc(code)).with_resend(resend);
-                match after {
-                    Some(after) if reset_backoff => {
-                        outcome.with_server_delay(ServerDelay::Restart(after))
-                    }
-                    Some(after) => outcome.with_server_delay(ServerDelay::Exactly(after)),
-                    None => outcome,
-                }
-            }
-            GrpcDecision::DoNotRetry(DoNotRetryReason::Pushback(code)) => {
-                Outcome::stop(RetryReason::Grpc(code))
-            }
-            GrpcDecision::DoNotRetry(DoNotRetryReason::NotRetryable(_)) => Outcome::failure(),
+            outcome
         }
     }
 

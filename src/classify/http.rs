@@ -4,7 +4,7 @@ use super::error::{ErrorClass, default_error_class};
 use super::outcome::{Outcome, Resend, ServerDelay};
 use super::reason::RetryReason;
 use super::{Attempt, Classify, ResponseHead, StatusSet};
-use crate::retry_after;
+use crate::retry_after::ServerSaid;
 use http::StatusCode;
 use std::error::Error;
 use std::fmt;
@@ -28,10 +28,10 @@ pub(crate) type ErrorFn = dyn Fn(&(dyn Error + 'static)) -> ErrorClass + Send + 
 /// | [`ErrorClass::Fatal`] error | failure | — | — |
 ///
 /// `Retry-After` is read in all its forms, and the `t` of an IETF `RateLimit` header
-/// without it (see [`retry_after::from_headers`]); a delay of zero leaves the delay to the
-/// backoff (servers that round down say `0` for "under a second"). Errors are classed by
-/// [`default_error_class`] unless [`with_error_class`](Self::with_error_class) says
-/// otherwise.
+/// without it (see [`retry_after::from_headers`](crate::retry_after::from_headers)); a
+/// delay of zero leaves the delay to the backoff (servers that round down say `0` for
+/// "under a second"). Errors are classed by [`default_error_class`] unless
+/// [`with_error_class`](Self::with_error_class) says otherwise.
 ///
 /// A 429 proves nothing about processing: a proxy or a gateway may answer it after the
 /// upstream acted on the request. So a POST answered 429 is not resent, as RFC 9110
@@ -173,7 +173,8 @@ fn unretried_status(retried: &StatusSet, status: StatusCode) -> Option<Outcome> 
 #[inline(never)]
 fn retried_status(status: StatusCode, res: &ResponseHead<'_>, attempt: &Attempt<'_>) -> Outcome {
     let mut outcome = Outcome::retry(RetryReason::Status(status));
-    let asked = retry_after::from_headers(res.headers(), attempt.wall_clock());
+    // Read once per response: a pacing layer below has read it already, with this clock.
+    let asked = ServerSaid::retry_after_of(res.headers(), res.extensions(), attempt.clock());
     // A rate limiter that said when to come back (even "0") scheduled the retry.
     if status == StatusCode::TOO_MANY_REQUESTS && asked.is_some() {
         outcome = outcome.with_scheduled();

@@ -66,6 +66,7 @@ pub use reason::RetryReason;
 pub use request::RequestHead;
 pub use status::StatusSet;
 
+use crate::time::{ClockFn, wall_now};
 use ::http::{Extensions, HeaderMap, Response, StatusCode, Version};
 use std::error::Error;
 use std::fmt;
@@ -88,9 +89,6 @@ pub trait Classify: Send + Sync + 'static {
         let _ = (headers, previous);
     }
 }
-
-/// A wall clock: what `Retry-After` dates are measured against.
-pub(crate) type ClockFn = dyn Fn() -> SystemTime + Send + Sync;
 
 /// What a classifier knows about the attempt it judges: the request, its number, the
 /// statuses its settings retry, and the wall clock (for `Retry-After` dates).
@@ -138,7 +136,12 @@ impl<'a> Attempt<'a> {
 
     /// The wall-clock time now (the layer's clock in tests and simulations).
     pub fn wall_clock(&self) -> SystemTime {
-        self.clock.map_or_else(SystemTime::now, |clock| clock())
+        wall_now(self.clock)
+    }
+
+    /// The layer's wall clock, `None` for the system's.
+    pub(crate) fn clock(&self) -> Option<&'a ClockFn> {
+        self.clock
     }
 }
 

@@ -44,6 +44,7 @@ enum Kind {
 
 /// Whether a retry may send the request again whatever its method.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Resend {
     /// The server may have acted on the request: only an idempotent request (or one the
     /// settings allow, see
@@ -59,6 +60,7 @@ pub enum Resend {
 
 /// A delay the server asked for, and how it combines with the backoff's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ServerDelay {
     /// Wait this long instead of the backoff's delay (`Retry-After` on 429 and 503).
     Exactly(Duration),

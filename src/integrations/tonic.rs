@@ -84,7 +84,7 @@ impl<S, B: BackOff + Clone> Layer<S> for TonicRetryLayer<B> {
 }
 
 /// Turns the request body into a `tonic::body::Body` (for a tonic `Channel` under layers
-/// that change the body type, such as the retry layer's [`ReplayBody`](crate::ReplayBody)).
+/// that change the body type, such as the retry layer's [`ReplayBody`](crate::body::ReplayBody)).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TonicBodyLayer;
 

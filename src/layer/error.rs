@@ -88,7 +88,8 @@ impl Error for RetryError {
 /// what the server last said, and the [`RetryStats`] saying why.
 ///
 /// ```
-/// use tower_backoff::{LastResponse, RetryError};
+/// use tower_backoff::RetryError;
+/// use tower_backoff::layer::LastResponse;
 ///
 /// fn report(err: &RetryError) {
 ///     if let Some(last) = err.inner().downcast_ref::<LastResponse>() {

@@ -174,6 +174,67 @@ where
     }))
 }
 
+impl Wait {
+    /// The wait of `delay` before a retry, keeping the failed attempt's `result` in case
+    /// the retry cannot start after all.
+    fn new<ResB>(
+        delay: Duration,
+        result: Result<Response<ResB>, BoxError>,
+        reason: RetryReason,
+    ) -> Pin<Box<Self>> {
+        // An unread body would hold its connection (an HTTP/2 window, an HTTP/1
+        // connection) for the whole wait: only its head stays.
+        let last = match result {
+            Ok(res) => LastResponse::of(res).into(),
+            Err(err) => err,
+        };
+        Box::pin(Wait {
+            sleep: tokio::time::sleep(delay),
+            at_deadline: false,
+            last: Some((last, reason)),
+        })
+    }
+}
+
+/// Polls a retry's wait: `Ok` once the retry of `request` can go, `Err` with the
+/// request's result when it is given up (the body is past its buffer, the inner service
+/// failed to get ready, or the deadline came first).
+fn poll_wait<B, S, ReqB, ResB>(
+    wait: Pin<&mut Wait>,
+    policy: &mut RetryPolicy<B>,
+    request: &mut Request<ReqB>,
+    service: &mut S,
+    cx: &mut Context<'_>,
+) -> Poll<Result<(), Result<Response<ResB>, RetryError>>>
+where
+    S: Service<Request<ReqB>>,
+    S::Error: Into<BoxError>,
+{
+    let wait = wait.project();
+    let (mut sleep, at_deadline) = (wait.sleep, wait.at_deadline);
+    if !*at_deadline {
+        ready!(sleep.as_mut().poll(cx));
+    }
+    let why = match poll_resend_ready(request, service, cx) {
+        Poll::Ready(Ok(())) => return Poll::Ready(Ok(())),
+        Poll::Ready(Err(why)) => why,
+        Poll::Pending => {
+            // A stalled connection still holds the body, or a full buffer or concurrency
+            // limit below: wait, but never past the deadline.
+            if !*at_deadline {
+                *at_deadline = true;
+                sleep.as_mut().reset(policy.deadline());
+            }
+            ready!(sleep.as_mut().poll(cx));
+            GiveUp::Limit(LimitReached::MaxElapsed)
+        }
+    };
+    let (last, reason) = wait.last.take().expect("a retry keeps its last result");
+    policy.take_waiting_retry();
+    policy.give_up(request, reason, why);
+    Poll::Ready(Err(finish(policy, Err(last), Some(why))))
+}
+
 impl<B, S, ReqB, ResB> Future for ResponseFuture<B, S, ReqB>
 where
     B: BackOff + Clone,
@@ -245,48 +306,16 @@ where
                         }
                         Step::Retry(delay, reason) => {
                             *this.timeout = None;
-                            // An unread body would hold its connection (an HTTP/2 window,
-                            // an HTTP/1 connection) for the whole wait: only its head stays.
-                            let last = match result {
-                                Ok(res) => LastResponse::of(res).into(),
-                                Err(err) => err,
-                            };
-                            let wait = Box::pin(Wait {
-                                sleep: tokio::time::sleep(delay),
-                                at_deadline: false,
-                                last: Some((last, reason)),
-                            });
+                            let wait = Wait::new(delay, result, reason);
                             this.state.set(State::Waiting { wait });
                         }
                     }
                 }
                 StateProj::Waiting { wait } => {
-                    let wait = wait.as_mut().project();
-                    let (mut sleep, at_deadline) = (wait.sleep, wait.at_deadline);
-                    if !*at_deadline {
-                        ready!(sleep.as_mut().poll(cx));
-                    }
                     let request = this.request.as_mut().expect("only retryable requests wait");
-                    let why = match poll_resend_ready(request, this.service, cx) {
-                        Poll::Ready(Ok(())) => None,
-                        Poll::Ready(Err(why)) => Some(why),
-                        Poll::Pending => {
-                            // A stalled connection still holds the body, or a full buffer
-                            // or concurrency limit below: wait, but never past the deadline.
-                            if !*at_deadline {
-                                *at_deadline = true;
-                                sleep.as_mut().reset(this.policy.deadline());
-                            }
-                            ready!(sleep.as_mut().poll(cx));
-                            Some(GiveUp::Limit(LimitReached::MaxElapsed))
-                        }
-                    };
-                    if let Some(why) = why {
-                        let (last, reason) =
-                            wait.last.take().expect("a retry keeps its last result");
-                        this.policy.take_waiting_retry();
-                        this.policy.give_up(request, reason, why);
-                        return Poll::Ready(finish::<_, ResB>(this.policy, Err(last), Some(why)));
+                    let waited = poll_wait(wait.as_mut(), this.policy, request, this.service, cx);
+                    if let Err(given_up) = ready!(waited) {
+                        return Poll::Ready(given_up);
                     }
                     this.policy.next_attempt();
                     let mut attempt = this.policy.retry_request(request);

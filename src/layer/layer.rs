@@ -206,7 +206,7 @@ impl<B: BackOff> RetryLayer<B> {
     /// are always redacted.
     ///
     /// The list replaces the default,
-    /// [`DEFAULT_REDACTED_QUERY_PARAMS`](crate::DEFAULT_REDACTED_QUERY_PARAMS)
+    /// [`DEFAULT_REDACTED_QUERY_PARAMS`](crate::layer::DEFAULT_REDACTED_QUERY_PARAMS)
     /// (OpenTelemetry's). An empty list redacts no query value. A name no parameter can
     /// have (empty, or holding `&`, `=` or `#`) is a [`ConfigError`].
     ///
@@ -237,6 +237,11 @@ impl<B: BackOff> RetryLayer<B> {
 
     /// Reads the wall clock (for `Retry-After` HTTP-dates) with `clock` instead of
     /// `SystemTime::now` — for tests and simulations.
+    ///
+    /// A [`PacingLayer`](crate::PacingLayer) below reads each response (its `Retry-After`
+    /// dates, its quota reset timestamps) with the same clock: every attempt carries it
+    /// there. (Under tower's `Retry` with a [`RetryPolicy`](crate::layer::RetryPolicy), every
+    /// attempt but the first, which tower sends as it came.)
     pub fn with_wall_clock<F>(mut self, clock: F) -> Self
     where
         F: Fn() -> SystemTime + Send + Sync + 'static,
@@ -305,7 +310,8 @@ impl<B: BackOff> RetryLayer<B> {
     /// use http_body_util::{BodyExt, channel::Channel};
     /// use std::time::Duration;
     /// use tower::{ServiceBuilder, ServiceExt};
-    /// use tower_backoff::{ConstantBackOff, ReplayBody, RetryLayer, body::DEFAULT_MAX_BYTES};
+    /// use tower_backoff::{ConstantBackOff, RetryLayer, body::DEFAULT_MAX_BYTES};
+    /// use tower_backoff::body::ReplayBody;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// // The upstream answers 503 to the first attempt; both attempts see the whole body.

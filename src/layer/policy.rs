@@ -13,6 +13,7 @@ use crate::backoff::jitter::Jitter;
 use crate::budget::ThrottleOutcome;
 use crate::classify::{AsError, Attempt, Outcome, RequestHead, ResponseHead, RetryReason};
 use crate::pacing::PacingDeadline;
+use crate::time::WallClock;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use std::error::Error;
@@ -271,7 +272,12 @@ impl<B> RetryPolicy<B> {
             url.full = %redacted.uri(req.uri()),
             "not retrying"
         );
-        crate::metrics::give_up(why);
+        crate::metrics::give_up(why.label());
+        match why {
+            GiveUp::RetryBudget => crate::metrics::budget_refusal(),
+            GiveUp::Throttled => crate::metrics::throttle_refusal(),
+            _ => {}
+        }
         self.template.shared.on_give_up.on_give_up(&GiveUpEvent {
             attempts: self.attempts,
             reason,
@@ -300,12 +306,22 @@ impl<B> RetryPolicy<B> {
     /// A gRPC call announces only the time it has left, as A6 asks.
     pub(crate) fn retry_request<ReqB: Clone>(&self, req: &Request<ReqB>) -> Request<ReqB> {
         let mut copy = clone_request(req);
+        self.lend_clock(&mut copy);
         self.mark_deadline(&mut copy);
         if let Some(timeout) = crate::grpc::timeout(req.headers()) {
             let elapsed = self.start.map_or(Duration::ZERO, |start| start.elapsed());
             crate::grpc::set_timeout(copy.headers_mut(), timeout.saturating_sub(elapsed));
         }
         copy
+    }
+
+    /// Lends the layer's own wall clock, if it has one, to an attempt: a pacing layer
+    /// below then reads the response with it (see [`ServerSaid`](crate::retry_after::ServerSaid)).
+    #[inline]
+    pub(crate) fn lend_clock<ReqB>(&self, req: &mut Request<ReqB>) {
+        if let Some(clock) = &self.template.shared.wall_clock {
+            req.extensions_mut().insert(WallClock(Arc::clone(clock)));
+        }
     }
 
     /// The stats of the finished request, for its response or error.

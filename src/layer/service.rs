@@ -18,7 +18,7 @@ use crate::error::BoxError;
 /// that is retried is dropped at once, but for its head: its unread body would hold the
 /// connection (an HTTP/2 window other requests share) for the whole wait. A retry that
 /// cannot start after its wait fails with a [`RetryError`] around a
-/// [`LastResponse`](crate::LastResponse), the head of what the server last said. Every
+/// [`LastResponse`](crate::layer::LastResponse), the head of what the server last said. Every
 /// failure carries the request's [`RetryStats`].
 ///
 /// The inner service must be `Clone` (each request keeps a handle for its retries, as with
@@ -80,6 +80,7 @@ where
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
         crate::send_mark::warn_if_paced_above(req.extensions());
         let mut policy = self.policy.clone();
+        policy.lend_clock(&mut req);
         // The original goes out first (a replayable body's original owns its stream); a
         // copy is kept for the retries.
         let request = if policy.begin(&req) {

@@ -6,9 +6,9 @@ use super::routes::Routes;
 use super::settings::RetrySettings;
 use crate::backoff::jitter::Jitter;
 use crate::budget::{LayerBudget, RetryQuota, RetryThrottle};
-use crate::classify::ClockFn;
 use crate::classify::{Attempt, Classify, HttpClassifier, Outcome, ResponseHead, StatusSet};
 use crate::redact::RedactedParams;
+use crate::time::ClockFn;
 use http::StatusCode;
 use std::sync::Arc;
 

@@ -91,6 +91,25 @@ pub enum GiveUp {
     Cancelled,
 }
 
+impl GiveUp {
+    /// The reason as a fixed word, for metrics labels (`retry_budget`, `limits`, …).
+    pub(crate) const fn label(self) -> &'static str {
+        match self {
+            Self::NotIdempotent => "not_idempotent",
+            Self::BodyNotReplayable => "body_not_replayable",
+            Self::BackOff => "backoff",
+            Self::RetryAfterTooLong(_) => "retry_after_too_long",
+            Self::Limit(_) => "limits",
+            Self::RetryBudget => "retry_budget",
+            Self::Throttled => "throttled",
+            Self::Pushback => "pushback",
+            Self::NoRuntime => "no_runtime",
+            Self::ServiceNotReady => "service_not_ready",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
 impl fmt::Display for GiveUp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -108,5 +127,16 @@ impl fmt::Display for GiveUp {
             Self::ServiceNotReady => f.write_str("the inner service failed to get ready"),
             Self::Cancelled => f.write_str("the request was dropped while its retry waited"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn give_up_labels_are_fixed_words() {
+        assert_eq!(GiveUp::Limit(LimitReached::MaxElapsed).label(), "limits");
+        assert_eq!(GiveUp::RetryBudget.label(), "retry_budget");
     }
 }

@@ -9,13 +9,13 @@ use tokio::time::Instant;
 /// [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong); a request that arrives
 /// at or after its deadline, or reaches it while waiting for its turn, fails with
 /// [`PacingError::DeadlinePassed`](crate::PacingError::DeadlinePassed). The limit applies on top of
-/// [`with_max_wait`](crate::PacingBuilder::with_max_wait): the shorter of the two wins. A retry
+/// [`with_max_wait`](crate::pacing::PacingBuilder::with_max_wait): the shorter of the two wins. A retry
 /// layer puts the request's deadline into every attempt.
 ///
 /// ```
 /// use std::time::Duration;
 /// use tokio::time::Instant;
-/// use tower_backoff::PacingDeadline;
+/// use tower_backoff::pacing::PacingDeadline;
 ///
 /// let mut request = http::Request::new(());
 /// // This request may wait at most 2 s for the pace or a cool-down.

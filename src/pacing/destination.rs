@@ -2,7 +2,6 @@
 //! cool-down, behind its own lock.
 
 use super::cooldown::Cooldown;
-use super::error::PacingError;
 use super::key::Key;
 use super::queue::{Queue, Watch};
 use super::quota::Quota;
@@ -10,13 +9,14 @@ use super::rate::{Mode, Rate};
 use super::settings::Settings;
 use super::window::Window;
 use crate::backoff::ResponsiveBackOff;
+use crate::error::pacing::PacingError;
 use crate::metrics::DestinationGauges;
-use crate::retry_after::QuotaLeft;
-use crate::time::{instant_after, never};
+use crate::retry_after::{QuotaLeft, ServerSaid};
+use crate::time::{ClockFn, instant_after, never};
 use http::{HeaderMap, StatusCode};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::time::Instant;
 
 /// How long a request held by [`State::one_at_a_time`] waits for the request in flight
@@ -175,16 +175,27 @@ pub(crate) struct Grant {
 
 impl Grant {
     /// Learns from the response to this request, sent at `sent`, and releases it (one
-    /// lock for both, where dropping the grant would take a second).
-    pub(crate) fn finish(mut self, sent: Instant, status: StatusCode, headers: &HeaderMap) {
+    /// lock for both, where dropping the grant would take a second). Returns what the
+    /// response said, read with `clock` (the retry layer's, or the system's), for the
+    /// layers above.
+    pub(crate) fn finish(
+        mut self,
+        sent: Instant,
+        status: StatusCode,
+        headers: &HeaderMap,
+        clock: Option<&ClockFn>,
+    ) -> ServerSaid {
         let sent = Sent {
             round: self.round,
             number: self.number,
             at: sent,
         };
         self.finished = true;
-        self.destination
-            .finish(sent, status, headers, Instant::now());
+        let slow_down = self.destination.settings.slow_down.contains(status);
+        let said = ServerSaid::read(status, headers, slow_down, clock);
+        let reported = Reported::of(status, &said, slow_down);
+        self.destination.finish(sent, reported, Instant::now());
+        said
     }
 }
 
@@ -204,16 +215,17 @@ impl Reported {
     /// Only an explicit rate signal is a refusal: a 429, or another slow-down status that
     /// says when to come back. A 503 without `Retry-After` is a failing server, not a rate
     /// limit: guarding it against retries is the retry budget's job, not pacing's.
-    fn read(status: StatusCode, headers: &HeaderMap, settings: &Settings) -> Self {
-        let slow_down = settings.slow_down.contains(status);
-        // The wall clock only for a reset or `Retry-After` given as a date.
-        let asked = slow_down
-            .then(|| crate::retry_after::from_headers(headers, SystemTime::now()))
-            .flatten();
+    /// `slow_down`: the status is one the settings slow down on.
+    fn of(status: StatusCode, said: &ServerSaid, slow_down: bool) -> Self {
+        let asked = if slow_down {
+            said.retry_after().flatten()
+        } else {
+            None
+        };
         Self {
             status,
             refused: slow_down && (status == StatusCode::TOO_MANY_REQUESTS || asked.is_some()),
-            quota: crate::retry_after::quota(headers, SystemTime::now),
+            quota: said.quota(),
             asked,
         }
     }
@@ -466,8 +478,7 @@ impl Destination {
 
     /// Learns from the response to a request `sent`, which is then no longer in flight:
     /// both under one lock.
-    fn finish(&self, sent: Sent, status: StatusCode, headers: &HeaderMap, now: Instant) {
-        let reported = Reported::read(status, headers, &self.settings);
+    fn finish(&self, sent: Sent, reported: Reported, now: Instant) {
         let mut s = self.lock();
         self.learn(&mut s, sent, reported, now);
         Self::release_in(&mut s, now);
@@ -475,29 +486,13 @@ impl Destination {
 
     /// [`finish`](Self::finish)'s lesson, from what the response reported.
     fn learn(&self, s: &mut State, sent: Sent, reported: Reported, now: Instant) {
+        self.learn_quota(s, sent, reported.quota, now);
         let Reported {
             status,
             refused,
             quota,
             asked,
         } = reported;
-        s.last_active = now;
-        s.rate.responded(sent.at, now);
-        if quota.is_some_and(|q| q.reset.is_none()) {
-            s.rate.reports_room();
-        }
-        let awaited = s.quota.awaits_count(s.rate.round_trip(), now).is_some();
-        if let Some(left) = quota {
-            // In flight: this request (its grant is still held) and the others.
-            let others = s.window.in_flight().saturating_sub(1);
-            let max_reset = self.settings.max_cooldown;
-            s.quota.learn(sent.number, left, others, max_reset, now);
-        }
-        s.quota.answered(sent.number);
-        if awaited && s.quota.awaits_count(s.rate.round_trip(), now).is_none() {
-            // The requests held for the count's report go (at its pace) from now.
-            s.queue.wake_head(now);
-        }
         // A refusal the destination's own quota explains (spent, and held until it resets)
         // is no news of its capacity: the quota holds the requests until its reset and
         // spreads them after it.
@@ -527,31 +522,7 @@ impl Destination {
         }
         s.cooldown.record(refused, sent.number);
         if refused {
-            let was_throttled = s.rate.is_throttled();
-            let window = match s.rate.mode() {
-                Mode::Start => s.window.limit(),
-                _ => None,
-            };
-            if explained {
-                tracing::debug!(to = %self.key, %status, "pacing: destination's quota is spent");
-            } else {
-                if by_limiter && quota.is_none() {
-                    // A limiter that says nothing of its count may be counting its
-                    // refusals too.
-                    s.rate.refused_by_limit(window, asked, now);
-                } else {
-                    s.rate.refused(window, now);
-                }
-                tracing::debug!(to = %self.key, mode = ?s.rate.mode(), %status, "pacing: destination slows down");
-            }
-            s.window.close();
-            let cooling = self.cool_down(s, asked, by_limiter && !explained, now);
-            if cooling.is_some() || !was_throttled {
-                // Every waiter checks whether it can wait the new pace or cool-down out.
-                s.queue.wake_all();
-            } else {
-                s.queue.wake_head(now);
-            }
+            self.slow_down(s, &reported, explained, by_limiter, now);
         } else if s.rate.is_throttled()
             && quota.is_some_and(|q| q.remaining == 0 && q.reset.is_none())
             && sent.round == s.rate.round()
@@ -566,21 +537,86 @@ impl Destination {
             tracing::debug!(to = %self.key, mode = ?s.rate.mode(), "pacing: destination reports no room, slows down");
             s.queue.wake_head(now);
         } else {
-            // A destination that reports no room left (a token bucket: almost none) is not
-            // sent more at once, or faster.
-            let grow = s.quota.has_room_to_grow(now);
-            if s.rate.mode() == Mode::Start && grow {
-                s.window.grow();
-                if s.window.limit().is_none() {
-                    s.rate.open();
-                }
-            }
-            let idle = s.queue.is_empty();
-            s.rate.succeeded(idle, grow, now);
-            // The first in line may go sooner at the new pace (or the window has room).
-            s.queue.wake_head(now);
+            Self::speed_up(s, now);
         }
         s.report();
+    }
+
+    /// What the response to send `sent` said of the quota: learnt, and the requests held
+    /// for its count woken when it came.
+    fn learn_quota(&self, s: &mut State, sent: Sent, quota: Option<QuotaLeft>, now: Instant) {
+        s.last_active = now;
+        s.rate.responded(sent.at, now);
+        if quota.is_some_and(|q| q.reset.is_none()) {
+            s.rate.reports_room();
+        }
+        let awaited = s.quota.awaits_count(s.rate.round_trip(), now).is_some();
+        if let Some(left) = quota {
+            // In flight: this request (its grant is still held) and the others.
+            let others = s.window.in_flight().saturating_sub(1);
+            let max_reset = self.settings.max_cooldown;
+            s.quota.learn(sent.number, left, others, max_reset, now);
+        }
+        s.quota.answered(sent.number);
+        if awaited && s.quota.awaits_count(s.rate.round_trip(), now).is_none() {
+            // The requests held for the count's report go (at its pace) from now.
+            s.queue.wake_head(now);
+        }
+    }
+
+    /// A refusal of a request sent at the current pace: the pace goes down (unless the
+    /// quota explains it), the window closes, and a cool-down may start.
+    fn slow_down(
+        &self,
+        s: &mut State,
+        reported: &Reported,
+        explained: bool,
+        by_limiter: bool,
+        now: Instant,
+    ) {
+        let (status, asked) = (reported.status, reported.asked);
+        let was_throttled = s.rate.is_throttled();
+        let window = match s.rate.mode() {
+            Mode::Start => s.window.limit(),
+            _ => None,
+        };
+        if explained {
+            tracing::debug!(to = %self.key, %status, "pacing: destination's quota is spent");
+        } else {
+            if by_limiter && reported.quota.is_none() {
+                // A limiter that says nothing of its count may be counting its
+                // refusals too.
+                s.rate.refused_by_limit(window, asked, now);
+            } else {
+                s.rate.refused(window, now);
+            }
+            tracing::debug!(to = %self.key, mode = ?s.rate.mode(), %status, "pacing: destination slows down");
+        }
+        s.window.close();
+        let cooling = self.cool_down(s, asked, by_limiter && !explained, now);
+        if cooling.is_some() || !was_throttled {
+            // Every waiter checks whether it can wait the new pace or cool-down out.
+            s.queue.wake_all();
+        } else {
+            s.queue.wake_head(now);
+        }
+    }
+
+    /// A success: the window and the pace grow, if the destination reports room for it.
+    fn speed_up(s: &mut State, now: Instant) {
+        // A destination that reports no room left (a token bucket: almost none) is not
+        // sent more at once, or faster.
+        let grow = s.quota.has_room_to_grow(now);
+        if s.rate.mode() == Mode::Start && grow {
+            s.window.grow();
+            if s.window.limit().is_none() {
+                s.rate.open();
+            }
+        }
+        let idle = s.queue.is_empty();
+        s.rate.succeeded(idle, grow, now);
+        // The first in line may go sooner at the new pace (or the window has room).
+        s.queue.wake_head(now);
     }
 
     /// Starts or lengthens a cool-down after a refusal that `asked` for one, if the
@@ -685,7 +721,7 @@ mod tests {
         let destination = destination(now);
         let (first, second) = (go(&destination, now), go(&destination, now));
         assert_eq!(destination.lock().window.in_flight(), 2);
-        first.finish(now, StatusCode::OK, &HeaderMap::new());
+        first.finish(now, StatusCode::OK, &HeaderMap::new(), None);
         assert_eq!(destination.lock().window.in_flight(), 1);
         // A request whose response never came (a transport error) leaves on drop.
         drop(second);

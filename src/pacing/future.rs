@@ -1,14 +1,16 @@
 //! The response future of [`Pacing`](super::Pacing).
 
 use super::destination::{Grant, Limits, Ticket, Turn};
-use super::error::PacingError;
 use super::queue::RECHECK;
 use crate::error::BoxError;
+use crate::error::pacing::PacingError;
+use crate::time::ClockFn;
 use crate::time::instant_after;
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use tokio::time::{Instant, Sleep, sleep_until};
 use tower_service::Service;
@@ -22,6 +24,8 @@ pin_project! {
     {
         #[pin]
         state: State<S, Request<B>, S::Future>,
+        // The retry layer's wall clock, when it lent one: the response is read with it.
+        clock: Option<Arc<ClockFn>>,
     }
 }
 
@@ -63,17 +67,27 @@ impl<S, B> ResponseFuture<S, B>
 where
     S: Service<Request<B>>,
 {
-    pub(crate) fn calling(future: S::Future, grant: Option<Grant>) -> Self {
+    pub(crate) fn calling(
+        future: S::Future,
+        grant: Option<Grant>,
+        clock: Option<Arc<ClockFn>>,
+    ) -> Self {
         Self {
             state: State::Calling {
                 future,
                 grant,
                 sent: Instant::now(),
             },
+            clock,
         }
     }
 
-    pub(crate) fn queued(ticket: Ticket, limits: Limits, pending: (S, Request<B>)) -> Self {
+    pub(crate) fn queued(
+        ticket: Ticket,
+        limits: Limits,
+        pending: (S, Request<B>),
+        clock: Option<Arc<ClockFn>>,
+    ) -> Self {
         Self {
             state: State::Queued {
                 sleep: sleep_until(limits.wake_by(Instant::now())),
@@ -81,13 +95,76 @@ where
                 ticket: Some(ticket),
                 limits,
             },
+            clock,
         }
     }
 
     pub(crate) fn failed(error: PacingError) -> Self {
         Self {
             state: State::Failed { error: Some(error) },
+            clock: None,
         }
+    }
+}
+
+/// What a queued request does after looking at its turn.
+enum Look<S, R, F> {
+    /// Looks again then (or when woken).
+    Again(Instant),
+    /// Moves on to this state: its turn came, or it cannot wait for it.
+    Move(State<S, R, F>),
+}
+
+/// Looks at a queued request's turn.
+fn next_look<S, R, F>(
+    ticket: &mut Option<Ticket>,
+    pending: &mut Option<(S, R)>,
+    limits: &Limits,
+    cx: &mut Context<'_>,
+) -> Look<S, R, F> {
+    let held = ticket
+        .as_ref()
+        .expect("ResponseFuture polled after completion");
+    match held.turn(limits, cx.waker()) {
+        Turn::Go(grant) => {
+            drop(ticket.take());
+            Look::Move(State::Ready {
+                sleep: sleep_until(limits.end()),
+                pending: pending.take(),
+                grant: Some(grant),
+                limits: *limits,
+            })
+        }
+        Turn::Fail(error) => {
+            drop(ticket.take());
+            Look::Move(State::Failed { error: Some(error) })
+        }
+        Turn::At(at) => Look::Again(at.min(limits.wake_by(Instant::now()))),
+        Turn::Wait => {
+            let now = Instant::now();
+            Look::Again(limits.wake_by(now).min(instant_after(now, RECHECK)))
+        }
+    }
+}
+
+/// Teaches the pace from the response to a request sent at `sent` (under `grant`), read
+/// with `clock`, and releases the grant.
+fn learn<ResB, E>(
+    result: &mut Result<Response<ResB>, E>,
+    grant: Option<Grant>,
+    sent: Instant,
+    clock: Option<&ClockFn>,
+) {
+    // Transport errors leave the pace alone: they say nothing about the server's load,
+    // and a dead host must not slow down the others.
+    match (result, grant) {
+        (Ok(response), Some(grant)) => {
+            let (status, headers) = (response.status(), response.headers());
+            let said = grant.finish(sent, status, headers, clock);
+            // Read once: the retry layer above takes the delay from here.
+            said.share(response.extensions_mut());
+        }
+        (_, grant) => drop(grant),
     }
 }
 
@@ -114,30 +191,11 @@ where
                     ticket,
                     limits,
                 } => {
-                    let held = ticket
-                        .as_ref()
-                        .expect("ResponseFuture polled after completion");
-                    let target = match held.turn(limits, cx.waker()) {
-                        Turn::Go(grant) => {
-                            drop(ticket.take());
-                            let next = State::Ready {
-                                sleep: sleep_until(limits.end()),
-                                pending: pending.take(),
-                                grant: Some(grant),
-                                limits: *limits,
-                            };
+                    let target = match next_look(ticket, pending, limits, cx) {
+                        Look::Again(target) => target,
+                        Look::Move(next) => {
                             this.state.set(next);
                             continue;
-                        }
-                        Turn::Fail(error) => {
-                            drop(ticket.take());
-                            this.state.set(State::Failed { error: Some(error) });
-                            continue;
-                        }
-                        Turn::At(at) => at.min(limits.wake_by(Instant::now())),
-                        Turn::Wait => {
-                            let now = Instant::now();
-                            limits.wake_by(now).min(instant_after(now, RECHECK))
                         }
                     };
                     if sleep.deadline() != target {
@@ -179,15 +237,8 @@ where
                     grant,
                     sent,
                 } => {
-                    let result = ready!(future.poll(cx));
-                    // Transport errors leave the pace alone: they say nothing about the
-                    // server's load, and a dead host must not slow down the others.
-                    match (&result, grant.take()) {
-                        (Ok(response), Some(grant)) => {
-                            grant.finish(*sent, response.status(), response.headers());
-                        }
-                        (_, grant) => drop(grant),
-                    }
+                    let mut result = ready!(future.poll(cx));
+                    learn(&mut result, grant.take(), *sent, this.clock.as_deref());
                     return Poll::Ready(result.map_err(Into::into));
                 }
             }

@@ -81,7 +81,7 @@ impl PacingLayer {
     /// The longest a new request waits for the pace or a cool-down before failing fast:
     /// 30 s. Long enough for a burst of 10 s worth of a rate limit (a common window) to
     /// drain at the limit's pace; shorter limits per request go in a
-    /// [`PacingDeadline`](crate::PacingDeadline).
+    /// [`PacingDeadline`](crate::pacing::PacingDeadline).
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(30);
     /// Requests a new destination may have in flight before its first responses come back:
     /// 4 (TCP's initial window is of that order). A burst against an unknown rate limit
@@ -330,7 +330,7 @@ impl PacingBuilder {
     /// fails at once with [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong);
     /// one whose wait grows past it in the queue (the pace went down) fails then. A
     /// destination that has not refused lately never fails a request for its wait (only
-    /// its [`PacingDeadline`](crate::PacingDeadline) does). Zero never waits for a pace:
+    /// its [`PacingDeadline`](crate::pacing::PacingDeadline) does). Zero never waits for a pace:
     /// every request that would have to fails fast (load shedding). Any duration is
     /// valid.
     pub fn with_max_wait(mut self, max_wait: Duration) -> Self {

@@ -160,7 +160,6 @@ mod cooldown;
 mod deadline;
 mod destination;
 mod destinations;
-mod error;
 mod future;
 mod key;
 mod layer;
@@ -173,8 +172,8 @@ mod settings;
 mod shared;
 mod window;
 
+pub use crate::error::pacing::PacingError;
 pub use deadline::PacingDeadline;
-pub use error::PacingError;
 pub use future::ResponseFuture;
 pub use layer::{PacingBuilder, PacingLayer};
 pub use service::Pacing;

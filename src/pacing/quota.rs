@@ -139,6 +139,19 @@ struct Base {
     sent: u64,
 }
 
+/// What a report keeps of its count: see [`Quota::carry_over`].
+#[derive(Debug, Clone, Copy)]
+struct Carried {
+    /// The room is no larger (see [`Known::ceiling`]).
+    ceiling: i64,
+    /// When the count resets.
+    reset: Option<Instant>,
+    /// The report the others' pace is measured from.
+    base: Base,
+    /// The others' pace, in sends a second.
+    others: Option<f64>,
+}
+
 /// What the others take is measured over stretches of at least this long, so that the
 /// estimate follows their pace as it changes through a window.
 const MEASURE: Duration = Duration::from_millis(50);
@@ -297,116 +310,143 @@ impl Quota {
         // theirs as much as this client's.
         let counted = self.peak.saturating_sub(left.remaining);
         let alone = own as f64 >= ALONE * counted as f64;
-        // The first report since a reset passed: a count that is still this client's
-        // sends of the last stretch, about all of them, and most of the window, is a
-        // sliding window's, whose `t` is only its length (against HAProxy sending
-        // `RateLimit`, a client that took the reset at its word sent its queue at once
-        // into a full window). A fixed window started over: its count holds the sends
-        // since, fewer (or the others', when they came back first: as few as this
-        // client's of the last second, now and then, but then not most of the window),
-        // and its room came back.
-        if let Some(passed) = self.passed.filter(|passed| number >= passed.from) {
-            let slack = u64::from(others).saturating_add(1);
-            let ours = alone && counted as f64 >= ALONE * own as f64;
-            if ours && counted.saturating_mul(2) >= self.peak {
-                self.counting = Counting::Refills;
-            } else if left.remaining > passed.reported.saturating_add(slack)
-                && self.counting == Counting::Unknown
-            {
-                self.counting = Counting::Restarts;
-            }
-            self.passed = None;
-        }
+        self.first_since_reset(number, left.remaining, others, (own, counted, alone));
         let remaining = i64::try_from(left.remaining).unwrap_or(i64::MAX);
         let after = self.sent.saturating_sub(number.saturating_add(1));
-        let mut ceiling = remaining;
         let credit = remaining.saturating_sub(i64::try_from(after).unwrap_or(i64::MAX));
-        let mut reset = length.map(|length| instant_after(now, length));
-        // Until the reported reset, the room only shrinks: two requests on two connections
-        // may be counted in one order and answered in the other, and the report of the
-        // later send is then not the newest count (the ceiling keeps the lower one's
-        // word). And the earliest reset holds: each is at or after the true one (a reset
-        // in whole seconds is rounded up, and counts from when the server answered), so
-        // the earliest is the closest. (Clients that shared one limit and each waited for
-        // a late estimate came back late together, and those that came back first took
-        // the whole next window.)
-        // Within one count, what a report says is left only goes down, but for reports
-        // counted in one order and answered in another: at most the requests in flight
-        // apart. More than that up, and the count has started over — sooner than the reset
-        // believed (a send just after the true reset opened the next window): the old
-        // reset and credit are dropped, or the client would keep spreading a spent
-        // window's last few sends until then.
-        let renewed = self.known.as_ref().is_some_and(|known| {
-            left.remaining
-                > known
-                    .reported
-                    .saturating_add(u64::from(others).saturating_add(1))
-        });
-        let mut base = Base {
-            at: now,
-            credit,
-            sent: self.sent,
+        let fresh = Carried {
+            ceiling: remaining,
+            reset: length.map(|length| instant_after(now, length)),
+            base: Base {
+                at: now,
+                credit,
+                sent: self.sent,
+            },
+            others: None,
         };
-        let mut others_rate = None;
-        if let Some(known) = &self.known
-            && let Some(until) = known.reset
-            && until > now
-            && !renewed
-        {
-            // More room than the count allows, by more than the requests in flight can
-            // explain: the sends it counted are leaving it before the reset. From then on
-            // each report speaks for itself, and the sends that leave the window are
-            // counted as room (spread over the reset, the room alone halved a client
-            // alone on HAProxy's sliding window: sending x a second, it heard 50 − x).
-            // (A count reported is never under 0: past it, sends lower the ceiling alone.)
-            let floor = known.ceiling.max(0);
-            if credit > floor.saturating_add(i64::from(others).saturating_add(1)) {
-                self.counting = Counting::Refills;
-            }
-            if self.counting != Counting::Refills {
-                ceiling = ceiling.min(known.ceiling);
-                reset = Some(reset.map_or(until, |reset| reset.min(until)));
-            }
-            // What the others sharing the quota took since the base report: the room it
-            // reported, less this client's sends since, less the room now.
-            let span = now.saturating_duration_since(known.base.at);
-            let own_since =
-                i64::try_from(self.sent.saturating_sub(known.base.sent)).unwrap_or(i64::MAX);
-            let used = known
-                .base
-                .credit
-                .saturating_sub(own_since)
-                .saturating_sub(credit)
-                .max(0);
-            base = known.base;
-            others_rate = known.others;
-            if span >= MEASURE {
-                others_rate = Some(used as f64 / span.as_secs_f64());
-                base = Base {
-                    at: now,
-                    credit,
-                    sent: self.sent,
-                };
-            }
-        }
-        // The sends that leave a sliding window while the next are spread: those of the
-        // last stretch as long (the pace so far is taken to go on), a share of them.
-        let returning = match (self.counting, alone) {
-            (Counting::Refills, true) => (own as f64 * RETURNING) as i64,
-            (Counting::Refills, false) => (own as f64 * RETURNING_SHARED) as i64,
-            (Counting::Unknown | Counting::Restarts, _) => 0,
-        };
+        let carried = self.carry_over(fresh, credit, left.remaining, others, now);
         self.known = Some(Known {
-            credit: credit.min(ceiling),
-            ceiling,
-            reset,
+            credit: credit.min(carried.ceiling),
+            ceiling: carried.ceiling,
+            reset: carried.reset,
             basis: number,
             reported: left.remaining,
             at: now,
-            base,
-            others: others_rate,
-            returning,
+            base: carried.base,
+            others: carried.others,
+            returning: self.returning(own, alone),
         });
+    }
+
+    /// Learns from the first report since a reset passed how the destination counts.
+    /// `sends`: this client's sends over the stretch the report speaks for, the count
+    /// (the peak room less the room now), and whether this client's sends make it.
+    ///
+    /// A count that is still this client's sends of the last stretch, about all of
+    /// them, and most of the window, is a sliding window's, whose `t` is only its length
+    /// (against HAProxy sending `RateLimit`, a client that took the reset at its word
+    /// sent its queue at once into a full window). A fixed window started over: its
+    /// count holds the sends since, fewer (or the others', when they came back first: as
+    /// few as this client's of the last second, now and then, but then not most of the
+    /// window), and its room came back.
+    fn first_since_reset(
+        &mut self,
+        number: u64,
+        reported: u64,
+        others: u32,
+        (own, counted, alone): (u64, u64, bool),
+    ) {
+        let Some(passed) = self.passed.filter(|passed| number >= passed.from) else {
+            return;
+        };
+        let slack = u64::from(others).saturating_add(1);
+        let ours = alone && counted as f64 >= ALONE * own as f64;
+        if ours && counted.saturating_mul(2) >= self.peak {
+            self.counting = Counting::Refills;
+        } else if reported > passed.reported.saturating_add(slack)
+            && self.counting == Counting::Unknown
+        {
+            self.counting = Counting::Restarts;
+        }
+        self.passed = None;
+    }
+
+    /// What a new report keeps of the last one of its count: `fresh` is what it says
+    /// alone (`credit` the room it leaves, `reported` its remaining count).
+    ///
+    /// Until the reported reset, the room only shrinks: two requests on two connections
+    /// may be counted in one order and answered in the other, and the report of the
+    /// later send is then not the newest count (the ceiling keeps the lower one's
+    /// word). And the earliest reset holds: each is at or after the true one (a reset
+    /// in whole seconds is rounded up, and counts from when the server answered), so
+    /// the earliest is the closest. (Clients that shared one limit and each waited for
+    /// a late estimate came back late together, and those that came back first took
+    /// the whole next window.)
+    ///
+    /// Within one count, what a report says is left only goes down, but for reports
+    /// counted in one order and answered in another: at most the requests in flight
+    /// apart. More than that up, and the count has started over — sooner than the reset
+    /// believed (a send just after the true reset opened the next window): the old
+    /// reset and credit are dropped, or the client would keep spreading a spent
+    /// window's last few sends until then.
+    fn carry_over(
+        &mut self,
+        mut fresh: Carried,
+        credit: i64,
+        reported: u64,
+        others: u32,
+        now: Instant,
+    ) -> Carried {
+        let in_flight = u64::from(others).saturating_add(1);
+        let Some(known) = &self.known else {
+            return fresh;
+        };
+        let renewed = reported > known.reported.saturating_add(in_flight);
+        let Some(until) = known.reset.filter(|until| *until > now && !renewed) else {
+            return fresh;
+        };
+        // More room than the count allows, by more than the requests in flight can
+        // explain: the sends it counted are leaving it before the reset. From then on
+        // each report speaks for itself, and the sends that leave the window are
+        // counted as room (spread over the reset, the room alone halved a client
+        // alone on HAProxy's sliding window: sending x a second, it heard 50 − x).
+        // (A count reported is never under 0: past it, sends lower the ceiling alone.)
+        let floor = known.ceiling.max(0);
+        if credit > floor.saturating_add(i64::from(others).saturating_add(1)) {
+            self.counting = Counting::Refills;
+        }
+        if self.counting != Counting::Refills {
+            fresh.ceiling = fresh.ceiling.min(known.ceiling);
+            fresh.reset = Some(fresh.reset.map_or(until, |reset| reset.min(until)));
+        }
+        // What the others sharing the quota took since the base report: the room it
+        // reported, less this client's sends since, less the room now.
+        let span = now.saturating_duration_since(known.base.at);
+        let own_since =
+            i64::try_from(self.sent.saturating_sub(known.base.sent)).unwrap_or(i64::MAX);
+        let used = known
+            .base
+            .credit
+            .saturating_sub(own_since)
+            .saturating_sub(credit)
+            .max(0);
+        if span >= MEASURE {
+            fresh.others = Some(used as f64 / span.as_secs_f64());
+        } else {
+            fresh.base = known.base;
+            fresh.others = known.others;
+        }
+        fresh
+    }
+
+    /// The sends that leave a sliding window while the next are spread: those of the
+    /// last stretch as long (`own`; the pace so far is taken to go on), a share of them.
+    fn returning(&self, own: u64, alone: bool) -> i64 {
+        match (self.counting, alone) {
+            (Counting::Refills, true) => (own as f64 * RETURNING) as i64,
+            (Counting::Refills, false) => (own as f64 * RETURNING_SHARED) as i64,
+            (Counting::Unknown | Counting::Restarts, _) => 0,
+        }
     }
 
     /// Until when the destination's quota is spent, if it said when it resets. A report

@@ -330,78 +330,85 @@ impl Rate {
         }
         match self.mode {
             Mode::Start | Mode::Open => {}
-            Mode::Probe { interval } => {
-                // The destination is back, with a fresh episode (what was measured while
-                // it refused everything is no capacity).
-                let probing = 1.0 / interval.as_secs_f64().max(1e-3);
-                let mut episode = Episode::new(&mut self.served, now);
-                let pace = if self.opaque_limiter {
-                    // A limiter's window moved on; no server came back from an outage.
-                    // Every client of a fleet probing it comes back at about the same
-                    // time, and growing at the fast gain they overshoot at once, and
-                    // keep shares far larger than the others'.
-                    // From the probing pace in equal steps instead, as after a cut
-                    // (`LIMIT_DECREASE`). As after a cut, two refusals in a row
-                    // within the window do not cut again; a cool-down takes a limiter
-                    // that still refuses everything.
-                    episode.ceiling = Some(probing);
-                    episode.limit_cut = Some(now);
-                    probing
-                } else {
-                    // A step above the probing pace, growing back fast.
-                    probing + self.fast_gain()
-                };
-                self.set_pace(pace);
-                self.episode = Some(episode);
-            }
-            Mode::Paced { rate } => {
-                let quiet = self
-                    .last_refusal
-                    .is_none_or(|at| now.saturating_duration_since(at) >= QUIET);
-                if quiet {
-                    self.episode = None;
-                    if idle {
-                        // Back to the known rate (its spacing kept), or not paced at all.
-                        if let Some(rate) = self.known {
-                            self.set_pace(rate);
-                            return;
-                        }
-                        self.mode = Mode::Open;
-                        self.last_send = None;
-                        return;
-                    }
+            Mode::Probe { interval } => self.back_from_probe(interval, now),
+            Mode::Paced { rate } => self.grow_paced(rate, idle, grow, now),
+        }
+    }
+
+    /// A success while probing a destination that refused everything: it is back.
+    fn back_from_probe(&mut self, interval: Duration, now: Instant) {
+        // The destination is back, with a fresh episode (what was measured while
+        // it refused everything is no capacity).
+        let probing = 1.0 / interval.as_secs_f64().max(1e-3);
+        let mut episode = Episode::new(&mut self.served, now);
+        let pace = if self.opaque_limiter {
+            // A limiter's window moved on; no server came back from an outage.
+            // Every client of a fleet probing it comes back at about the same
+            // time, and growing at the fast gain they overshoot at once, and
+            // keep shares far larger than the others'.
+            // From the probing pace in equal steps instead, as after a cut
+            // (`LIMIT_DECREASE`). As after a cut, two refusals in a row
+            // within the window do not cut again; a cool-down takes a limiter
+            // that still refuses everything.
+            episode.ceiling = Some(probing);
+            episode.limit_cut = Some(now);
+            probing
+        } else {
+            // A step above the probing pace, growing back fast.
+            probing + self.fast_gain()
+        };
+        self.set_pace(pace);
+        self.episode = Some(episode);
+    }
+
+    /// A success at the pace `rate`: the pace grows (or, quiet and idle, stops).
+    fn grow_paced(&mut self, rate: f64, idle: bool, grow: bool, now: Instant) {
+        let quiet = self
+            .last_refusal
+            .is_none_or(|at| now.saturating_duration_since(at) >= QUIET);
+        if quiet {
+            self.episode = None;
+            if idle {
+                // Back to the known rate (its spacing kept), or not paced at all.
+                if let Some(rate) = self.known {
+                    self.set_pace(rate);
+                    return;
                 }
-                let ceiling = self.episode.as_ref().and_then(|e| e.ceiling);
-                let held = self.episode.as_ref().and_then(|e| e.held);
-                let limited = self.episode.as_ref().is_some_and(|e| e.limit_cut.is_some());
-                let gain = match ceiling {
-                    // A window's allowance, measured over a whole window, is the limit
-                    // itself for a client alone: past it each refusal earns its request
-                    // the `Retry-After` it carries, a second or more. The pace holds
-                    // just under it for `HELD_WINDOWS` windows, then probes as below:
-                    // clients sharing the limit each measured only their share.
-                    Some(c) if held.is_some_and(|until| now < until) && rate >= c * DECREASE => 0.0,
-                    // Cut by a limiter over its count: equal steps, far from the ceiling
-                    // too (see `LIMIT_DECREASE`).
-                    Some(_) if limited => SLOW_STEP / rate.max(MIN_RATE),
-                    Some(c) if rate >= c * NEAR_CEILING => {
-                        // Near the ceiling: probe, with steps that grow the longer no
-                        // refusal comes (as TCP CUBIC), so a ceiling measured too low
-                        // during a transient is soon left behind. A success comes every
-                        // 1/rate seconds: its share of the second's step is step/rate.
-                        let calm = self
-                            .last_refusal
-                            .max(held)
-                            .map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
-                        (SLOW_STEP * (1.0 + calm * calm) / rate.max(MIN_RATE)).min(self.fast_gain())
-                    }
-                    _ => self.fast_gain(),
-                };
-                // A destination that reports no room left is not pushed faster.
-                let gain = if grow { gain } else { 0.0 };
-                self.set_pace(rate + gain);
+                self.mode = Mode::Open;
+                self.last_send = None;
+                return;
             }
         }
+        let ceiling = self.episode.as_ref().and_then(|e| e.ceiling);
+        let held = self.episode.as_ref().and_then(|e| e.held);
+        let limited = self.episode.as_ref().is_some_and(|e| e.limit_cut.is_some());
+        let gain = match ceiling {
+            // A window's allowance, measured over a whole window, is the limit
+            // itself for a client alone: past it each refusal earns its request
+            // the `Retry-After` it carries (against HAProxy, about one every two
+            // seconds, and the run's last requests a second late). The pace holds
+            // just under it for `HELD_WINDOWS` windows, then probes as below:
+            // clients sharing the limit each measured only their share.
+            Some(c) if held.is_some_and(|until| now < until) && rate >= c * DECREASE => 0.0,
+            // Cut by a limiter over its count: equal steps, far from the ceiling
+            // too (see `LIMIT_DECREASE`).
+            Some(_) if limited => SLOW_STEP / rate.max(MIN_RATE),
+            Some(c) if rate >= c * NEAR_CEILING => {
+                // Near the ceiling: probe, with steps that grow the longer no
+                // refusal comes (as TCP CUBIC), so a ceiling measured too low
+                // during a transient is soon left behind. A success comes every
+                // 1/rate seconds: its share of the second's step is step/rate.
+                let calm = self
+                    .last_refusal
+                    .max(held)
+                    .map_or(0.0, |at| now.saturating_duration_since(at).as_secs_f64());
+                (SLOW_STEP * (1.0 + calm * calm) / rate.max(MIN_RATE)).min(self.fast_gain())
+            }
+            _ => self.fast_gain(),
+        };
+        // A destination that reports no room left is not pushed faster.
+        let gain = if grow { gain } else { 0.0 };
+        self.set_pace(rate + gain);
     }
 
     /// A success whose response says the destination has no room left and not when it

@@ -2,11 +2,12 @@
 
 use super::deadline::PacingDeadline;
 use super::destination::Admit;
-use super::error::PacingError;
 use super::future::ResponseFuture;
 use super::key::Key;
 use super::shared::Shared;
 use crate::error::BoxError;
+use crate::error::pacing::PacingError;
+use crate::time::WallClock;
 use http::{Request, Response};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -78,6 +79,8 @@ where
             .extensions_mut()
             .insert(crate::send_mark::PacedAbove);
         let now = Instant::now();
+        // The retry layer's wall clock, lent to the attempt: the response is read with it.
+        let clock = request.extensions().get::<WallClock>().map(|c| c.0.clone());
         let key = Key::of(&request);
         let deadline = request.extensions().get::<PacingDeadline>().map(|d| d.0);
         if deadline.is_some_and(|deadline| now >= deadline) {
@@ -85,11 +88,13 @@ where
             return ResponseFuture::failed(PacingError::DeadlinePassed);
         }
         let Some(destination) = self.shared.destination(&key, now) else {
-            return ResponseFuture::calling(self.inner.call(request), None);
+            return ResponseFuture::calling(self.inner.call(request), None, clock);
         };
         let limits = self.shared.limits(deadline, now);
         match destination.admit(&limits, now) {
-            Admit::Go(grant) => ResponseFuture::calling(self.inner.call(request), Some(grant)),
+            Admit::Go(grant) => {
+                ResponseFuture::calling(self.inner.call(request), Some(grant), clock)
+            }
             Admit::Queue(ticket) => {
                 // The readiness reserved for this call is given back (a dropped permit or
                 // buffer slot), as a call uses it up: whoever holds this service must
@@ -97,7 +102,7 @@ where
                 let fresh = self.inner.clone();
                 drop(std::mem::replace(&mut self.inner, fresh));
                 crate::send_mark::hold(request.extensions());
-                ResponseFuture::queued(ticket, limits, (self.inner.clone(), request))
+                ResponseFuture::queued(ticket, limits, (self.inner.clone(), request), clock)
             }
             Admit::Fail(error) => ResponseFuture::failed(error),
         }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Service, ServiceExt};
 use tower_backoff::backoff::ResponsiveBackOff;
-use tower_backoff::{PacingBuilder, PacingError, PacingLayer};
+use tower_backoff::pacing::PacingBuilder;
+use tower_backoff::{PacingError, PacingLayer};
 
 pub type BoxError = Box<dyn Error + Send + Sync>;
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::pacing::PacingError;
+use crate::error::pacing::PacingError;
 use proptest::prelude::*;
 use std::fmt;
 use std::time::Duration;

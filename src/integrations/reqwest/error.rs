@@ -5,7 +5,8 @@ use std::error::Error as StdError;
 use std::fmt;
 
 use crate::error::BoxError;
-use crate::{AttemptTimedOut, LastResponse, RetryError, RetryStats};
+use crate::layer::{AttemptTimedOut, LastResponse};
+use crate::{RetryError, RetryStats};
 
 /// The error of a request sent through a [`RetryClient`](super::RetryClient): the last
 /// attempt's `reqwest::Error`, or an error of a layer of the stack (the retry layer's own,

@@ -87,6 +87,8 @@ use http::{HeaderMap, HeaderValue};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 mod rate_limit;
+mod said;
+pub(crate) use said::ServerSaid;
 
 /// The `RateLimit` field of draft-ietf-httpapi-ratelimit-headers, drafts 08 and later.
 const RATE_LIMIT: &str = "ratelimit";
@@ -102,7 +104,7 @@ const X_RATE_LIMIT_RESET: &str = "x-ratelimit-reset";
 
 /// A `RateLimit-Reset` above this many seconds is a Unix timestamp, not a delay.
 ///
-/// 10⁹ s is 31.7 years as a delay — no server means that — and 2001-09-09 as a timestamp,
+/// 10⁹ s is 31.7 years as a delay — no server means that — and September 2001 as a timestamp,
 /// earlier than any clock a server runs on today.
 const RESET_TIMESTAMP_THRESHOLD: u64 = 1_000_000_000;
 
@@ -122,6 +124,11 @@ const RESET_TIMESTAMP_THRESHOLD: u64 = 1_000_000_000;
 /// assert_eq!(parse(&HeaderValue::from_static("1.5"), now), None);
 /// ```
 pub fn parse(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
+    parse_with(value, || now)
+}
+
+/// [`parse`], reading the clock `now` only for an HTTP-date.
+fn parse_with(value: &HeaderValue, now: impl FnOnce() -> SystemTime) -> Option<Duration> {
     let bytes = trim_ows(value.as_bytes());
     if bytes.is_empty() {
         return None;
@@ -132,7 +139,7 @@ pub fn parse(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
     // obs-text fails here (not UTF-8) or in httpdate, which accepts ASCII only.
     let text = std::str::from_utf8(bytes).ok()?;
     let at = httpdate::parse_http_date(text).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    Some(at.duration_since(now()).unwrap_or(Duration::ZERO))
 }
 
 /// The delay a response's headers ask for: the first `Retry-After` value if it is valid, else
@@ -153,11 +160,16 @@ pub fn parse(value: &HeaderValue, now: SystemTime) -> Option<Duration> {
 /// assert_eq!(from_headers(&headers, SystemTime::now()), Some(Duration::from_secs(10)));
 /// ```
 pub fn from_headers(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    delay_asked(headers, || now)
+}
+
+/// [`from_headers`], reading the clock `now` only for a date or a reset timestamp.
+pub(crate) fn delay_asked(headers: &HeaderMap, now: impl Fn() -> SystemTime) -> Option<Duration> {
     headers
         .get(http::header::RETRY_AFTER)
-        .and_then(|value| parse(value, now))
+        .and_then(|value| parse_with(value, &now))
         .or_else(|| exhausted_reset(headers))
-        .or_else(|| legacy_reset(headers, now))
+        .or_else(|| legacy_reset(headers, &now))
 }
 
 /// The largest `t` among the `RateLimit` members with `r=0`: the quotas that explain a
@@ -170,13 +182,13 @@ fn exhausted_reset(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// `RateLimit-Reset` of drafts up to 06, ignored when `RateLimit-Remaining` says quota is left.
-fn legacy_reset(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+fn legacy_reset(headers: &HeaderMap, now: impl Fn() -> SystemTime) -> Option<Duration> {
     if let Some(remaining) = headers.get(RATE_LIMIT_REMAINING)
         && delay_seconds(trim_ows(remaining.as_bytes())) != Some(Duration::ZERO)
     {
         return None;
     }
-    reset_in(headers.get(RATE_LIMIT_RESET)?, || now)
+    reset_in(headers.get(RATE_LIMIT_RESET)?, now)
 }
 
 /// A reset field's value: seconds from now, or past [`RESET_TIMESTAMP_THRESHOLD`] a Unix

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+pub(crate) mod pacing;
+
 /// Any error, boxed: what a layer's inner service's errors become.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

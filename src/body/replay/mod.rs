@@ -291,26 +291,8 @@ where
         };
 
         // First replay what earlier attempts buffered...
-        if !state.capped && *bytes_sent < state.read {
-            if *chunks_sent >= state.chunks.len() {
-                // The rest is in the block being filled: make it a chunk to yield.
-                state.seal();
-            }
-            let Some(chunk) = state.chunks.get(*chunks_sent).cloned() else {
-                // Cannot happen; failing beats sending the body out of order.
-                return Poll::Ready(Some(Err(Interrupted(()).into())));
-            };
-            *chunks_sent = chunks_sent.saturating_add(1);
-            *bytes_sent = bytes_sent.saturating_add(chunk.len() as u64);
-            return Poll::Ready(Some(Ok(Frame::data(chunk))));
-        }
-        if state.done || state.body.is_end_stream() {
-            state.done = true;
-            if let (Some(trailers), false) = (&state.trailers, *trailers_sent) {
-                *trailers_sent = true;
-                return Poll::Ready(Some(Ok(Frame::trailers(trailers.clone()))));
-            }
-            return Poll::Ready(None);
+        if let Some(replayed) = state.replayed(chunks_sent, bytes_sent, trailers_sent) {
+            return Poll::Ready(replayed);
         }
 
         // ...then go on reading the original body where they stopped.
@@ -334,33 +316,7 @@ where
                 data.copy_to_bytes(len)
             }),
         };
-
-        if let Some(data) = frame.data_ref() {
-            let len = data.len() as u64;
-            state.read = state.read.saturating_add(len);
-            if !state.capped {
-                if state.read > state.max_bytes {
-                    tracing::debug!(
-                        read = state.read,
-                        max_bytes = state.max_bytes,
-                        "body outgrew its replay cap; retries disabled"
-                    );
-                    state.capped = true;
-                    state.drop_buffer();
-                    guard.set_capped();
-                } else if len > 0 {
-                    // This clone replayed everything before reading, so it has sent this frame too.
-                    state.buffer(data);
-                    *chunks_sent = state.chunks.len();
-                    *bytes_sent = bytes_sent.saturating_add(len);
-                }
-            }
-        } else if let Some(trailers) = frame.trailers_ref() {
-            // Trailers end the body: it is not polled again.
-            state.trailers = Some(trailers.clone());
-            state.done = true;
-            *trailers_sent = true;
-        }
+        state.record(&frame, &guard, chunks_sent, bytes_sent, trailers_sent);
         Poll::Ready(Some(Ok(frame)))
     }
 
@@ -419,6 +375,80 @@ impl<B> ReplayBody<B> {
         match state.as_mut() {
             Some(state) => Poll::Ready(Ok(state)),
             None => Poll::Ready(Err(Interrupted(()).into())),
+        }
+    }
+}
+
+impl<B: Body> State<B> {
+    /// The next frame a clone that has sent `chunks_sent` chunks, `bytes_sent` bytes and
+    /// (`trailers_sent`) the trailers replays of what earlier attempts read: a buffered
+    /// chunk, the trailers, or the end. `None`: the original body is to be read on.
+    fn replayed(
+        &mut self,
+        chunks_sent: &mut usize,
+        bytes_sent: &mut u64,
+        trailers_sent: &mut bool,
+    ) -> Option<Option<Result<Frame<Bytes>, BoxError>>> {
+        if !self.capped && *bytes_sent < self.read {
+            if *chunks_sent >= self.chunks.len() {
+                // The rest is in the block being filled: make it a chunk to yield.
+                self.seal();
+            }
+            let Some(chunk) = self.chunks.get(*chunks_sent).cloned() else {
+                // Cannot happen; failing beats sending the body out of order.
+                return Some(Some(Err(Interrupted(()).into())));
+            };
+            *chunks_sent = chunks_sent.saturating_add(1);
+            *bytes_sent = bytes_sent.saturating_add(chunk.len() as u64);
+            return Some(Some(Ok(Frame::data(chunk))));
+        }
+        if self.done || self.body.is_end_stream() {
+            self.done = true;
+            if let (Some(trailers), false) = (&self.trailers, *trailers_sent) {
+                *trailers_sent = true;
+                return Some(Some(Ok(Frame::trailers(trailers.clone()))));
+            }
+            return Some(None);
+        }
+        None
+    }
+
+    /// Keeps `frame`, just read from the original body and yielded by the clone that read
+    /// it, for the replays: its data until the body outgrows its cap (`guard` is then
+    /// capped), its trailers.
+    fn record(
+        &mut self,
+        frame: &Frame<Bytes>,
+        guard: &ReplayGuard,
+        chunks_sent: &mut usize,
+        bytes_sent: &mut u64,
+        trailers_sent: &mut bool,
+    ) {
+        if let Some(data) = frame.data_ref() {
+            let len = data.len() as u64;
+            self.read = self.read.saturating_add(len);
+            if !self.capped {
+                if self.read > self.max_bytes {
+                    tracing::debug!(
+                        read = self.read,
+                        max_bytes = self.max_bytes,
+                        "body outgrew its replay cap; retries disabled"
+                    );
+                    self.capped = true;
+                    self.drop_buffer();
+                    guard.set_capped();
+                } else if len > 0 {
+                    // This clone replayed everything before reading, so it has sent this frame too.
+                    self.buffer(data);
+                    *chunks_sent = self.chunks.len();
+                    *bytes_sent = bytes_sent.saturating_add(len);
+                }
+            }
+        } else if let Some(trailers) = frame.trailers_ref() {
+            // Trailers end the body: it is not polled again.
+            self.trailers = Some(trailers.clone());
+            self.done = true;
+            *trailers_sent = true;
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The error of a request that pacing turned away without sending it.
+//! The error of a request that pacing turned away without sending it: here, below both
+//! pacing (which returns it) and the error classifier (which reads it).
 
 use std::error::Error;
 use std::fmt;
@@ -32,8 +33,8 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum PacingError {
     /// Waiting for the destination's pace or cool-down would take `wait`, more than the
-    /// request's `max_wait`: the smaller of [`with_max_wait`](crate::PacingBuilder::with_max_wait)
-    /// and the time left until its [`PacingDeadline`](crate::PacingDeadline).
+    /// request's `max_wait`: the smaller of [`with_max_wait`](crate::pacing::PacingBuilder::with_max_wait)
+    /// and the time left until its [`PacingDeadline`](crate::pacing::PacingDeadline).
     #[non_exhaustive]
     WaitTooLong {
         /// How long the request would have had to wait, in all.
@@ -42,13 +43,13 @@ pub enum PacingError {
         max_wait: Duration,
     },
     /// The destination's queue already holds
-    /// [`with_max_queue`](crate::PacingBuilder::with_max_queue) waiting requests.
+    /// [`with_max_queue`](crate::pacing::PacingBuilder::with_max_queue) waiting requests.
     #[non_exhaustive]
     QueueFull {
         /// The bound of the destination's queue.
         max_queue: usize,
     },
-    /// The request's [`PacingDeadline`](crate::PacingDeadline) (the retry layer's deadline
+    /// The request's [`PacingDeadline`](crate::pacing::PacingDeadline) (the retry layer's deadline
     /// for the whole request) came before it could go: it arrived past it, or reached it
     /// while it waited for its turn.
     DeadlinePassed,

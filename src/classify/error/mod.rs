@@ -235,7 +235,7 @@ macro_rules! reqwest_verdict {
 fn verdict(e: &(dyn Error + 'static)) -> Option<ErrorClass> {
     // The pacing layer turned the request away (a wait too long, a full queue): an immediate retry would be refused
     // again, and a later one is the caller's call.
-    if e.is::<crate::pacing::PacingError>() {
+    if e.is::<crate::error::pacing::PacingError>() {
         return Some(ErrorClass::Fatal);
     }
     #[cfg(feature = "hyper")]

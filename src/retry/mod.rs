@@ -42,6 +42,7 @@ pub use ticker::Ticker;
 
 /// How an operation failed: whether, and when, to try it again.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error<E> {
     /// Retrying cannot help: stop at once and return the error.
     Permanent(E),

@@ -9,16 +9,25 @@
 //!
 //! # Decision table of [`classify`]
 //!
-//! | response headers | decision |
+//! The decision is a [`classify::Outcome`](crate::classify::Outcome), as the retry layer's
+//! classifiers give for HTTP:
+//!
+//! | response headers | outcome |
 //! | --- | --- |
-//! | no `grpc-status` | [`GrpcDecision::Committed`]: the status comes in trailers, never retry |
-//! | `grpc-status: 0` (OK) | [`GrpcDecision::Success`] |
-//! | code in the retryable set, no pushback | `Retry { after: None, reset_backoff: false }`: the caller's backoff decides |
-//! | code in the retryable set, pushback `n ≥ 0` | `Retry { after: Some(n ms), reset_backoff: true }` |
-//! | code in the retryable set, pushback negative or unparseable | [`GrpcDecision::DoNotRetry`] ([`DoNotRetryReason::Pushback`]) |
-//! | `RESOURCE_EXHAUSTED` not in the set, pushback `n ≥ 0` | `Retry { after: Some(n ms), reset_backoff: true }` |
-//! | `RESOURCE_EXHAUSTED` not in the set, no valid pushback | [`GrpcDecision::DoNotRetry`] |
-//! | any other code | [`GrpcDecision::DoNotRetry`] ([`DoNotRetryReason::NotRetryable`]), pushback or not |
+//! | no `grpc-status` | [`success`](Outcome::success): the status comes in trailers, the call is committed, never retry |
+//! | `grpc-status: 0` (OK) | [`success`](Outcome::success) |
+//! | code in the retryable set, no pushback | [`retry`](Outcome::retry)`(Grpc(code))`, no server delay: the caller's backoff decides |
+//! | code in the retryable set, pushback `n ≥ 0` | [`retry`](Outcome::retry)`(Grpc(code))` with [`ServerDelay::Restart`]`(n ms)` |
+//! | code in the retryable set, pushback negative or unparseable | [`stop`](Outcome::stop)`(Grpc(code))`: the server asked not to retry |
+//! | `RESOURCE_EXHAUSTED` not in the set, pushback `n ≥ 0` | [`retry`](Outcome::retry)`(Grpc(code))` with [`ServerDelay::Restart`]`(n ms)` |
+//! | `RESOURCE_EXHAUSTED` not in the set, no valid pushback | [`failure`](Outcome::failure) |
+//! | any other code | [`failure`](Outcome::failure), pushback or not |
+//!
+//! A committed call and an OK status are both a success (neither is retried);
+//! [`status_from_headers`] tells them apart. The outcomes are
+//! [`Resend::IfIdempotent`](crate::classify::Resend::IfIdempotent):
+//! [`GrpcClassifier`](crate::classify::GrpcClassifier) resends the calls of the methods
+//! you declared retryable whatever their HTTP method.
 //!
 //! The retryable set defaults to [`GrpcCodes::DEFAULT_RETRYABLE`] = {`UNAVAILABLE`}: the code
 //! gRPC's status-code guide calls transient, to be retried with a backoff (for a call that is
@@ -40,7 +49,9 @@
 //! ```
 //! use http::{HeaderMap, HeaderValue};
 //! use std::time::Duration;
-//! use tower_backoff::grpc::{self, Code, GrpcCodes, GrpcDecision};
+//! use tower_backoff::classify::{Outcome, ServerDelay};
+//! use tower_backoff::grpc::{self, Code, GrpcCodes};
+//! use tower_backoff::RetryReason;
 //!
 //! // A Trailers-Only response: the server was unavailable and asks for 250 ms.
 //! let mut headers = HeaderMap::new();
@@ -49,23 +60,21 @@
 //! assert_eq!(grpc::status_from_headers(&headers), Some(Code::Unavailable));
 //! assert_eq!(
 //!     grpc::classify(&headers, GrpcCodes::default()),
-//!     GrpcDecision::Retry {
-//!         code: Code::Unavailable,
-//!         after: Some(Duration::from_millis(250)),
-//!         reset_backoff: true,
-//!     },
+//!     Outcome::retry(RetryReason::Grpc(Code::Unavailable))
+//!         .with_server_delay(ServerDelay::Restart(Duration::from_millis(250))),
 //! );
 //!
 //! // Response headers without a status: messages follow, the call is committed.
 //! let committed = HeaderMap::new();
-//! assert_eq!(grpc::classify(&committed, GrpcCodes::default()), GrpcDecision::Committed);
+//! assert!(grpc::classify(&committed, GrpcCodes::default()).is_success());
 //!
 //! // ABORTED is retried only when the caller asks for it.
 //! headers.insert("grpc-status", HeaderValue::from_static("10"));
 //! headers.remove("grpc-retry-pushback-ms");
-//! assert!(matches!(grpc::classify(&headers, GrpcCodes::default()), GrpcDecision::DoNotRetry(_)));
+//! assert_eq!(grpc::classify(&headers, GrpcCodes::default()), Outcome::failure());
 //! let codes = GrpcCodes::default().with(Code::Aborted);
-//! assert!(matches!(grpc::classify(&headers, codes), GrpcDecision::Retry { after: None, .. }));
+//! let outcome = grpc::classify(&headers, codes);
+//! assert!(outcome.is_retryable() && outcome.server_delay().is_none());
 //! ```
 //!
 //! [A6]: https://github.com/grpc/proposal/blob/master/A6-client-retries.md
@@ -73,6 +82,7 @@
 mod timeout;
 pub use timeout::{GRPC_TIMEOUT, set_timeout, timeout};
 
+use crate::classify::{Outcome, RetryReason, ServerDelay};
 use crate::header::{digits, trim_ows};
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
@@ -369,62 +379,22 @@ pub fn pushback(headers: &HeaderMap) -> Option<Pushback> {
     })
 }
 
-/// What a client should do with a gRPC response, judged from its headers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GrpcDecision {
-    /// The call succeeded (`grpc-status: 0` in a Trailers-Only response).
-    Success,
-    /// The call failed in a way that may be retried.
-    Retry {
-        /// The failure's status code.
-        code: Code,
-        /// The server's pushback delay, to use instead of the backoff's; `None` lets the
-        /// caller's backoff decide.
-        after: Option<Duration>,
-        /// Whether the backoff must start over after this retry: true exactly when the server
-        /// pushed back with a delay (A6: a pushback resets the backoff).
-        reset_backoff: bool,
-    },
-    /// The call failed and must not be retried.
-    DoNotRetry(DoNotRetryReason),
-    /// The server sent response headers without a status: messages and the real status follow,
-    /// so the call is committed and is never retried.
-    Committed,
-}
-
-/// Why a failed gRPC call must not be retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DoNotRetryReason {
-    /// The code is not in the retryable set (and no pushback made it retryable).
-    NotRetryable(Code),
-    /// The code was retryable, but the server's pushback said not to retry.
-    Pushback(Code),
-}
-
-impl DoNotRetryReason {
-    /// The status code of the failed call.
-    pub const fn code(self) -> Code {
-        match self {
-            DoNotRetryReason::NotRetryable(code) | DoNotRetryReason::Pushback(code) => code,
-        }
-    }
-}
-
 /// Classifies a gRPC response from its headers; see the [module docs](self) for the table.
 ///
 /// `retryable` is the set of codes to retry ([`GrpcCodes::default`] is {`UNAVAILABLE`}).
 ///
 /// ```
 /// # use http::{HeaderMap, HeaderValue};
-/// use tower_backoff::grpc::{classify, GrpcCodes, GrpcDecision};
+/// use tower_backoff::classify::Outcome;
+/// use tower_backoff::grpc::{classify, GrpcCodes};
 ///
 /// let mut headers = HeaderMap::new();
 /// headers.insert("grpc-status", HeaderValue::from_static("0"));
-/// assert_eq!(classify(&headers, GrpcCodes::default()), GrpcDecision::Success);
+/// assert_eq!(classify(&headers, GrpcCodes::default()), Outcome::success());
 /// ```
-pub fn classify(headers: &HeaderMap, retryable: GrpcCodes) -> GrpcDecision {
+pub fn classify(headers: &HeaderMap, retryable: GrpcCodes) -> Outcome {
     match status_from_headers(headers) {
-        None => GrpcDecision::Committed,
+        None => Outcome::success(),
         Some(code) => decide(code, headers, retryable),
     }
 }
@@ -435,15 +405,17 @@ pub fn classify(headers: &HeaderMap, retryable: GrpcCodes) -> GrpcDecision {
 ///
 /// ```
 /// # use http::{Response, StatusCode};
-/// use tower_backoff::grpc::{classify_response, Code, GrpcCodes, GrpcDecision};
+/// use tower_backoff::classify::Outcome;
+/// use tower_backoff::grpc::{classify_response, Code, GrpcCodes};
+/// use tower_backoff::RetryReason;
 ///
 /// let response = Response::builder().status(StatusCode::BAD_GATEWAY).body(()).unwrap();
 /// assert_eq!(
 ///     classify_response(&response, GrpcCodes::default()),
-///     GrpcDecision::Retry { code: Code::Unavailable, after: None, reset_backoff: false },
+///     Outcome::retry(RetryReason::Grpc(Code::Unavailable)),
 /// );
 /// ```
-pub fn classify_response<B>(response: &http::Response<B>, retryable: GrpcCodes) -> GrpcDecision {
+pub fn classify_response<B>(response: &http::Response<B>, retryable: GrpcCodes) -> Outcome {
     classify_head(response.status(), response.headers(), retryable)
 }
 
@@ -452,41 +424,28 @@ pub(crate) fn classify_head(
     status: StatusCode,
     headers: &HeaderMap,
     retryable: GrpcCodes,
-) -> GrpcDecision {
+) -> Outcome {
     match status_from_headers(headers).or_else(|| Code::from_http_status(status)) {
-        None => GrpcDecision::Committed,
+        None => Outcome::success(),
         Some(code) => decide(code, headers, retryable),
     }
 }
 
-fn decide(code: Code, headers: &HeaderMap, retryable: GrpcCodes) -> GrpcDecision {
+/// The outcome of a call that failed with `code` (or succeeded, for `OK`).
+fn decide(code: Code, headers: &HeaderMap, retryable: GrpcCodes) -> Outcome {
     if code == Code::Ok {
-        return GrpcDecision::Success;
+        return Outcome::success();
     }
-    let pushback = pushback(headers);
-    let pushed_delay = match pushback {
-        Some(Pushback::RetryAfter(after)) => Some(after),
-        _ => None,
-    };
-    if retryable.contains(code) {
-        match pushback {
-            Some(Pushback::DoNotRetry) => {
-                GrpcDecision::DoNotRetry(DoNotRetryReason::Pushback(code))
-            }
-            _ => GrpcDecision::Retry {
-                code,
-                after: pushed_delay,
-                reset_backoff: pushed_delay.is_some(),
-            },
-        }
-    } else if code == Code::ResourceExhausted && pushed_delay.is_some() {
-        GrpcDecision::Retry {
-            code,
-            after: pushed_delay,
-            reset_backoff: true,
-        }
-    } else {
-        GrpcDecision::DoNotRetry(DoNotRetryReason::NotRetryable(code))
+    let reason = RetryReason::Grpc(code);
+    // A pushback delay replaces the backoff's and starts it over (A6).
+    let pushed = |after| Outcome::retry(reason).with_server_delay(ServerDelay::Restart(after));
+    match pushback(headers) {
+        _ if !retryable.contains(code) && code != Code::ResourceExhausted => Outcome::failure(),
+        Some(Pushback::RetryAfter(after)) => pushed(after),
+        Some(Pushback::DoNotRetry) if retryable.contains(code) => Outcome::stop(reason),
+        None if retryable.contains(code) => Outcome::retry(reason),
+        // RESOURCE_EXHAUSTED outside the set, without a valid pushback.
+        _ => Outcome::failure(),
     }
 }
 
