@@ -264,12 +264,7 @@ where
                                 }
                                 // Never retried, or a response that ends the request.
                                 _ => {
-                                    let status = res.status();
-                                    this.policy.settle(
-                                        !(status.is_client_error() || status.is_server_error()),
-                                    );
-                                    this.policy.observe_unretried(&res);
-                                    this.policy.fund_unclocked();
+                                    this.policy.end_at(&res);
                                     Step::Done(None)
                                 }
                             };

@@ -562,6 +562,16 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         self.waited = self.waited.saturating_add(delay);
     }
 
+    /// Ends a request at a response nothing is decided on (never retried, or a status
+    /// the classifier never retries): the budget and the throttle still hear of it.
+    #[inline]
+    pub(crate) fn end_at<ResB>(&mut self, res: &Response<ResB>) {
+        let status = res.status();
+        self.settle(!(status.is_client_error() || status.is_server_error()));
+        self.observe_unretried(res);
+        self.fund_unclocked();
+    }
+
     /// Tells the retry throttle, if any, how a request that is never retried went: every
     /// outcome counts, as A6 defines, not only those of retryable requests.
     pub(crate) fn observe_unretried<ResB>(&mut self, res: &Response<ResB>) {
