@@ -68,10 +68,10 @@ const FULL: Sizes = Sizes {
 
 const SHORT: Sizes = Sizes {
     rate_requests: 60,
-    random_requests: 200,
+    random_requests: 100,
     outage: Duration::from_secs(1),
-    outage_window: Duration::from_secs(2),
-    posts: 5,
+    outage_window: Duration::from_millis(1500),
+    posts: 3,
 };
 
 /// Requests in flight at once in the fixed-size scenarios, and workers in the outage.
