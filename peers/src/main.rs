@@ -213,6 +213,7 @@ async fn run_one(scenario: Scenario, lib: Lib, sizes: Sizes, run: u64) -> std::i
                 ok as f64,
                 done.len() as f64,
                 in_outage.len() as f64,
+                counts.refused() as f64,
             ]
         }
         Scenario::PostHangUp => {
@@ -275,7 +276,7 @@ fn table(
                 sizes.outage.as_secs_f64(),
                 sizes.outage_window.as_secs_f64()
             ),
-            "| library | attempts per request started in the outage | recovery s | succeeded / requests | requests started in the outage |".into(),
+            "| library | attempts per request started in the outage | requests started in the outage | attempts the server got in the outage | recovery s | succeeded / requests |".into(),
         ),
         Scenario::PostHangUp => (
             format!(
@@ -291,7 +292,7 @@ fn table(
     let decimals: &[usize] = match scenario {
         Scenario::RateLimiter => &[0, 2, 2, 0, 0],
         Scenario::RandomFailures => &[0, 2, 0],
-        Scenario::Outage => &[2, 2, 0, 0, 0],
+        Scenario::Outage => &[],
         Scenario::PostHangUp => &[0, 0, 0, 0, 1],
     };
     let mut out = format!("#### {title}\n\n{header}\n|");
@@ -304,10 +305,11 @@ fn table(
         let column = |c: usize| runs.iter().map(|f| f[c]).collect::<Vec<_>>();
         let cells: Vec<String> = match scenario {
             Scenario::Outage => vec![
-                range(&column(0), decimals[0]),
-                range(&column(1), decimals[1]),
-                format!("{} / {}", range(&column(2), 0), range(&column(3), 0)),
+                range(&column(0), 2),
                 range(&column(4), 0),
+                range(&column(5), 0),
+                range(&column(1), 2),
+                format!("{} / {}", range(&column(2), 0), range(&column(3), 0)),
             ],
             _ => (0..decimals.len())
                 .map(|c| range(&column(c), decimals[c]))
