@@ -1,0 +1,208 @@
+//! The four loopback servers: real hyper HTTP/1.1 servers on `127.0.0.1:0`, each counting
+//! what it was sent, per request id (the `x-peer-id` header the harness sets, which every
+//! library copies into its retries).
+
+use bytes::Bytes;
+use http::{Method, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::task::{JoinHandle, JoinSet};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The header carrying the harness's request id.
+pub const ID_HEADER: &str = "x-peer-id";
+
+/// What a handler answers: a response, or `None` to close the connection unanswered.
+type Handler = Arc<dyn Fn(&Method, u64) -> Option<Response<Full<Bytes>>> + Send + Sync>;
+
+/// A running server; dropping it stops it and every connection it holds.
+pub struct Server {
+    pub addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The error a handler's `None` becomes: hyper then closes the connection without answering.
+#[derive(Debug)]
+struct HangUp;
+
+impl std::fmt::Display for HangUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("hung up on purpose")
+    }
+}
+
+impl std::error::Error for HangUp {}
+
+/// Serves `handler` on a fresh loopback port. The request body is read in full first, so
+/// that a request the handler sees was received whole (a POST is "processed").
+async fn serve(handler: Handler) -> std::io::Result<Server> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        // Held by the accept task, so aborting it aborts every connection too.
+        let mut connections = JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
+                    let handler = handler.clone();
+                    let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
+                        let handler = handler.clone();
+                        async move {
+                            let (parts, body) = req.into_parts();
+                            body.collect().await.map_err(BoxError::from)?;
+                            let id = parts
+                                .headers
+                                .get(ID_HEADER)
+                                .and_then(|v| v.to_str().ok()?.parse().ok())
+                                .unwrap_or(u64::MAX);
+                            handler(&parts.method, id).ok_or_else(|| BoxError::from(HangUp))
+                        }
+                    });
+                    connections.spawn(
+                        hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service),
+                    );
+                }
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+    });
+    Ok(Server { addr, task })
+}
+
+/// A response with `status` and a short body.
+fn reply(status: StatusCode) -> Response<Full<Bytes>> {
+    let mut res = Response::new(Full::new(Bytes::from_static(b"peers")));
+    *res.status_mut() = status;
+    res
+}
+
+/// Counts attempts in all and per request id, and a second status's count.
+#[derive(Default)]
+pub struct Counts {
+    pub attempts: AtomicU64,
+    pub refused: AtomicU64,
+    pub per_id: Mutex<HashMap<u64, u32>>,
+}
+
+impl Counts {
+    fn record(&self, id: u64) {
+        self.attempts.fetch_add(1, Ordering::Relaxed);
+        *self.per_id.lock().unwrap().entry(id).or_default() += 1;
+    }
+
+    pub fn attempts(&self) -> u64 {
+        self.attempts.load(Ordering::Relaxed)
+    }
+
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Attempts per id, taken out.
+    pub fn per_id(&self) -> HashMap<u64, u32> {
+        std::mem::take(&mut *self.per_id.lock().unwrap())
+    }
+}
+
+/// A token bucket of `rate` per second holding at most `burst`: 200 while a token is
+/// left, else 429 with `Retry-After: 1`. `refused` counts the 429s.
+pub async fn rate_limiter(rate: f64, burst: f64) -> std::io::Result<(Server, Arc<Counts>)> {
+    let counts = Arc::new(Counts::default());
+    let bucket = Mutex::new((burst, Instant::now()));
+    let c = counts.clone();
+    let server = serve(Arc::new(move |_: &Method, id| {
+        c.record(id);
+        let mut b = bucket.lock().unwrap();
+        let now = Instant::now();
+        b.0 = (b.0 + now.duration_since(b.1).as_secs_f64() * rate).min(burst);
+        b.1 = now;
+        if b.0 >= 1.0 {
+            b.0 -= 1.0;
+            Some(reply(StatusCode::OK))
+        } else {
+            c.refused.fetch_add(1, Ordering::Relaxed);
+            let mut res = reply(StatusCode::TOO_MANY_REQUESTS);
+            res.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
+            Some(res)
+        }
+    }))
+    .await?;
+    Ok((server, counts))
+}
+
+/// 503 without `Retry-After` to a share `p` of all attempts, drawn from a seeded RNG
+/// (the same sequence for every library in one run); `refused` counts the 503s.
+pub async fn random_failures(p: f64, seed: u64) -> std::io::Result<(Server, Arc<Counts>)> {
+    let counts = Arc::new(Counts::default());
+    let rng = Mutex::new(StdRng::seed_from_u64(seed));
+    let c = counts.clone();
+    let server = serve(Arc::new(move |_: &Method, id| {
+        c.record(id);
+        if rng.lock().unwrap().random_bool(p) {
+            c.refused.fetch_add(1, Ordering::Relaxed);
+            Some(reply(StatusCode::SERVICE_UNAVAILABLE))
+        } else {
+            Some(reply(StatusCode::OK))
+        }
+    }))
+    .await?;
+    Ok((server, counts))
+}
+
+/// 503 without `Retry-After` to everything until `origin + outage`, then 200.
+pub async fn outage(origin: Instant, outage: Duration) -> std::io::Result<(Server, Arc<Counts>)> {
+    let counts = Arc::new(Counts::default());
+    let c = counts.clone();
+    let server = serve(Arc::new(move |_: &Method, id| {
+        c.record(id);
+        if origin.elapsed() < outage {
+            c.refused.fetch_add(1, Ordering::Relaxed);
+            Some(reply(StatusCode::SERVICE_UNAVAILABLE))
+        } else {
+            Some(reply(StatusCode::OK))
+        }
+    }))
+    .await?;
+    Ok((server, counts))
+}
+
+/// Reads each POST whole, counts it as processed (per id), and closes the connection
+/// without answering: the client cannot tell whether it was processed.
+pub async fn post_hang_up() -> std::io::Result<(Server, Arc<Counts>)> {
+    let counts = Arc::new(Counts::default());
+    let c = counts.clone();
+    let server = serve(Arc::new(move |method: &Method, id| {
+        if method == Method::POST {
+            c.record(id);
+            None
+        } else {
+            Some(reply(StatusCode::OK))
+        }
+    }))
+    .await?;
+    Ok((server, counts))
+}
