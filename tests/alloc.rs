@@ -13,7 +13,7 @@ use tower::retry::Retry;
 use tower::{Layer, Service};
 use tower_backoff::{ExponentialBackOff, RetryLayer, RetryStats};
 
-#[path = "../benches/support/mod.rs"]
+#[path = "support/success_path.rs"]
 mod support;
 use support::{AlwaysClone, Ok200, Req, Res, clone_request, request, send};
 

@@ -10,7 +10,7 @@
 //! so its figure includes creating (not polling) that `Sleep`: that is the cost of its API.
 //!
 //! ```text
-//! cargo bench --bench delay
+//! cargo bench -p tower-backoff-lab --bench delay
 //! ```
 
 use backon::BackoffBuilder;

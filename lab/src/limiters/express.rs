@@ -1,5 +1,5 @@
 //! express + express-rate-limit on the machine's Node, from
-//! `tests/fixtures/express-limiter` (`npm ci` there first; `.ci/run` does).
+//! `lab/fixtures/express-limiter` (`npm ci` there first; `.ci/run` does).
 
 use super::{ChildGuard, RateLimit, Running, Unavailable};
 use std::io::{BufRead, BufReader};
@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 pub fn fixture_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/express-limiter")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/express-limiter")
 }
 
 pub async fn start(limit: RateLimit) -> Result<(SocketAddr, Running), Unavailable> {

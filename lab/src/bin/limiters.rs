@@ -1,17 +1,17 @@
 //! The crate's client stacks against real rate limiters nobody here wrote: tower_governor
-//! (in process), express-rate-limit (Node, `npm ci` in `tests/fixtures/express-limiter`
+//! (in process), express-rate-limit (Node, `npm ci` in `lab/fixtures/express-limiter`
 //! first) and HAProxy (`apt-get install haproxy`), each limiting at 50 r/s.
 //!
 //! ```text
-//! cargo run --release --features hyper --example limiters -- all        # every target, every limiter
-//! cargo run --release --features hyper --example limiters -- burst      # target 1 (or: two, fleet)
-//! cargo run --release --features hyper --example limiters -- fleet governor --in-process
-//! cargo run --release --features hyper --example limiters -- all --reps 1
-//! cargo run --release --features hyper --example limiters -- fleet governor --paced
-//! cargo run --release --features hyper --example limiters -- fleet haproxy --paced --seconds 30
-//! cargo run --release --features hyper --example limiters -- fleet haproxy --stack told
-//! cargo run --release --features hyper --example limiters -- all --reps 5 --record real.txt
-//! cargo run --release --example simulate -- limiters --seeds 8 --compare real.txt
+//! cargo run --release -p tower-backoff-lab --bin limiters -- all        # every target, every limiter
+//! cargo run --release -p tower-backoff-lab --bin limiters -- burst      # target 1 (or: two, fleet)
+//! cargo run --release -p tower-backoff-lab --bin limiters -- fleet governor --in-process
+//! cargo run --release -p tower-backoff-lab --bin limiters -- all --reps 1
+//! cargo run --release -p tower-backoff-lab --bin limiters -- fleet governor --paced
+//! cargo run --release -p tower-backoff-lab --bin limiters -- fleet haproxy --paced --seconds 30
+//! cargo run --release -p tower-backoff-lab --bin limiters -- fleet haproxy --stack told
+//! cargo run --release -p tower-backoff-lab --bin limiters -- all --reps 5 --record real.txt
+//! cargo run --release -p tower-backoff-lab --bin simulate -- limiters --seeds 8 --compare real.txt
 //! ```
 //!
 //! `--record FILE` appends one line per run of targets 1 and 3 to `FILE` (limiter, stack
@@ -51,10 +51,9 @@
 //! timeline of a run.
 //!
 //! Real time, real sockets: a run takes a few minutes. Every figure is measured, none is
-//! asserted: the fast properties are asserted by `tests/rate_limiters.rs`.
+//! asserted: the fast properties are asserted by `lab/tests/rate_limiters.rs`.
 
-#[path = "../tests/support/limiters/mod.rs"]
-mod limiters;
+use tower_backoff_lab::limiters;
 
 use limiters::client::{Count, Counts, Stack};
 use limiters::drive::{self, Summary, jain};

@@ -3,7 +3,7 @@
 //! is not quadratic.
 //!
 //! ```text
-//! cargo bench --bench pacing
+//! cargo bench -p tower-backoff-lab --bench pacing
 //! ```
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -15,6 +15,7 @@ use tower::{Layer, ServiceExt};
 use tower_backoff::PacingLayer;
 use tower_backoff::backoff::ResponsiveBackOff;
 
+#[path = "../../tests/support/success_path.rs"]
 mod support;
 use support::{Ok200, request, send};
 

@@ -1,4 +1,4 @@
-//! Models of the three real rate limiters of `examples/limiters.rs` (same parameters:
+//! Models of the three real rate limiters of `lab/src/bin/limiters.rs` (same parameters:
 //! 50 r/s, bursts of 10), driven by the same workloads and the same client stacks as the
 //! real runs, on virtual time, to check that the simulation reproduces what real limiters
 //! do to the crate's clients (see "Real rate limiters" in `docs/BENCHMARKS.md`).
@@ -14,14 +14,13 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep};
 use tower::ServiceExt;
 
-#[path = "../../tests/support/fairness.rs"]
+#[path = "../../../../../tests/support/fairness.rs"]
 mod fairness;
-#[path = "../../tests/support/sliding_count.rs"]
+#[path = "../../../../../tests/support/sliding_count.rs"]
 mod sliding_count;
-#[path = "../../tests/support/told.rs"]
-pub mod told;
 use fairness::jain;
 use sliding_count::SlidingCount;
+pub use tower_backoff_lab::limiters::told;
 
 const RATE: f64 = 50.0;
 const BURST: f64 = 10.0;

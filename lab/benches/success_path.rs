@@ -9,7 +9,7 @@
 //! on a shared machine skews far less.
 //!
 //! ```text
-//! cargo bench --bench success_path
+//! cargo bench -p tower-backoff-lab --bench success_path
 //! ```
 
 use criterion::{BatchSize, Criterion, criterion_group};
@@ -19,6 +19,7 @@ use tower::retry::Retry;
 use tower::{Layer, Service};
 use tower_backoff::{ConstantBackOff, ExponentialBackOff, RetryLayer};
 
+#[path = "../../tests/support/success_path.rs"]
 mod support;
 use support::{AlwaysClone, Ok200, Req, Res, SharedState, clone_request, request, send};
 

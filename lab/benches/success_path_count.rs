@@ -3,7 +3,7 @@
 //! shared machine does (see `success_path.rs`).
 //!
 //! ```text
-//! cargo bench --bench success_path_count --no-run   # prints the binary's path
+//! cargo bench -p tower-backoff-lab --bench success_path_count --no-run   # prints the binary's path
 //! valgrind --tool=callgrind --callgrind-out-file=/dev/null <binary> <variant> <requests>
 //! ```
 //!
@@ -18,6 +18,7 @@ use tower::retry::Retry;
 use tower::{Layer, Service};
 use tower_backoff::{ExponentialBackOff, RetryLayer};
 
+#[path = "../../tests/support/success_path.rs"]
 mod support;
 use support::{AlwaysClone, Ok200, Req, Res, clone_request, request, send};
 

@@ -1,14 +1,14 @@
 //! Simulations of the real retry layer against simulated servers, on virtual time.
 //!
 //! ```text
-//! cargo run --release --example simulate -- all            # every experiment, charts into docs/
-//! cargo run --release --example simulate -- all --short    # a quick run for CI (no charts)
-//! cargo run --release --example simulate -- contention     # or: overload, ratelimit, limiters, delays
-//! cargo run --release --example simulate -- overload --timeline   # + when each client sends
-//! cargo run --release --example simulate -- limiters --seeds 8      # ranges over 8 seeds
-//! cargo run --release --example simulate -- limiters --timeline     # + each fleet, client by client
-//! cargo run --release --example simulate -- limiters --seconds 60   # target 3's fleets for 60 s
-//! cargo run --example simulate -- all --check --seeds 8   # CI: fails if a target met today is missed
+//! cargo run --release -p tower-backoff-lab --bin simulate -- all            # every experiment, charts into docs/
+//! cargo run --release -p tower-backoff-lab --bin simulate -- all --short    # a quick run for CI (no charts)
+//! cargo run --release -p tower-backoff-lab --bin simulate -- contention     # or: overload, ratelimit, limiters, delays
+//! cargo run --release -p tower-backoff-lab --bin simulate -- overload --timeline   # + when each client sends
+//! cargo run --release -p tower-backoff-lab --bin simulate -- limiters --seeds 8      # ranges over 8 seeds
+//! cargo run --release -p tower-backoff-lab --bin simulate -- limiters --timeline     # + each fleet, client by client
+//! cargo run --release -p tower-backoff-lab --bin simulate -- limiters --seconds 60   # target 3's fleets for 60 s
+//! cargo run -p tower-backoff-lab --bin simulate -- all --check --seeds 8   # CI: fails if a target met today is missed
 //! ```
 //!
 //! Every experiment runs the crate's real `RetryLayer` (tower's `Retry` with the crate's
@@ -1080,7 +1080,7 @@ fn check_rate_limit(rows: &[RateRow], missed: &mut Vec<String>) {
 }
 
 // ---------------------------------------------------------------------------------------
-// 3b. Models of the real rate limiters of `examples/limiters.rs`
+// 3b. Models of the real rate limiters of `lab/src/bin/limiters.rs`
 // ---------------------------------------------------------------------------------------
 
 #[path = "models/limiters.rs"]
@@ -1354,7 +1354,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         })
         .map(|(_, a)| a)
         .map_or("all", String::as_str);
-    let docs: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let docs: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
     std::fs::create_dir_all(&docs)?;
     // `--check`: the full experiments, and an error if a target they meet today is missed.
     let check = args.iter().any(|a| a == "--check");

@@ -14,12 +14,13 @@
 //! which background load on a shared machine skews far less.
 //!
 //! ```text
-//! cargo bench --bench loopback
+//! cargo bench -p tower-backoff-lab --bench loopback
 //! ```
 
 use bytes::Bytes;
 use criterion::{Criterion, Throughput, criterion_group};
 
+#[path = "../../tests/support/success_path.rs"]
 mod support;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};

@@ -6,7 +6,7 @@
 //! shared by many tasks does. Run with:
 //!
 //! ```text
-//! cargo bench --bench budget
+//! cargo bench -p tower-backoff-lab --bench budget
 //! ```
 
 use criterion::{Criterion, criterion_group, criterion_main};

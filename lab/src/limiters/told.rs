@@ -1,4 +1,4 @@
-//! The told reference's share: the real runs (`examples/limiters.rs`) and the model
+//! The told reference's share: the real runs (`lab/src/bin/limiters.rs`) and the model
 //! (`simulate -- limiters`) read it alike.
 
 use std::sync::OnceLock;

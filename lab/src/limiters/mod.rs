@@ -1,6 +1,6 @@
 //! Real rate limiters, none written here, started on 127.0.0.1 for the harness of
-//! `tests/rate_limiters.rs` and `examples/limiters.rs`, and the clients and workloads that
-//! drive them through the crate's public API only.
+//! `lab/tests/rate_limiters.rs` and `lab/src/bin/limiters.rs`, and the clients and
+//! workloads that drive them through the crate's public API only.
 //!
 //! | limiter | what it is | refusal |
 //! |---|---|---|
@@ -18,11 +18,10 @@ pub mod backend;
 pub mod client;
 pub mod drive;
 pub mod express;
-#[path = "../fairness.rs"]
+#[path = "../../../tests/support/fairness.rs"]
 pub mod fairness;
 pub mod governor;
 pub mod haproxy;
-#[path = "../told.rs"]
 pub mod told;
 
 use std::fmt;
@@ -165,19 +164,19 @@ impl Drop for ChildGuard {
     }
 }
 
-/// Starts `kind`, or, when it cannot run on this machine, fails under CI (`CI=true`: CI
-/// installs every limiter, so a missing one is a broken CI) and skips with a printed
-/// message elsewhere.
-pub async fn start_or_skip(kind: Kind, limit: RateLimit) -> Option<Limiter> {
+/// Starts `kind` for a test, or fails the test saying why it cannot run on this machine:
+/// a test that needs an outside limiter is `#[ignore = "needs ..."]`, so it runs only when
+/// asked for (`--ignored`, as `.ci/run` does after installing them), and then a missing
+/// limiter is an error, never a silent pass.
+pub async fn start_for_test(kind: Kind, limit: RateLimit) -> Limiter {
     match Limiter::start(kind, limit).await {
-        Ok(limiter) => Some(limiter),
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!("{} is required under CI: {why}", kind.name())
-        }
-        Err(why) => {
-            eprintln!("skipped: {} is not available here: {why}", kind.name());
-            None
-        }
+        Ok(limiter) => limiter,
+        Err(why) => panic!(
+            "{} is not available here: {why} (HAProxy: `apt-get install haproxy`; \
+             express-rate-limit: node and `npm ci` in lab/fixtures/express-limiter; \
+             `.ci/run` installs both)",
+            kind.name()
+        ),
     }
 }
 
