@@ -915,7 +915,7 @@ mod tests {
 
     /// Where others take most of a sliding window, a client counts half its own sends
     /// leaving it as room, not all. (How a fleet then shares the window is tested against
-    /// the real HAProxy, `tests/rate_limiters.rs`, and in the model, `simulate --check`.)
+    /// the real HAProxy, `lab/tests/rate_limiters.rs`, and in the model, `simulate --check`.)
     #[tokio::test(start_paused = true)]
     async fn a_client_among_others_on_a_sliding_window_counts_half_its_sends_back() {
         let ms = Duration::from_millis;
