@@ -57,7 +57,7 @@ pin_project! {
     #[project = StateProj]
     pub(super) enum State<F> {
         // An attempt is in flight, in its span.
-        Attempt { #[pin] future: F, span: Span },
+        Attempt { #[pin] future: F, span: Option<Span> },
         // A retry waits. (Boxed: a request that succeeds at once never waits, and should
         // carry neither a timer nor a kept result in its future.)
         Waiting { wait: Pin<Box<Wait>> },
@@ -250,7 +250,7 @@ where
         loop {
             match this.state.as_mut().project() {
                 StateProj::Attempt { future, span } => {
-                    let poll = span.in_scope(|| future.poll(cx));
+                    let poll = span::within(span, || future.poll(cx));
                     let (step, result) = match poll {
                         Poll::Ready(Ok(mut res)) => {
                             span::ended(span, Ok(res.status()));
@@ -316,7 +316,7 @@ where
                     let mut attempt = this.policy.retry_request(request);
                     *this.timeout = attempt_timeout(this.policy, &mut attempt);
                     let span = this.policy.attempt_span(&attempt);
-                    let future = span.in_scope(|| this.service.call(attempt));
+                    let future = span::within(&span, || this.service.call(attempt));
                     this.state.set(State::Attempt { future, span });
                 }
             }

@@ -250,7 +250,8 @@ impl<B> RetryPolicy<B> {
     }
 
     /// The span of the attempt of `req` about to be sent (see [`span::attempt`]).
-    pub(crate) fn attempt_span<ReqB>(&self, req: &Request<ReqB>) -> tracing::Span {
+    #[inline]
+    pub(crate) fn attempt_span<ReqB>(&self, req: &Request<ReqB>) -> Option<tracing::Span> {
         let resend = self.attempts.saturating_sub(1);
         span::attempt(req, resend, &self.template.shared.redacted)
     }
@@ -574,6 +575,7 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
 
     /// Tells the retry throttle, if any, how a request that is never retried went: every
     /// outcome counts, as A6 defines, not only those of retryable requests.
+    #[inline]
     pub(crate) fn observe_unretried<ResB>(&mut self, res: &Response<ResB>) {
         if let Some(head) = self.unretried.take() {
             let outcome = self.classify_response(&head, res);

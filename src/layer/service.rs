@@ -94,7 +94,7 @@ where
         // future gets a clone for its retries, as in tower's `Retry`. A layer below that
         // holds the request back (pacing) then leaves its reserved permit or buffer slot
         // here, for the next request, rather than pinned in a waiting future.
-        let future = span.in_scope(|| self.inner.call(req));
+        let future = super::span::within(&span, || self.inner.call(req));
         let service = self.inner.clone();
         ResponseFuture {
             state: State::Attempt { future, span },

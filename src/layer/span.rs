@@ -13,7 +13,19 @@ use tracing::field::Empty;
 /// Its parent is the span current where the request is called and its future polled: the
 /// caller's own request span, usually. Fields are only formatted for a subscriber that
 /// wants the span.
-pub(super) fn attempt<B>(req: &Request<B>, resend: u32, redacted: &RedactedParams) -> Span {
+#[inline]
+pub(super) fn attempt<B>(req: &Request<B>, resend: u32, redacted: &RedactedParams) -> Option<Span> {
+    // Without a subscriber at INFO, no span at all: tracing's `log` fallback would still
+    // turn a disabled span's every enter and exit into a `log` check on the success path.
+    if tracing::level_enabled!(tracing::Level::INFO) {
+        Some(new(req, resend, redacted))
+    } else {
+        None
+    }
+}
+
+#[inline(never)]
+fn new<B>(req: &Request<B>, resend: u32, redacted: &RedactedParams) -> Span {
     let span = tracing::info_span!(
         "http.client.attempt",
         otel.name = %req.method(),
@@ -31,8 +43,24 @@ pub(super) fn attempt<B>(req: &Request<B>, resend: u32, redacted: &RedactedParam
     span
 }
 
+/// Runs `f` in `span`; with no span (no subscriber wants it), just runs it.
+#[inline]
+pub(super) fn within<T>(span: &Option<Span>, f: impl FnOnce() -> T) -> T {
+    match span {
+        Some(span) => span.in_scope(f),
+        None => f(),
+    }
+}
+
 /// Records what the attempt of `span` ended with: a status, or the kind of its error.
-pub(super) fn ended(span: &Span, status: Result<StatusCode, &str>) {
+#[inline]
+pub(super) fn ended(span: &Option<Span>, status: Result<StatusCode, &str>) {
+    if let Some(span) = span {
+        record(span, status);
+    }
+}
+
+fn record(span: &Span, status: Result<StatusCode, &str>) {
     match status {
         Ok(status) => {
             span.record("http.response.status_code", status.as_u16());
