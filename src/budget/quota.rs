@@ -124,6 +124,7 @@ impl RetryQuota {
     }
 
     /// Records a request that succeeded at its first attempt.
+    #[inline]
     pub fn reward(&self) {
         if self.inner.success_reward > 0 {
             self.add(self.inner.success_reward);
@@ -155,12 +156,18 @@ impl RetryQuota {
         self.inner.success_reward
     }
 
+    #[inline]
     fn add(&self, tokens: u32) {
         let max = self.inner.max_tokens;
         // A full bucket is the common case: no write at all then.
         if self.inner.tokens.load(Ordering::Relaxed) >= max {
             return;
         }
+        self.add_slow(tokens, max);
+    }
+
+    #[inline(never)]
+    fn add_slow(&self, tokens: u32, max: u32) {
         let _ = self
             .inner
             .tokens

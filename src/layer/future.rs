@@ -57,7 +57,9 @@ pin_project! {
     #[project = StateProj]
     pub(super) enum State<F> {
         // An attempt is in flight, in its span.
-        Attempt { #[pin] future: F, span: Option<Span> },
+        // (Boxed: most requests run without a subscriber that wants the span, and
+        // should not carry its room in their future.)
+        Attempt { #[pin] future: F, span: Option<Box<Span>> },
         // A retry waits. (Boxed: a request that succeeds at once never waits, and should
         // carry neither a timer nor a kept result in its future.)
         Waiting { wait: Pin<Box<Wait>> },

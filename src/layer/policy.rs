@@ -80,14 +80,9 @@ pub struct RetryPolicy<B> {
     attempts: u32,
     waited: Duration,
     retrying: bool,
-    /// What the last retry cost the shared budget: refunded if it succeeds.
-    paid: u32,
     /// The head of a request that is never retried, kept only when a retry throttle must
     /// still hear how it went.
     unretried: Option<Box<Request<()>>>,
-    /// The retry decided and not sent yet: counted in the metrics when it is sent, so
-    /// that a request dropped during its wait counts no retry.
-    scheduled: Option<(RetryReason, Duration)>,
 }
 
 /// The state of a request that is being retried.
@@ -96,6 +91,11 @@ struct Retrying<B> {
     backoff: B,
     /// Drawn from the layer's generator at the first spread delay of the request.
     jitter: Option<Jitter>,
+    /// What the last retry cost the shared budget: refunded if it succeeds.
+    paid: u32,
+    /// The retry decided and not sent yet: counted in the metrics when it is sent, so
+    /// that a request dropped during its wait counts no retry.
+    scheduled: Option<(RetryReason, Duration)>,
 }
 
 /// What every request of a layer starts from: one `Arc`, so cloning the policy per request
@@ -119,9 +119,7 @@ impl<B> Clone for RetryPolicy<B> {
             attempts: self.attempts,
             waited: self.waited,
             retrying: false,
-            paid: 0,
             unretried: None,
-            scheduled: None,
         }
     }
 }
@@ -146,9 +144,7 @@ impl<B> RetryPolicy<B> {
             attempts: 0,
             waited: Duration::ZERO,
             retrying: false,
-            paid: 0,
             unretried: None,
-            scheduled: None,
         }
     }
 
@@ -234,7 +230,10 @@ impl<B> RetryPolicy<B> {
     /// cost comes back to the shared budget (a first-attempt success rewards a quota).
     #[inline]
     pub(crate) fn settle(&mut self, success: bool) {
-        let paid = std::mem::take(&mut self.paid);
+        let paid = self
+            .retry
+            .as_deref_mut()
+            .map_or(0, |r| std::mem::take(&mut r.paid));
         if success && let Some(budget) = &self.template.shared.retry_budget {
             budget.settle(paid, self.attempts > 1);
         }
@@ -244,21 +243,22 @@ impl<B> RetryPolicy<B> {
     pub(crate) fn next_attempt(&mut self) {
         self.attempts = self.attempts.saturating_add(1);
         crate::metrics::attempt();
-        if let Some((reason, delay)) = self.scheduled.take() {
+        if let Some((reason, delay)) = self.retry.as_deref_mut().and_then(|r| r.scheduled.take()) {
             crate::metrics::retry(reason, delay);
         }
     }
 
     /// The span of the attempt of `req` about to be sent (see [`span::attempt`]).
     #[inline]
-    pub(crate) fn attempt_span<ReqB>(&self, req: &Request<ReqB>) -> Option<tracing::Span> {
+    pub(crate) fn attempt_span<ReqB>(&self, req: &Request<ReqB>) -> Option<Box<tracing::Span>> {
         let resend = self.attempts.saturating_sub(1);
         span::attempt(req, resend, &self.template.shared.redacted)
     }
 
     /// The reason of the retry that waits, if one does; it will not be sent.
     pub(crate) fn take_waiting_retry(&mut self) -> Option<RetryReason> {
-        self.scheduled.take().map(|(reason, _)| reason)
+        let retrying = self.retry.as_deref_mut()?;
+        retrying.scheduled.take().map(|(reason, _)| reason)
     }
 
     /// Reports a request given up on, to `tracing` and the hook.
@@ -500,6 +500,8 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
             Box::new(Retrying {
                 backoff,
                 jitter: None,
+                paid: 0,
+                scheduled: None,
             })
         });
         let elapsed = now.saturating_duration_since(start);
@@ -519,7 +521,10 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
         admit::within_call_timeout(req.headers(), elapsed, delay)?;
         admit::throttle_open(self.template.shared.retry_throttle.as_ref())?;
         // Last: passing it spends a token.
-        self.paid = admit::budget_withdraw(self.template.shared.retry_budget.as_ref(), outcome)?;
+        let paid = admit::budget_withdraw(self.template.shared.retry_budget.as_ref(), outcome)?;
+        if let Some(retrying) = self.retry.as_deref_mut() {
+            retrying.paid = paid;
+        }
         Ok(delay)
     }
 
@@ -554,7 +559,9 @@ impl<B: BackOff + Clone> RetryPolicy<B> {
             "retrying request"
         );
         self.template.shared.on_retry.on_retry(&event);
-        self.scheduled = Some((reason, delay));
+        if let Some(retrying) = self.retry.as_deref_mut() {
+            retrying.scheduled = Some((reason, delay));
+        }
         self.template
             .shared
             .classifier

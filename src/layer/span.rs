@@ -14,11 +14,15 @@ use tracing::field::Empty;
 /// caller's own request span, usually. Fields are only formatted for a subscriber that
 /// wants the span.
 #[inline]
-pub(super) fn attempt<B>(req: &Request<B>, resend: u32, redacted: &RedactedParams) -> Option<Span> {
+pub(super) fn attempt<B>(
+    req: &Request<B>,
+    resend: u32,
+    redacted: &RedactedParams,
+) -> Option<Box<Span>> {
     // Without a subscriber at INFO, no span at all: tracing's `log` fallback would still
     // turn a disabled span's every enter and exit into a `log` check on the success path.
     if tracing::level_enabled!(tracing::Level::INFO) {
-        Some(new(req, resend, redacted))
+        Some(Box::new(new(req, resend, redacted)))
     } else {
         None
     }
@@ -45,7 +49,7 @@ fn new<B>(req: &Request<B>, resend: u32, redacted: &RedactedParams) -> Span {
 
 /// Runs `f` in `span`; with no span (no subscriber wants it), just runs it.
 #[inline]
-pub(super) fn within<T>(span: &Option<Span>, f: impl FnOnce() -> T) -> T {
+pub(super) fn within<T>(span: &Option<Box<Span>>, f: impl FnOnce() -> T) -> T {
     match span {
         Some(span) => span.in_scope(f),
         None => f(),
@@ -54,7 +58,7 @@ pub(super) fn within<T>(span: &Option<Span>, f: impl FnOnce() -> T) -> T {
 
 /// Records what the attempt of `span` ended with: a status, or the kind of its error.
 #[inline]
-pub(super) fn ended(span: &Option<Span>, status: Result<StatusCode, &str>) {
+pub(super) fn ended(span: &Option<Box<Span>>, status: Result<StatusCode, &str>) {
     if let Some(span) = span {
         record(span, status);
     }
