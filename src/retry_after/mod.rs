@@ -240,10 +240,11 @@ fn delay_seconds(bytes: &[u8]) -> Option<Duration> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn headers(fields: &[(&'static str, &'static str)]) -> HeaderMap {
+    /// A header map of `fields`, in order (a name may repeat).
+    pub(crate) fn headers(fields: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (name, value) in fields {
             map.append(*name, HeaderValue::from_static(value));

@@ -79,18 +79,10 @@ impl ServerSaid {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::headers;
     use super::*;
-    use http::HeaderValue;
     use std::sync::Arc;
     use std::time::{SystemTime, UNIX_EPOCH};
-
-    fn headers(fields: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in fields {
-            map.append(*name, HeaderValue::from_static(value));
-        }
-        map
-    }
 
     #[test]
     fn an_error_is_read_for_its_delay_a_success_only_for_its_quota() {
