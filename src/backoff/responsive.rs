@@ -179,6 +179,11 @@ impl ResponsiveBackOff {
         self.lock().current
     }
 
+    /// The first delay after a quiet period.
+    pub(crate) fn initial_interval(&self) -> Duration {
+        self.config.initial_interval
+    }
+
     /// A snapshot of the counters, over all clones.
     pub fn metrics(&self) -> ResponsiveMetrics {
         self.lock().metrics

@@ -58,7 +58,6 @@ pin_project! {
             #[pin]
             future: F,
             grant: Option<Grant>,
-            sent: Instant,
         },
     }
 }
@@ -73,11 +72,7 @@ where
         clock: Option<Arc<ClockFn>>,
     ) -> Self {
         Self {
-            state: State::Calling {
-                future,
-                grant,
-                sent: Instant::now(),
-            },
+            state: State::Calling { future, grant },
             clock,
         }
     }
@@ -147,12 +142,11 @@ fn next_look<S, R, F>(
     }
 }
 
-/// Teaches the pace from the response to a request sent at `sent` (under `grant`), read
-/// with `clock`, and releases the grant.
+/// Teaches the pace from the response to a request sent under `grant`, read with
+/// `clock`, and releases the grant.
 fn learn<ResB, E>(
     result: &mut Result<Response<ResB>, E>,
     grant: Option<Grant>,
-    sent: Instant,
     clock: Option<&ClockFn>,
 ) {
     // Transport errors leave the pace alone: they say nothing about the server's load,
@@ -160,7 +154,7 @@ fn learn<ResB, E>(
     match (result, grant) {
         (Ok(response), Some(grant)) => {
             let (status, headers) = (response.status(), response.headers());
-            let said = grant.finish(sent, status, headers, clock);
+            let said = grant.finish(status, headers, clock);
             // Read once: the retry layer above takes the delay from here.
             said.share(response.extensions_mut());
         }
@@ -226,19 +220,11 @@ where
                     crate::send_mark::send(request.extensions(), now);
                     let grant = grant.take();
                     let future = service.call(request);
-                    this.state.set(State::Calling {
-                        future,
-                        grant,
-                        sent: now,
-                    });
+                    this.state.set(State::Calling { future, grant });
                 }
-                StateProj::Calling {
-                    future,
-                    grant,
-                    sent,
-                } => {
+                StateProj::Calling { future, grant } => {
                     let mut result = ready!(future.poll(cx));
-                    learn(&mut result, grant.take(), *sent, this.clock.as_deref());
+                    learn(&mut result, grant.take(), this.clock.as_deref());
                     return Poll::Ready(result.map_err(Into::into));
                 }
             }

@@ -156,17 +156,16 @@
 //! # }
 //! ```
 
-mod cooldown;
+mod control;
 mod deadline;
 mod destination;
 mod destinations;
 mod future;
 mod key;
 mod layer;
-mod meter;
 mod queue;
-mod quota;
-mod rate;
+mod room;
+mod served;
 mod service;
 mod settings;
 mod shared;

@@ -315,6 +315,13 @@ fn burst(model: Model, variant: Variant, n: usize, seed: u64) -> (usize, f64, u6
         let (client, _) = client(variant, server(&limiter, 0, seed), seed);
         let (ok, _, end) = workers(client, 20, Some(n), None).await;
         let l = limiter.lock().unwrap();
+        if super::TIMELINE.load(Ordering::Relaxed) && variant == Variant::BudgetPacing {
+            eprintln!(
+                "T1 {} / seed {seed}: served/refused per 250 ms:",
+                model.name()
+            );
+            eprintln!("  {}", super::timeline(&l.log, 0.25));
+        }
         (ok, end, l.answers(), l.refused())
     })
 }
