@@ -13,7 +13,7 @@ use tower_backoff::{PacingError, PacingLayer};
 #[tokio::test(start_paused = true)]
 async fn retry_after_cools_down_its_destination_only() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
 
@@ -46,7 +46,7 @@ async fn retry_after_cools_down_its_destination_only() {
 #[tokio::test(start_paused = true)]
 async fn requests_held_by_a_cool_down_leave_at_the_pace_not_in_a_burst() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
     client
@@ -72,7 +72,7 @@ async fn requests_held_by_a_cool_down_leave_at_the_pace_not_in_a_burst() {
 #[tokio::test(start_paused = true)]
 async fn a_lone_retry_after_among_successes_does_not_close_the_destination() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let mut client = pacing.layer(scripted(&log));
     for _ in 0..20 {
         send(&mut client, get("http://a/200")).await.unwrap();
@@ -105,7 +105,7 @@ async fn a_lone_retry_after_among_successes_does_not_close_the_destination() {
 #[tokio::test(start_paused = true)]
 async fn a_wait_beyond_max_wait_or_the_deadline_fails_fast() {
     let log = Log::default();
-    let pacing = builder(100).with_max_wait(secs(3)).build().unwrap();
+    let pacing = builder().with_max_wait(secs(3)).build().unwrap();
     let mut client = pacing.layer(scripted(&log));
     send(&mut client, get_ra("http://a/429", "5"))
         .await
@@ -147,7 +147,7 @@ async fn a_wait_beyond_max_wait_or_the_deadline_fails_fast() {
 #[tokio::test(start_paused = true)]
 async fn a_deadline_later_than_the_wait_lets_the_request_wait() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let mut client = pacing.layer(scripted(&log));
     send(&mut client, get_ra("http://a/429", "5"))
         .await
@@ -164,7 +164,7 @@ async fn a_deadline_later_than_the_wait_lets_the_request_wait() {
 #[tokio::test(start_paused = true)]
 async fn a_hostile_retry_after_is_capped() {
     let log = Log::default();
-    let pacing = builder(100).with_max_wait(secs(3600)).build().unwrap();
+    let pacing = builder().with_max_wait(secs(3600)).build().unwrap();
     let mut client = pacing.layer(scripted(&log));
     let start = Instant::now();
     send(&mut client, get_ra("http://a/429", "100000000000000000000"))
@@ -200,7 +200,7 @@ async fn a_hostile_retry_after_is_capped() {
 #[tokio::test(start_paused = true)]
 async fn the_ratelimit_header_cools_down_too() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let inner = tower::service_fn(|_: Request<()>| async {
         let response = Response::builder()
             .status(429)
@@ -252,7 +252,7 @@ async fn hyper_client_waits_out_a_real_servers_retry_after() {
         }
     });
 
-    let pacing = seeded(1);
+    let pacing = PacingLayer::new();
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let mut client = pacing.layer(client);
     let uri = format!("http://{addr}/");
@@ -276,7 +276,7 @@ async fn hyper_client_waits_out_a_real_servers_retry_after() {
 #[tokio::test(start_paused = true)]
 async fn a_cool_down_that_starts_while_requests_wait_holds_them_too() {
     let log = Log::default();
-    let pacing = builder(100).with_initial_window(1).build().unwrap();
+    let pacing = builder().with_initial_window(1).build().unwrap();
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
     // One request in flight fills the window; three wait behind it.
@@ -303,7 +303,7 @@ async fn a_cool_down_that_starts_while_requests_wait_holds_them_too() {
 #[tokio::test(start_paused = true)]
 async fn waiting_requests_that_cannot_wait_out_a_new_cool_down_fail_at_once() {
     let log = Log::default();
-    let pacing = builder(100)
+    let pacing = builder()
         .with_initial_window(1)
         .with_max_wait(secs(1))
         .build()
@@ -341,7 +341,7 @@ async fn pacing_reads_retry_after_dates_with_the_retry_layers_wall_clock() {
     use tower_backoff::backoff::StopBackOff;
 
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let now = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     let retry = RetryLayer::new(StopBackOff).with_wall_clock(move || now);
     let client = retry.paced(pacing.clone()).layer(scripted(&log));

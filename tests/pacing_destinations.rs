@@ -14,7 +14,7 @@ use tower_backoff::{ConfigError, PacingError, PacingLayer};
 #[tokio::test(start_paused = true)]
 async fn clones_share_one_state() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let copy = pacing.clone();
     let mut first = copy.layer(scripted(&log));
     let mut second: Pacing<_> = pacing.clone().layer(scripted(&log));
@@ -24,8 +24,7 @@ async fn clones_share_one_state() {
     assert_eq!(pacing.current_delay(), ms(100));
     assert_eq!(pacing.cooldown(&"a".parse().unwrap()), Some(secs(3)));
 
-    let probing = pacing.backoff_to(&authority("a")).unwrap();
-    assert_eq!(probing.current(), ms(100));
+    assert_eq!(pacing.probe_delay_to(&authority("a")), ms(100));
 
     let start = Instant::now();
     send(&mut second, get("http://a/200")).await.unwrap();
@@ -37,7 +36,7 @@ async fn clones_share_one_state() {
 #[tokio::test(start_paused = true)]
 async fn the_host_header_names_the_destination_of_a_relative_uri() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let mut client = pacing.layer(scripted(&log));
     let request = Request::get("/429")
         .header("host", "h.example")
@@ -155,7 +154,7 @@ fn the_futures_are_send() {
     fn assert_send<T: Send>(_: &T) {}
     fn assert_sync<T: Send + Sync>() {}
     let log = Log::default();
-    let mut client = seeded(1).layer(scripted(&log));
+    let mut client = PacingLayer::new().layer(scripted(&log));
     assert_send(&client.call(get("http://a/")));
     assert_sync::<PacingLayer>();
     assert_sync::<PacingError>();
@@ -183,7 +182,7 @@ async fn a_failing_destination_does_not_slow_down_a_healthy_one() {
             }
         })
     };
-    let pacing = seeded(1);
+    let pacing = PacingLayer::new();
     let client = pacing.layer(server);
     let (mut good, mut bad) = (Vec::new(), Vec::new());
     for _ in 0..500 {
@@ -253,7 +252,7 @@ async fn a_real_refusing_server_does_not_hold_requests_to_a_healthy_one() {
 #[tokio::test(start_paused = true)]
 async fn idle_destinations_are_forgotten_and_their_number_is_bounded() {
     let log = Log::default();
-    let pacing = builder(100)
+    let pacing = builder()
         .with_max_destinations(100)
         .with_idle_timeout(secs(10))
         .build()
@@ -304,7 +303,7 @@ async fn idle_destinations_are_forgotten_and_their_number_is_bounded() {
 #[tokio::test(start_paused = true)]
 async fn userinfo_is_not_part_of_the_destination() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let mut client = pacing.layer(scripted(&log));
     send(&mut client, get_ra("http://user:secret@a.example/429", "2"))
         .await

@@ -58,7 +58,7 @@ fn knowing_a(
 
 #[tokio::test(start_paused = true)]
 async fn a_known_rate_paces_its_destination_from_the_first_request_and_no_other() {
-    let (log, pacing, client) = knowing_a(10, builder(100));
+    let (log, pacing, client) = knowing_a(10, builder());
     let start = Instant::now();
     let (to_a, to_b) = tokio::join!(
         burst(&client, "http://a/200", 5),
@@ -78,7 +78,7 @@ async fn a_known_rate_paces_its_destination_from_the_first_request_and_no_other(
 
 #[tokio::test(start_paused = true)]
 async fn successes_never_push_a_known_rate_past_itself() {
-    let (log, pacing, client) = knowing_a(20, builder(100));
+    let (log, pacing, client) = knowing_a(20, builder());
     let start = Instant::now();
     let results = burst(&client, "http://a/200", 60).await;
     assert!(results.iter().all(|r| r.is_ok()));
@@ -100,7 +100,7 @@ async fn successes_never_push_a_known_rate_past_itself() {
 
 #[tokio::test(start_paused = true)]
 async fn a_refusal_slows_a_known_destination_and_it_grows_back_only_to_its_rate() {
-    let (_, pacing, client) = knowing_a(20, builder(100));
+    let (_, pacing, client) = knowing_a(20, builder());
     burst(&client, "http://a/200", 20).await;
     let refused = burst(&client, "http://a/429", 1).await;
     assert_eq!(
@@ -122,7 +122,7 @@ async fn a_refusal_slows_a_known_destination_and_it_grows_back_only_to_its_rate(
 #[tokio::test(start_paused = true)]
 async fn probing_a_known_destination_is_never_faster_than_its_rate() {
     // The probing delay is 100 ms; the known rate, one request a second.
-    let (log, pacing, client) = knowing_a(1, builder(100));
+    let (log, pacing, client) = knowing_a(1, builder());
     burst(&client, "http://a/429", 1).await;
     assert_eq!(pacing.current_delay_to(&authority("a")), secs(1));
     let start = Instant::now();
@@ -136,7 +136,7 @@ async fn probing_a_known_destination_is_never_faster_than_its_rate() {
 
 #[tokio::test(start_paused = true)]
 async fn a_known_destination_waits_at_most_max_wait() {
-    let (log, _, client) = knowing_a(10, builder(100).with_max_wait(ms(250)));
+    let (log, _, client) = knowing_a(10, builder().with_max_wait(ms(250)));
     let start = Instant::now();
     let results = burst(&client, "http://a/200", 5).await;
     // 0, 100 and 200 ms are within the wait; 300 and 400 ms are not, and fail at once:
@@ -157,7 +157,7 @@ async fn a_known_destination_waits_at_most_max_wait() {
 
 #[tokio::test(start_paused = true)]
 async fn a_known_destination_is_paced_when_the_table_is_full() {
-    let (log, pacing, client) = knowing_a(10, builder(100).with_max_destinations(1));
+    let (log, pacing, client) = knowing_a(10, builder().with_max_destinations(1));
     // b takes the only place; used a moment ago, it is not forgotten.
     burst(&client, "http://b/429", 1).await;
     assert_eq!(pacing.destinations(), 1);

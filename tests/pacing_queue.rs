@@ -12,7 +12,7 @@ use tower_backoff::{PacingError, PacingLayer};
 #[tokio::test(start_paused = true)]
 async fn a_burst_from_a_new_client_is_slow_started() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
     let burst: Vec<_> = (0..10)
@@ -46,7 +46,7 @@ async fn a_burst_from_a_new_client_is_slow_started() {
 #[tokio::test(start_paused = true)]
 async fn a_queued_request_fails_when_its_max_wait_runs_out_and_a_dropped_one_frees_its_place() {
     let log = Log::default();
-    let pacing = builder(100).with_max_wait(ms(250)).build().unwrap();
+    let pacing = builder().with_max_wait(ms(250)).build().unwrap();
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
     // The destination refuses everything: the client probes at 100, 200, 400 ms ...
@@ -121,7 +121,7 @@ impl<S: Service<Request<()>>> Service<Request<()>> for Strict<S> {
 async fn a_waiting_request_readies_its_own_clone_of_the_inner_service() {
     let log = Log::default();
     let readied = Arc::new(Mutex::new(0));
-    let pacing = layer(100);
+    let pacing = layer();
     let mut client = pacing.layer(Strict {
         inner: scripted(&log),
         ready: false,
@@ -144,7 +144,7 @@ async fn a_waiting_request_readies_its_own_clone_of_the_inner_service() {
 #[tokio::test(start_paused = true)]
 async fn a_slow_healthy_server_loses_no_request_of_a_burst() {
     let log = Log::default();
-    let pacing = builder(100).with_max_wait(secs(1)).build().unwrap();
+    let pacing = builder().with_max_wait(secs(1)).build().unwrap();
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
     let burst: Vec<_> = (0..100)
@@ -163,7 +163,7 @@ async fn a_slow_healthy_server_loses_no_request_of_a_burst() {
 #[tokio::test(start_paused = true)]
 async fn long_polls_do_not_block_other_requests() {
     let log = Log::default();
-    let client = layer(100).layer(scripted(&log));
+    let client = layer().layer(scripted(&log));
     // Four 60 s long-polls fill the initial window.
     let polls: Vec<_> = (0..4)
         .map(|_| tokio::spawn(client.clone().oneshot(get("http://api/200?sleep=60000"))))
@@ -190,7 +190,7 @@ async fn long_polls_do_not_block_other_requests() {
 #[tokio::test(start_paused = true)]
 async fn a_response_future_that_is_not_polled_does_not_hold_the_queue() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let mut client = pacing.layer(scripted(&log));
     // Probed: one request per 100 ms, so new requests queue.
     send(&mut client, get("http://a/429")).await.unwrap();
@@ -223,7 +223,7 @@ async fn a_response_future_that_is_not_polled_does_not_hold_the_queue() {
 #[tokio::test(start_paused = true)]
 async fn a_full_queue_fails_fast_and_a_dropped_waiter_frees_its_place() {
     let log = Log::default();
-    let pacing = builder(100).with_max_queue(2).build().unwrap();
+    let pacing = builder().with_max_queue(2).build().unwrap();
     let mut client = pacing.layer(scripted(&log));
     send(&mut client, get("http://a/429")).await.unwrap();
     let first = tokio::spawn(client.clone().oneshot(get("http://a/200")));
@@ -256,7 +256,7 @@ async fn a_full_queue_fails_fast_and_a_dropped_waiter_frees_its_place() {
 #[tokio::test(start_paused = true)]
 async fn no_request_is_sent_after_its_deadline() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let mut client = pacing.layer(scripted(&log));
     // Arriving after its deadline: not sent, though nothing would make it wait.
     let mut late = get("http://a/200");
@@ -292,7 +292,7 @@ async fn no_request_is_sent_after_its_deadline() {
 #[tokio::test(start_paused = true)]
 async fn ten_thousand_waiters_are_all_served() {
     let log = Log::default();
-    let pacing = builder(100).with_max_queue(10_000).build().unwrap();
+    let pacing = builder().with_max_queue(10_000).build().unwrap();
     let mut client = pacing.layer(scripted(&log));
     send(&mut client, get("http://a/429")).await.unwrap();
     let tasks: Vec<_> = (0..10_000)
@@ -402,7 +402,7 @@ impl<S: Service<Request<()>>> Service<Request<()>> for ReadyAt<S> {
 #[tokio::test(start_paused = true)]
 async fn readying_the_inner_service_past_the_deadline_fails_the_request() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let start = Instant::now();
     let mut client = pacing.layer(ReadyAt {
         inner: scripted(&log),
@@ -429,7 +429,7 @@ async fn readying_the_inner_service_past_the_deadline_fails_the_request() {
 #[tokio::test(start_paused = true)]
 async fn several_unpolled_futures_at_the_head_do_not_hold_the_queue() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let mut client = pacing.layer(scripted(&log));
     send(&mut client, get("http://a/429")).await.unwrap();
     let mut abandoned = Vec::new();

@@ -110,7 +110,7 @@ fn reporting(
 async fn burst_through_the_readme_stack(server: impl Limiter, n: usize) -> std::time::Duration {
     let client = ServiceBuilder::new()
         .layer(RetryLayer::new(ExponentialBackOff::default()))
-        .layer(seeded(1))
+        .layer(PacingLayer::new())
         .service(server);
     let start = Instant::now();
     let next = Arc::new(AtomicUsize::new(0));
@@ -197,7 +197,9 @@ async fn a_long_poll_sent_after_a_reset_does_not_hold_the_others() {
         let response = Response::builder().header("ratelimit", "\"w\";r=40;t=1");
         Ok::<_, Infallible>(response.body(()).unwrap())
     });
-    let client = ServiceBuilder::new().layer(seeded(1)).service(server);
+    let client = ServiceBuilder::new()
+        .layer(PacingLayer::new())
+        .service(server);
     let res = client.clone().oneshot(get("http://api.example/")).await;
     assert_eq!(res.unwrap().status(), StatusCode::OK);
     // The reported reset passes; a long poll goes first.
@@ -273,7 +275,7 @@ async fn no_room_reported_without_a_reset_holds_nothing() {
     // for, so nothing waits (a destination that never refuses is never slowed).
     let log = Log::default();
     let server = reporting(&log, "x-ratelimit-remaining", "0");
-    let client = layer(1).layer(server);
+    let client = layer().layer(server);
     let start = Instant::now();
     for _ in 0..20 {
         client
@@ -319,7 +321,7 @@ fn slow_counting(
 /// Sends 40 requests at once through a default pacing layer; the most in flight at once.
 async fn burst_of_40(header: Option<(&'static str, &'static str)>) -> usize {
     let (server, peak) = slow_counting(header);
-    let client = seeded(1).layer(server);
+    let client = PacingLayer::new().layer(server);
     let requests: Vec<_> = (0..40)
         .map(|_| tokio::spawn(client.clone().oneshot(get("http://api.example/"))))
         .collect();
@@ -360,7 +362,7 @@ async fn a_refusal_the_quota_explains_does_not_slow_the_pace() {
     let api = authority("api.example");
     // The limiter says why: nothing left until its reset. The quota holds the requests
     // until then; the pace, which measures capacity, is left alone.
-    let pacing = layer(1);
+    let pacing = layer();
     let client = pacing
         .clone()
         .layer(refusing(Some(("ratelimit", "\"w\";r=0;t=1"))));
@@ -369,14 +371,14 @@ async fn a_refusal_the_quota_explains_does_not_slow_the_pace() {
     assert_eq!(pacing.current_rate_to(&api), None);
     // A refusal whose quota holds nothing (cool-downs and quota holds off,
     // `with_max_cooldown(0)`) is not explained by it: the destination is paced.
-    let pacing = builder(1).with_max_cooldown(secs(0)).build().unwrap();
+    let pacing = builder().with_max_cooldown(secs(0)).build().unwrap();
     let client = pacing
         .clone()
         .layer(refusing(Some(("ratelimit", "\"w\";r=0;t=1"))));
     client.oneshot(get("http://api.example/")).await.unwrap();
     assert!(pacing.current_rate_to(&api).is_some());
     // A bare refusal is news of the capacity: the destination is paced.
-    let pacing = layer(1);
+    let pacing = layer();
     let client = pacing.clone().layer(refusing(None));
     client.oneshot(get("http://api.example/")).await.unwrap();
     assert!(pacing.current_rate_to(&api).is_some());

@@ -8,12 +8,11 @@ use support::pacing::*;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
 use tower_backoff::PacingLayer;
-use tower_backoff::backoff::ResponsiveBackOff;
 
 #[tokio::test(start_paused = true)]
 async fn a_slow_down_makes_the_next_requests_to_its_destination_wait() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let mut client = pacing.layer(scripted(&log));
     let start = Instant::now();
 
@@ -21,7 +20,7 @@ async fn a_slow_down_makes_the_next_requests_to_its_destination_wait() {
         .await
         .unwrap();
     assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
-    // Nothing measured yet: the destination is probed, one request per backoff delay.
+    // Nothing measured yet: the destination is probed, one request per probing delay.
     assert_eq!(pacing.current_delay_to(&authority("a")), ms(100));
     assert_eq!(pacing.current_rate_to(&authority("a")), Some(10.0));
     assert_eq!(pacing.current_delay(), ms(100), "the slowest destination");
@@ -47,7 +46,7 @@ async fn a_slow_down_makes_the_next_requests_to_its_destination_wait() {
 #[tokio::test(start_paused = true)]
 async fn successes_speed_the_client_up_and_it_opens_after_a_quiet_period() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let mut client = pacing.layer(scripted(&log));
     let start = Instant::now();
     send(&mut client, get_ra("http://a/503", "0"))
@@ -82,7 +81,7 @@ async fn successes_speed_the_client_up_and_it_opens_after_a_quiet_period() {
 #[tokio::test(start_paused = true)]
 async fn zero_max_wait_sheds_every_request_that_would_wait() {
     let log = Log::default();
-    let pacing = builder(100).with_max_wait(Duration::ZERO).build().unwrap();
+    let pacing = builder().with_max_wait(Duration::ZERO).build().unwrap();
     let mut client = pacing.layer(scripted(&log));
     send(&mut client, get("http://a/200")).await.unwrap();
     send(&mut client, get_ra("http://a/503", "0"))
@@ -98,7 +97,7 @@ async fn zero_max_wait_sheds_every_request_that_would_wait() {
 #[tokio::test(start_paused = true)]
 async fn only_slow_down_statuses_slow_down() {
     let log = Log::default();
-    let pacing = layer(100);
+    let pacing = layer();
     let mut client = pacing.layer(scripted(&log));
     let start = Instant::now();
     // A 500 with Retry-After is a failure of the request, not a request to slow down.
@@ -112,7 +111,7 @@ async fn only_slow_down_statuses_slow_down() {
     assert_eq!(log.offsets(start), [Duration::ZERO; 4]);
 
     // Unless configured so.
-    let pacing = builder(100)
+    let pacing = builder()
         .with_slow_down_on([StatusCode::BAD_GATEWAY])
         .build()
         .unwrap();
@@ -131,29 +130,28 @@ async fn only_slow_down_statuses_slow_down() {
 #[tokio::test(start_paused = true)]
 async fn transport_errors_leave_the_pace_alone() {
     let log = Log::default();
-    let pacing = layer(1);
+    let pacing = layer();
     let mut client = pacing.layer(scripted(&log));
     for _ in 0..3 {
         let err = send(&mut client, get("http://a/err")).await.unwrap_err();
         assert!(err.downcast_ref::<std::io::Error>().is_some(), "{err}");
     }
     assert_eq!(pacing.current_delay(), Duration::ZERO);
-    let probing = pacing.backoff_to(&authority("a")).unwrap();
-    assert_eq!(probing.metrics().invocations, 0);
+    assert_eq!(pacing.probe_delay_to(&authority("a")), Duration::ZERO);
 
-    // Nor do they count as successes: the delay only goes down on real responses.
+    // Nor do they count as successes: only a real response ends the probing.
     send(&mut client, get_ra("http://a/503", "0"))
         .await
         .unwrap();
     send(&mut client, get("http://a/err")).await.unwrap_err();
     assert_eq!(pacing.current_delay(), ms(100));
-    assert_eq!(probing.metrics().invocations, 1);
+    assert_eq!(pacing.probe_delay_to(&authority("a")), ms(100));
 }
 
 #[tokio::test(start_paused = true)]
 async fn concurrent_requests_sharing_a_layer_are_spaced() {
     let log = Log::default();
-    let pacing = layer(1000);
+    let pacing = layer();
     let client = pacing.layer(scripted(&log));
     let start = Instant::now();
     client
@@ -217,7 +215,7 @@ async fn a_rate_limited_burst_completes_near_the_limit_with_few_429s() {
             }
         })
     };
-    let client = layer(100).layer(server);
+    let client = layer().layer(server);
     let start = Instant::now();
     let burst: Vec<_> = (0..200)
         .map(|_| {
@@ -247,7 +245,7 @@ async fn a_rate_limited_burst_completes_near_the_limit_with_few_429s() {
 #[tokio::test(start_paused = true)]
 async fn refusals_of_requests_already_in_flight_raise_the_delay_once() {
     let log = Log::default();
-    let pacing = builder(100).with_initial_window(0).build().unwrap();
+    let pacing = builder().with_initial_window(0).build().unwrap();
     let client = pacing.layer(scripted(&log));
     let burst: Vec<_> = (0..8)
         .map(|_| {
@@ -263,8 +261,7 @@ async fn refusals_of_requests_already_in_flight_raise_the_delay_once() {
     }
     // Eight refusals of one round: one step down, not 100 ms × 2⁷.
     assert_eq!(pacing.current_delay(), ms(100));
-    let probing = pacing.backoff_to(&authority("a")).unwrap();
-    assert_eq!(probing.metrics().went_up, 1);
+    assert_eq!(pacing.probe_delay_to(&authority("a")), ms(100));
     // A request sent at the new pace and refused again: the next step.
     client
         .clone()
@@ -292,7 +289,7 @@ async fn a_destination_that_refuses_everything_is_probed_and_its_requests_succee
             }
         })
     };
-    let pacing = builder(10).with_initial_window(0).build().unwrap();
+    let pacing = builder().with_initial_window(0).build().unwrap();
     let client = pacing.layer(server);
     // One request every 10 ms for 1.5 s, none retried.
     let mut tasks = Vec::new();
@@ -317,14 +314,8 @@ async fn a_destination_that_refuses_everything_is_probed_and_its_requests_succee
 #[tokio::test(start_paused = true)]
 async fn huge_delays_do_not_overflow() {
     let log = Log::default();
-    let huge = ResponsiveBackOff::builder()
-        .with_initial_interval(Duration::MAX)
-        .with_max_interval(Duration::MAX)
-        .with_randomization_factor(0.0)
-        .build()
-        .unwrap();
     let pacing = PacingLayer::builder()
-        .with_backoff(huge)
+        .with_probe(Duration::MAX, Duration::MAX)
         .with_max_cooldown(Duration::MAX)
         .build()
         .unwrap();
@@ -413,7 +404,7 @@ async fn fleet_on_a_counting_window(seconds: u64, seed: u64) -> FleetFigures {
                 Ok::<_, Infallible>(response.body(()).unwrap())
             }
         });
-        let client = seeded(client_seed).layer(server);
+        let client = PacingLayer::new().layer(server);
         let delay = ms(client_seed % 8 * 3 / 2);
         clients.push(tokio::spawn(async move {
             // The clients start a few milliseconds apart, as processes do.
@@ -477,7 +468,7 @@ async fn a_fleet_shares_a_limiter_that_counts_its_refusals() {
 #[tokio::test(start_paused = true)]
 async fn bare_503s_never_slow_a_destination_but_a_503_with_retry_after_does() {
     let log = Log::default();
-    let pacing = builder(10).build().unwrap();
+    let pacing = builder().build().unwrap();
     let client = pacing.layer(scripted(&log));
     for _ in 0..20 {
         let res = client.clone().oneshot(get("http://a/503")).await.unwrap();

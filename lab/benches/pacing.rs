@@ -10,10 +10,8 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use http::{Request, Response};
 use std::convert::Infallible;
 use std::hint::black_box;
-use std::time::Duration;
 use tower::{Layer, ServiceExt};
 use tower_backoff::PacingLayer;
-use tower_backoff::backoff::ResponsiveBackOff;
 
 #[path = "../../tests/support/success_path.rs"]
 mod support;
@@ -44,16 +42,7 @@ fn drain(n: usize) {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let backoff = ResponsiveBackOff::builder()
-            .with_initial_interval(Duration::from_millis(100))
-            .with_randomization_factor(0.0)
-            .build()
-            .unwrap();
-        let pacing = PacingLayer::builder()
-            .with_backoff(backoff)
-            .with_max_queue(n)
-            .build()
-            .unwrap();
+        let pacing = PacingLayer::builder().with_max_queue(n).build().unwrap();
         let server = tower::service_fn(|request: Request<()>| async move {
             let status = if request.uri().path() == "/503" {
                 503

@@ -179,29 +179,9 @@ impl ResponsiveBackOff {
         self.lock().current
     }
 
-    /// The first delay after a quiet period.
-    pub(crate) fn initial_interval(&self) -> Duration {
-        self.config.initial_interval
-    }
-
     /// A snapshot of the counters, over all clones.
     pub fn metrics(&self) -> ResponsiveMetrics {
         self.lock().metrics
-    }
-
-    /// A backoff with the same settings and a state of its own, starting at zero; its
-    /// randomness is drawn from this one's seed sequence (reproducible when seeded).
-    pub(crate) fn fresh(&self) -> Self {
-        let jitter = self.lock().jitter.clone();
-        Self {
-            config: self.config,
-            state: Arc::new(Mutex::new(State {
-                current: Duration::ZERO,
-                streak: 0,
-                metrics: ResponsiveMetrics::default(),
-                jitter,
-            })),
-        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

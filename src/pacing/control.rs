@@ -1,5 +1,23 @@
 //! The pacing controller of one destination: what its answers say goes in, when its
 //! next request may leave comes out. Pure: no lock, no clock read, no I/O.
+//!
+//! Its constants, with [`SERVED_WINDOW`], [`OPEN_WINDOW`] and [`STALL`]:
+//!
+//! | constant | value | from |
+//! |---|---|---|
+//! | [`BETA`] | 0.7 | CUBIC's decrease (RFC 9438 §4.6), the AWS SDKs' adaptive mode |
+//! | [`CUBIC_C`] | 0.4 | CUBIC's growth (RFC 9438 §5), relative to the pace refused: matrix row 4 |
+//! | [`MIN_RATE`] | 0.5 r/s | the AWS SDKs' minimum fill rate |
+//! | [`STARTUP_DOUBLING`] | 100 ms | TCP slow start and BBR's start-up double per round |
+//! | [`REOPEN_AFTER`] | 10 s | matrix row 4: the pace grows past any limit by then |
+//! | [`SERVED_WINDOW`] | 1 s | the window of most published limits (matrix row 1) |
+//! | [`OPEN_WINDOW`] | 64 | the slow start's end (TCP's initial `ssthresh` is of that order) |
+//! | [`STALL`] | 1 s | a slow server holds a burst back about a second (matrix row 6) |
+//! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 5 s | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5) |
+//!
+//! [`SERVED_WINDOW`]: super::served::SERVED_WINDOW
+//! [`OPEN_WINDOW`]: super::window::OPEN_WINDOW
+//! [`STALL`]: super::window::STALL
 
 use super::room::Room;
 use super::served::Served;
@@ -9,19 +27,21 @@ use crate::time::instant_after;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// CUBIC's multiplicative decrease (RFC 9438 §4.6; the AWS SDKs' adaptive retry mode):
-/// a refusal sets the pace to 70 % of the pace refused.
+/// A refusal sets the pace to 70 % of the pace refused.
 pub(crate) const BETA: f64 = 0.7;
-/// CUBIC's growth constant (RFC 9438 §5; the AWS SDKs' `SCALE_CONSTANT`), taken relative
-/// to the pace refused: back to it in 0.9 s, then ×4 within 2 s more (matrix row 4).
+/// How fast the pace grows back, then past the pace refused: back in 0.9 s after a cut
+/// by [`BETA`], then ×4 within 2 s more.
 pub(crate) const CUBIC_C: f64 = 0.4;
-/// The slowest pace, in requests per second (the AWS SDKs' minimum fill rate).
+/// The slowest pace, in requests per second.
 pub(crate) const MIN_RATE: f64 = 0.5;
-/// After the first refusal the pace doubles this often until the next (TCP slow start
-/// and BBR's start-up double per round; a round here holds a few paced sends).
+/// From the first refusal to the next, the pace doubles this often.
 pub(crate) const STARTUP_DOUBLING: Duration = Duration::from_millis(100);
 /// A destination that refused nothing for this long is not paced any more.
 pub(crate) const REOPEN_AFTER: Duration = Duration::from_secs(10);
+/// The default first probing delay of a destination that serves nothing.
+pub(crate) const FIRST_PROBE: Duration = Duration::from_millis(100);
+/// The default longest probing delay: a dead destination is still tried every 5 s.
+pub(crate) const MAX_PROBE: Duration = Duration::from_secs(5);
 
 /// What an answer says of the destination's capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,17 +54,15 @@ pub(crate) enum Answer {
     Other,
 }
 
-/// What the destination does after an answer.
+/// What the requests waiting do after an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reaction {
-    /// Nothing changed for the requests waiting.
+    /// Nothing changed for them.
     Nothing,
-    /// The pace went up: the first in line may go sooner.
+    /// The first in line may go sooner.
     Faster,
-    /// The pace went down or the destination closed: every waiter checks its wait.
+    /// The pace went down or the destination closed: each checks its wait.
     Slower,
-    /// Refused with nothing served and no delay asked: close for a probing delay.
-    Probe,
 }
 
 /// A request sent: in which round (between two cuts) and its number among the sends.
@@ -54,7 +72,17 @@ pub(crate) struct Sent {
     pub(crate) number: u64,
 }
 
-/// The pace while paced: a curve of time since the last cut.
+/// What a controller is told of its destination.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    /// The pace the user said it allows: paced from the first request, never passed.
+    pub(crate) known: Option<f64>,
+    pub(crate) max_cooldown: Duration,
+    pub(crate) first_probe: Duration,
+    pub(crate) max_probe: Duration,
+}
+
+/// The pace while paced: a curve of the time since the last cut.
 #[derive(Debug, Clone, Copy)]
 struct Curve {
     since: Instant,
@@ -62,7 +90,7 @@ struct Curve {
     base: f64,
     /// The pace refused (CUBIC's `W_max`).
     ceiling: f64,
-    /// Doubling (start-up) rather than CUBIC.
+    /// Doubling (the start-up) rather than CUBIC.
     startup: bool,
 }
 
@@ -72,21 +100,20 @@ impl Curve {
         if self.startup {
             return self.base * (t / STARTUP_DOUBLING.as_secs_f64()).exp2();
         }
-        let gap = (self.ceiling - self.base) / (CUBIC_C * self.ceiling);
-        let k = gap.max(0.0).cbrt();
+        let k = ((self.ceiling - self.base) / (CUBIC_C * self.ceiling))
+            .max(0.0)
+            .cbrt();
         (self.ceiling * (1.0 + CUBIC_C * (t - k).powi(3))).max(self.base)
     }
 
-    /// About how long `n` sends take from `now` on: along the doubling of a start-up, at
-    /// the pace of `now` otherwise (CUBIC's curve is flat there, or rising: an upper
-    /// bound).
+    /// About how long `n` sends take from a pace of `rate` on: along the start-up's
+    /// doubling, else at `rate` (CUBIC is flat or rising there: an upper bound).
     fn time_to_send(&self, n: f64, rate: f64) -> f64 {
-        if self.startup {
-            let doubling = STARTUP_DOUBLING.as_secs_f64();
-            doubling * (1.0 + n * std::f64::consts::LN_2 / (rate * doubling)).log2()
-        } else {
-            n / rate
+        if !self.startup {
+            return n / rate;
         }
+        let doubling = STARTUP_DOUBLING.as_secs_f64();
+        doubling * (1.0 + n * std::f64::consts::LN_2 / (rate * doubling)).log2()
     }
 }
 
@@ -104,23 +131,11 @@ pub(crate) struct Controller {
     last_refusal: Option<Instant>,
     closed_until: Option<Instant>,
     room: Option<Room>,
-    /// The delay a refusal asked for, once nothing is served: taken by the next probe.
-    asked: Option<Duration>,
+    /// The probing delay; zero when not probing.
+    probe: Duration,
     /// Closed for a delay asked since the last cut.
     closed_in_round: bool,
     config: Config,
-}
-
-/// What a controller is told of its destination.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Config {
-    /// The pace the user said it allows: paced from the first request, never passed.
-    pub(crate) known: Option<f64>,
-    /// The longest cool-down.
-    pub(crate) max_cooldown: Duration,
-    /// The pace of the first probes (one per initial probing delay): where a pace starts
-    /// when nothing better is measured.
-    pub(crate) probe_rate: f64,
 }
 
 impl Controller {
@@ -147,7 +162,7 @@ impl Controller {
             last_refusal: None,
             closed_until: None,
             room: None,
-            asked: None,
+            probe: Duration::ZERO,
             closed_in_round: false,
             config,
         }
@@ -169,10 +184,9 @@ impl Controller {
 
     /// Until when nothing may leave: a cool-down, or the reported room spent.
     pub(crate) fn closed_until(&mut self, now: Instant) -> Option<Instant> {
-        self.closed_until = self.closed_until.filter(|until| *until > now);
         self.room = self.room.filter(|room| !room.expired(now));
         let spent = self.room.and_then(|room| room.spent_until(self.sends, now));
-        self.closed_until.max(spent)
+        self.cooldown(now).max(spent)
     }
 
     /// The end of the live cool-down (a spent room is not one).
@@ -206,10 +220,9 @@ impl Controller {
         let (Some(curve), Some(rate)) = (self.curve, self.rate(now)) else {
             return first;
         };
-        let queued = queued as f64;
         let behind = match self.config.known {
-            Some(_) => queued / rate,
-            None => curve.time_to_send(queued, rate),
+            Some(_) => queued as f64 / rate,
+            None => curve.time_to_send(queued as f64, rate),
         };
         first.saturating_add(Duration::try_from_secs_f64(behind).unwrap_or(Duration::MAX))
     }
@@ -230,7 +243,6 @@ impl Controller {
         self.window.release(now);
     }
 
-    /// Requests in flight.
     pub(crate) fn in_flight(&self) -> u32 {
         self.window.in_flight()
     }
@@ -256,62 +268,58 @@ impl Controller {
             self.room = learned;
         }
         match answer {
-            // A success that leaves no room (and says not until when) is not sent more at
-            // once.
-            Answer::Served if quota.is_some_and(|left| left.remaining == 0) => {
+            Answer::Served => {
                 self.served.add(sent.round == self.round, now);
-                Reaction::Nothing
+                self.probe = Duration::ZERO;
+                // A success that leaves no room (and says not until when) does not widen
+                // the slow start.
+                if self.curve.is_none() && quota.is_none_or(|left| left.remaining > 0) {
+                    self.window.grow();
+                }
+                Reaction::Faster
             }
-            Answer::Served => self.served(sent, now),
-            Answer::Refused(asked) => self.refused(sent, asked, now),
+            Answer::Refused(asked) => {
+                self.last_refusal = Some(now);
+                self.window.close();
+                self.refused(sent, asked.filter(|delay| !delay.is_zero()), now)
+            }
             Answer::Other => Reaction::Nothing,
         }
     }
 
-    fn served(&mut self, sent: Sent, now: Instant) -> Reaction {
-        self.served.add(sent.round == self.round, now);
-        if self.curve.is_none() {
-            self.window.grow();
-        }
-        Reaction::Faster
-    }
-
-    /// A refusal: the first of a round (requests sent since the last cut) cuts the pace
-    /// once, as TCP cuts once per round trip. One after nothing was served since calls
-    /// for a probe.
+    /// A refusal cuts the pace once per round (the requests sent since the last cut), as
+    /// TCP cuts once per round trip. One after nothing was served since is a probe's.
     fn refused(&mut self, sent: Sent, asked: Option<Duration>, now: Instant) -> Reaction {
-        self.last_refusal = Some(now);
-        self.window.close();
-        let room_spent = self
+        if self
             .room
-            .is_some_and(|room| room.spent_until(self.sends, now).is_some());
-        if room_spent {
+            .is_some_and(|room| room.spent_until(self.sends, now).is_some())
+        {
             // The spent room explains it: no news of the pace.
-            if let Some(asked) = asked.filter(|delay| !delay.is_zero()) {
+            if let Some(asked) = asked {
                 self.close_for(asked, now);
             }
             return Reaction::Slower;
         }
         if sent.round != self.round {
-            // The pace already went down for it.
             return Reaction::Nothing;
         }
         self.round += 1;
-        let asked = asked.filter(|delay| !delay.is_zero());
-        let served_since = self.served.take_since();
-        if served_since > 0 || self.curve.is_none() {
+        let served = self.served.take_since() > 0;
+        if served || self.curve.is_none() {
             self.closed_in_round = false;
             self.curve = Some(self.cut(now));
         }
-        if served_since > 0 {
+        if served {
             return Reaction::Slower;
         }
         // Nothing served since the last cut. Nothing for a whole window either: a spent
-        // quota or a server down, closed for the delay it asked, once (TCP's timeout
-        // waits a second too). Else a limiter still counting what it refused: probed.
+        // quota or a server down, closed for the delay it asked, once. Else a limiter
+        // that still counts what it refused: probed.
         let silent = self.served.in_window(now) == 0.0;
-        self.asked = asked.filter(|_| silent && !self.closed_in_round);
-        Reaction::Probe
+        let asked = asked.filter(|_| silent && !self.closed_in_round);
+        self.closed_in_round |= asked.is_some();
+        self.probe(asked, now);
+        Reaction::Slower
     }
 
     /// The pace after a refusal.
@@ -322,53 +330,49 @@ impl Controller {
             ceiling: ceiling.max(MIN_RATE),
             startup: false,
         };
-        let allowance = self.served.in_window(now).max(self.config.probe_rate);
         match (self.curve, self.rate(now)) {
             // Out of the start-up: CUBIC's cut of the pace refused.
             (Some(curve), Some(rate)) if curve.startup => cubic(BETA * rate, rate),
-            // Paced: CUBIC's cut of what the destination served (its delivery rate, which
+            // Paced: CUBIC's cut of what the destination served (its delivery rate, as
             // BBR paces at), never up.
             (Some(_), Some(rate)) => {
                 let served = self.served.rate(STARTUP_DOUBLING, now).min(rate);
                 cubic(BETA * served, served)
             }
-            // The first refusal: a start-up from what was served in the last window.
-            _ => Curve {
-                since: now,
-                base: allowance,
-                ceiling: allowance,
-                startup: true,
-            },
+            // The first refusal: a start-up from what the last window served.
+            _ => {
+                let first = 1.0 / self.config.first_probe.as_secs_f64();
+                let served = self.served.in_window(now).max(first);
+                Curve {
+                    startup: true,
+                    ..cubic(served, served)
+                }
+            }
         }
     }
 
-    /// Probes a destination that served nothing since the last cut: it closes for the
-    /// delay its refusal asked, once, else for `delay` (the probing backoff's), and never
-    /// for less than the known pace's spacing. One that served nothing in the last window
-    /// starts again from one request per `delay`.
-    pub(crate) fn probe(&mut self, delay: Duration, now: Instant) {
+    /// Closes the destination for the delay `asked`, else for a probing delay (doubled
+    /// from the last), and never for less than the known pace's spacing. One that
+    /// served nothing in the last window then starts again from one request per delay.
+    fn probe(&mut self, asked: Option<Duration>, now: Instant) {
+        let doubled = self.probe.saturating_mul(2).max(self.config.first_probe);
+        self.probe = doubled.min(self.config.max_probe);
         if self.served.in_window(now) == 0.0 {
+            let base = 1.0 / self.probe.as_secs_f64();
             self.curve = Some(Curve {
                 since: now,
-                base: 1.0 / delay.as_secs_f64().max(f64::MIN_POSITIVE),
-                ceiling: MIN_RATE,
+                base,
+                ceiling: base,
                 startup: true,
             });
         }
-        let wait = match self.asked.take() {
-            Some(asked) => {
-                self.closed_in_round = true;
-                asked
-            }
-            None => delay,
-        };
         let spacing = self.config.known.map_or(Duration::ZERO, interval);
-        self.close_for(wait.max(spacing), now);
+        self.close_for(asked.unwrap_or(self.probe).max(spacing), now);
     }
 
     /// Closes the destination for `delay` (at most the max cool-down). When it opens, the
     /// first request leaves at once and the pace resumes from where it was.
-    pub(crate) fn close_for(&mut self, delay: Duration, now: Instant) {
+    fn close_for(&mut self, delay: Duration, now: Instant) {
         let until = instant_after(now, delay.min(self.config.max_cooldown));
         if self.closed_until.is_some_and(|current| current >= until) {
             return;
@@ -378,6 +382,11 @@ impl Controller {
         if let Some(curve) = &mut self.curve {
             curve.since = curve.since.max(until);
         }
+    }
+
+    /// The probing delay: zero unless probing.
+    pub(crate) fn probe_delay(&self) -> Duration {
+        self.probe
     }
 }
 

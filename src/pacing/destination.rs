@@ -5,7 +5,6 @@ use super::control::{Answer, Config, Controller, Reaction, Sent};
 use super::key::Key;
 use super::queue::{Queue, Watch};
 use super::settings::Settings;
-use crate::backoff::ResponsiveBackOff;
 use crate::error::pacing::PacingError;
 use crate::metrics::DestinationGauges;
 use crate::retry_after::ServerSaid;
@@ -28,8 +27,6 @@ pub(crate) struct Destination {
 struct State {
     control: Controller,
     queue: Queue,
-    /// The probing delay of a destination that serves nothing and names no delay.
-    backoff: ResponsiveBackOff,
     /// The last request or response: an idle destination is forgotten after a while.
     last_active: Instant,
     /// Under the lock, so a destination being forgotten reports nothing after.
@@ -203,7 +200,6 @@ impl Destination {
     pub(crate) fn new(
         key: Key,
         settings: Settings,
-        backoff: ResponsiveBackOff,
         known: Option<f64>,
         gauges: DestinationGauges,
         now: Instant,
@@ -211,11 +207,8 @@ impl Destination {
         let config = Config {
             known,
             max_cooldown: settings.max_cooldown,
-            probe_rate: 1.0
-                / backoff
-                    .initial_interval()
-                    .as_secs_f64()
-                    .max(f64::MIN_POSITIVE),
+            first_probe: settings.first_probe,
+            max_probe: settings.max_probe,
         };
         let control = Controller::new(settings.initial_window, config, now);
         Self {
@@ -224,7 +217,6 @@ impl Destination {
             state: Mutex::new(State {
                 control,
                 queue: Queue::default(),
-                backoff,
                 last_active: now,
                 gauges,
             }),
@@ -375,21 +367,11 @@ impl Destination {
         let reaction = s.control.answered(sent, answer, said.quota(), now);
         match reaction {
             Reaction::Nothing => {}
-            Reaction::Faster => {
-                if !s.backoff.current().is_zero() {
-                    s.backoff.on_success();
-                }
-                s.queue.wake_head(now);
-            }
-            Reaction::Slower => s.queue.wake_all(),
-            Reaction::Probe => {
-                let delay = s.backoff.on_failure();
-                s.control.probe(delay, now);
+            Reaction::Faster => s.queue.wake_head(now),
+            Reaction::Slower => {
                 s.queue.wake_all();
+                tracing::debug!(to = %self.key, ?answer, rate = ?s.control.rate(now), "pacing: destination slows down");
             }
-        }
-        if reaction != Reaction::Nothing {
-            tracing::debug!(to = %self.key, ?answer, rate = ?s.control.rate(now), "pacing: destination learns");
         }
         Self::release_in(&mut s, now);
         s.report(now);
@@ -413,9 +395,9 @@ impl Destination {
         until.map(|until| until - now)
     }
 
-    /// The probing delay of this destination (a clone sharing its state).
-    pub(crate) fn backoff(&self) -> ResponsiveBackOff {
-        self.lock().backoff.clone()
+    /// The probing delay: zero unless probing.
+    pub(crate) fn probe_delay(&self) -> Duration {
+        self.lock().control.probe_delay()
     }
 
     /// Whether nothing of this destination is pending and it has been quiet for `idle`.
@@ -449,11 +431,12 @@ mod tests {
             max_queue: PacingLayer::DEFAULT_MAX_QUEUE,
             max_destinations: PacingLayer::DEFAULT_MAX_DESTINATIONS,
             idle_timeout: PacingLayer::DEFAULT_IDLE_TIMEOUT,
+            first_probe: PacingLayer::DEFAULT_FIRST_PROBE,
+            max_probe: PacingLayer::DEFAULT_MAX_PROBE,
         };
         let key = Key::from_authority(&"api.example".parse().unwrap());
-        let backoff = PacingLayer::default_backoff();
         let gauges = PacingSeries::new(1).gauges(&key, false);
-        Arc::new(Destination::new(key, settings, backoff, None, gauges, now))
+        Arc::new(Destination::new(key, settings, None, gauges, now))
     }
 
     fn go(destination: &Arc<Destination>, now: Instant) -> Grant {

@@ -165,7 +165,6 @@ mod tests {
         Destination::new(
             key.clone(),
             settings,
-            PacingLayer::default_backoff(),
             None,
             PacingSeries::new(1).gauges(key, false),
             now,

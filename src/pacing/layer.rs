@@ -1,11 +1,11 @@
 //! The [`tower_layer::Layer`] and its builder.
 
+use super::control::{FIRST_PROBE, MAX_PROBE};
 use super::key::Key;
 use super::service::Pacing;
 use super::settings::Settings;
 use super::shared::Shared;
 use super::window::OPEN_WINDOW;
-use crate::backoff::ResponsiveBackOff;
 use crate::classify::StatusSet;
 use crate::error::ConfigError;
 use http::StatusCode;
@@ -21,8 +21,8 @@ use tower_layer::Layer;
 /// that refuses everything with `Retry-After` until its cool-down ends.
 ///
 /// Every clone of the layer, and every [`Pacing`] service it makes, shares one table of
-/// destinations, each with its own learned rate, queue, slow start, probing delay (a
-/// fresh copy of the layer's [`ResponsiveBackOff`]) and cool-down. Build the layer once
+/// destinations, each with its own learned rate, queue, slow start, probing delay and
+/// cool-down. Build the layer once
 /// per client and clone it. See the [module docs](crate::pacing) for the rules, and
 /// where to put it relative to a retry layer.
 ///
@@ -34,7 +34,7 @@ use tower_layer::Layer;
 /// | [`with_initial_window`](PacingBuilder::with_initial_window) | [`DEFAULT_INITIAL_WINDOW`](Self::DEFAULT_INITIAL_WINDOW), 4 | a burst to an unknown server learns its limit from a few requests, not all of them |
 /// | [`with_max_cooldown`](PacingBuilder::with_max_cooldown) | [`DEFAULT_MAX_COOLDOWN`](Self::DEFAULT_MAX_COOLDOWN), 5 min | a broken or hostile `Retry-After` cannot stall a destination for hours |
 /// | [`with_slow_down_on`](PacingBuilder::with_slow_down_on) | [`DEFAULT_SLOW_DOWN`](Self::DEFAULT_SLOW_DOWN): 429, 503 | the two statuses by which a server says "too much"; a status other than 429 counts only with `Retry-After` |
-/// | [`with_backoff`](PacingBuilder::with_backoff) | [`default_backoff`](Self::default_backoff) | the probing delay, tuned for HTTP latencies, not for batch jobs |
+/// | [`with_probe`](PacingBuilder::with_probe) | [`DEFAULT_FIRST_PROBE`](Self::DEFAULT_FIRST_PROBE), 100 ms, to [`DEFAULT_MAX_PROBE`](Self::DEFAULT_MAX_PROBE), 5 s | a destination that serves nothing is tried again soon, then less and less often |
 /// | [`with_max_queue`](PacingBuilder::with_max_queue) | [`DEFAULT_MAX_QUEUE`](Self::DEFAULT_MAX_QUEUE), 4096 per destination | a burst of thousands still queues; a flood fails fast instead of growing memory |
 /// | [`with_max_destinations`](PacingBuilder::with_max_destinations) | [`DEFAULT_MAX_DESTINATIONS`](Self::DEFAULT_MAX_DESTINATIONS), 4096 | bounded memory for a client calling any number of hosts |
 /// | [`with_idle_timeout`](PacingBuilder::with_idle_timeout) | [`DEFAULT_IDLE_TIMEOUT`](Self::DEFAULT_IDLE_TIMEOUT), 60 s | a destination not used for a minute is forgotten (its learned rate is stale by then) |
@@ -59,10 +59,10 @@ use tower_layer::Layer;
 /// let request = || http::Request::get("http://api.example/").body(()).unwrap();
 /// let response = client.ready().await?.call(request()).await?;
 /// assert_eq!(response.status(), 503);
-/// // Nothing served yet: api.example is probed, one request per backoff delay, and,
+/// // Nothing served yet: api.example is probed, one request per probing delay, and,
 /// // as it refused all it was sent, it cools down for 1 s. Other hosts are not held.
 /// let authority = "api.example".parse()?;
-/// assert_eq!(pacing.current_delay_to(&authority), PacingLayer::DEFAULT_INITIAL_INTERVAL);
+/// assert_eq!(pacing.current_delay_to(&authority), PacingLayer::DEFAULT_FIRST_PROBE);
 /// assert_eq!(pacing.cooldown(&authority), Some(Duration::from_secs(1)));
 /// assert_eq!(pacing.current_delay_to(&"other.example".parse()?), Duration::ZERO);
 ///
@@ -110,28 +110,12 @@ impl PacingLayer {
         StatusCode::SERVICE_UNAVAILABLE,
     ];
 
-    /// Default backoff: the first probing delay, when a destination gives no rate to go
-    /// by, 100 ms (a few round trips; [`ResponsiveBackOff`]'s own 500 ms suits batch
-    /// writers).
-    pub const DEFAULT_INITIAL_INTERVAL: Duration = Duration::from_millis(100);
-    /// Default backoff: the widest probing delay, 5 s: a destination that refuses
-    /// everything still gets a request every 5 s, so its recovery is seen within 5 s.
-    pub const DEFAULT_MAX_INTERVAL: Duration = Duration::from_secs(5);
-    /// Default backoff: growth per refused probe, 2 (a 429/503 is an explicit request to
-    /// back off, so react faster than [`ResponsiveBackOff`]'s own 1.5).
-    pub const DEFAULT_UP_MULTIPLIER: f64 = 2.0;
-    /// Default backoff: shrink per success streak, 0.5: once a destination is back, its
-    /// successes (at the recovered rate, many per second) bring the probing delay down
-    /// within a few dozen, rather than [`ResponsiveBackOff`]'s own 0.9, tuned for
-    /// hours-long jobs.
-    pub const DEFAULT_DOWN_MULTIPLIER: f64 = 0.5;
-    /// Default backoff: successes in a row before the spacing shrinks, 10.
-    pub const DEFAULT_DOWN_THRESHOLD: u32 = 10;
-    /// Default backoff: random spread of each new spacing, ±20 %, so clients behind one
-    /// proxy do not synchronise.
-    pub const DEFAULT_RANDOMIZATION_FACTOR: f64 = 0.2;
-    /// Default backoff: the largest random deviation, 1 s.
-    pub const DEFAULT_MAX_RANDOMIZATION: Duration = Duration::from_secs(1);
+    /// The first probing delay of a destination that serves nothing: 100 ms, a few
+    /// round trips.
+    pub const DEFAULT_FIRST_PROBE: Duration = FIRST_PROBE;
+    /// The longest probing delay, 5 s: a destination that refuses everything is still
+    /// tried every 5 s, so its recovery is seen within 5 s.
+    pub const DEFAULT_MAX_PROBE: Duration = MAX_PROBE;
 
     /// A layer with every default.
     pub fn new() -> Self {
@@ -143,51 +127,11 @@ impl PacingLayer {
         PacingBuilder::default()
     }
 
-    /// The backoff the default layer probes with (the `DEFAULT_*` settings above,
-    /// randomness seeded from the operating system).
-    pub fn default_backoff() -> ResponsiveBackOff {
-        Self::default_backoff_builder()
-            .build()
-            .expect("the default pacing backoff settings are valid")
-    }
-
-    /// A builder holding the default probing backoff's settings, to change one of them
-    /// (a seed, for pacing that a test or a simulation can replay) and keep the others.
-    ///
-    /// ```
-    /// use tower_backoff::PacingLayer;
-    ///
-    /// let backoff = PacingLayer::default_backoff_builder().with_seed(7).build()?;
-    /// let pacing = PacingLayer::builder().with_backoff(backoff).build()?;
-    /// # let _ = pacing;
-    /// # Ok::<(), tower_backoff::ConfigError>(())
-    /// ```
-    pub fn default_backoff_builder() -> crate::backoff::ResponsiveBackOffBuilder {
-        ResponsiveBackOff::builder()
-            .with_initial_interval(Self::DEFAULT_INITIAL_INTERVAL)
-            .with_max_interval(Self::DEFAULT_MAX_INTERVAL)
-            .with_up_multiplier(Self::DEFAULT_UP_MULTIPLIER)
-            .with_down_multiplier(Self::DEFAULT_DOWN_MULTIPLIER)
-            .with_down_threshold(Self::DEFAULT_DOWN_THRESHOLD)
-            .with_randomization_factor(Self::DEFAULT_RANDOMIZATION_FACTOR)
-            .with_max_randomization(Self::DEFAULT_MAX_RANDOMIZATION)
-    }
-
-    /// The probing backoff every destination starts from: its settings. Each destination
-    /// probes with a fresh copy of its own, see [`backoff_to`](Self::backoff_to).
-    pub fn backoff(&self) -> &ResponsiveBackOff {
-        &self.shared.backoff
-    }
-
-    /// The probing delay of `authority` (a clone sharing its state): its
-    /// [`current`](ResponsiveBackOff::current) value and its
-    /// [`metrics`](ResponsiveBackOff::metrics) (one failure per refused probe round, one
-    /// success per success while the delay is not zero); `None` if the destination is
-    /// not paced (never called, or forgotten).
-    pub fn backoff_to(&self, authority: &Authority) -> Option<ResponsiveBackOff> {
+    /// The probing delay of `authority`: zero unless it serves nothing and is probed.
+    pub fn probe_delay_to(&self, authority: &Authority) -> Duration {
         self.shared
             .find(&Key::from_authority(authority))
-            .map(|d| d.backoff())
+            .map_or(Duration::ZERO, |d| d.probe_delay())
     }
 
     /// The longest spacing between requests of any destination (one over its
@@ -262,15 +206,9 @@ impl<S> Layer<S> for PacingLayer {
 /// use std::time::Duration;
 /// use http::StatusCode;
 /// use tower_backoff::PacingLayer;
-/// use tower_backoff::backoff::ResponsiveBackOff;
 ///
 /// let pacing = PacingLayer::builder()
-///     .with_backoff(
-///         ResponsiveBackOff::builder()
-///             .with_initial_interval(Duration::from_millis(50))
-///             .with_max_interval(Duration::from_secs(2))
-///             .build()?,
-///     )
+///     .with_probe(Duration::from_millis(50), Duration::from_secs(2))
 ///     .with_max_wait(Duration::from_secs(3))
 ///     .with_max_cooldown(Duration::from_secs(60))
 ///     .with_slow_down_on([StatusCode::TOO_MANY_REQUESTS, StatusCode::BAD_GATEWAY])
@@ -288,7 +226,6 @@ impl<S> Layer<S> for PacingLayer {
 /// ```
 #[derive(Debug, Clone)]
 pub struct PacingBuilder {
-    backoff: Option<ResponsiveBackOff>,
     settings: Settings,
     slow_down: Vec<StatusCode>,
     /// `with_known_rate`'s destinations, their requests and periods, as given.
@@ -298,7 +235,6 @@ pub struct PacingBuilder {
 impl Default for PacingBuilder {
     fn default() -> Self {
         Self {
-            backoff: None,
             settings: Settings {
                 max_wait: PacingLayer::DEFAULT_MAX_WAIT,
                 max_cooldown: PacingLayer::DEFAULT_MAX_COOLDOWN,
@@ -308,6 +244,8 @@ impl Default for PacingBuilder {
                 max_queue: PacingLayer::DEFAULT_MAX_QUEUE,
                 max_destinations: PacingLayer::DEFAULT_MAX_DESTINATIONS,
                 idle_timeout: PacingLayer::DEFAULT_IDLE_TIMEOUT,
+                first_probe: PacingLayer::DEFAULT_FIRST_PROBE,
+                max_probe: PacingLayer::DEFAULT_MAX_PROBE,
             },
             slow_down: PacingLayer::DEFAULT_SLOW_DOWN.to_vec(),
             known: Vec::new(),
@@ -316,12 +254,13 @@ impl Default for PacingBuilder {
 }
 
 impl PacingBuilder {
-    /// The probing delay: how long to wait between requests to a destination that
-    /// answers nothing but refusals (the learned rate has nothing to go by then). Pass a
-    /// clone of one you keep to watch its [`metrics`](ResponsiveBackOff::metrics).
-    /// Default: [`PacingLayer::default_backoff`].
-    pub fn with_backoff(mut self, backoff: ResponsiveBackOff) -> Self {
-        self.backoff = Some(backoff);
+    /// The probing delays of a destination that serves nothing (its pace has nothing to
+    /// go by then): one request after `first`, then after twice the delay before, up to
+    /// `max`. A success ends the probing. `first` must be greater than zero, and `max` at
+    /// least `first`.
+    pub fn with_probe(mut self, first: Duration, max: Duration) -> Self {
+        self.settings.first_probe = first;
+        self.settings.max_probe = max;
         self
     }
 
@@ -437,7 +376,8 @@ impl PacingBuilder {
     /// # Errors
     ///
     /// A [`ConfigError`] for field `slow_down_on` when it is empty or names a status
-    /// outside 400–599, for `max_queue` or `max_destinations` when zero, for
+    /// outside 400–599, for `probe` when its first delay is zero or its longest is
+    /// shorter, for `max_queue` or `max_destinations` when zero, for
     /// `idle_timeout` when zero, for `known_rate` when its destination is no authority
     /// (`host` or `host:port`) or was given a rate already, when its requests or period
     /// are zero, or when the rate is under one request a day.
@@ -480,17 +420,21 @@ impl PacingBuilder {
                 )
             })?;
         }
+        let (first, max) = (self.settings.first_probe, self.settings.max_probe);
+        if first.is_zero() || max < first {
+            return Err(ConfigError::new(
+                "probe",
+                (first, max),
+                "the first delay must be greater than zero, and the longest at least the first",
+            ));
+        }
         let settings = Settings {
             slow_down,
             ..self.settings
         };
         let known = known_rates(&self.known)?;
-        let backoff = match self.backoff {
-            Some(backoff) => backoff,
-            None => PacingLayer::default_backoff_builder().build()?,
-        };
         Ok(PacingLayer {
-            shared: Arc::new(Shared::new(backoff, settings, known)),
+            shared: Arc::new(Shared::new(settings, known)),
         })
     }
 }
@@ -546,8 +490,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_backoff_settings_are_valid() {
-        assert!(PacingLayer::default_backoff_builder().build().is_ok());
+    fn default_settings_are_valid() {
         let layer = PacingLayer::default();
         assert_eq!(layer.current_delay(), Duration::ZERO);
         assert_eq!(layer.destinations(), 0);

@@ -13,4 +13,6 @@ pub(crate) struct Settings {
     pub(crate) max_queue: usize,
     pub(crate) max_destinations: usize,
     pub(crate) idle_timeout: Duration,
+    pub(crate) first_probe: Duration,
+    pub(crate) max_probe: Duration,
 }

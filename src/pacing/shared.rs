@@ -4,7 +4,6 @@ use super::destination::{Destination, Limits};
 use super::destinations::Destinations;
 use super::key::Key;
 use super::settings::Settings;
-use crate::backoff::ResponsiveBackOff;
 use crate::metrics::PacingSeries;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,8 +14,6 @@ use tokio::time::Instant;
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) settings: Settings,
-    /// The probing backoff's settings: each destination probes with a fresh copy.
-    pub(crate) backoff: ResponsiveBackOff,
     destinations: Destinations,
     /// The rates the user said destinations allow (req/s).
     known: HashMap<Key, f64>,
@@ -25,16 +22,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(
-        backoff: ResponsiveBackOff,
-        settings: Settings,
-        known: HashMap<Key, f64>,
-    ) -> Self {
+    pub(crate) fn new(settings: Settings, known: HashMap<Key, f64>) -> Self {
         Self {
             destinations: Destinations::new(settings.max_destinations, settings.idle_timeout),
             series: PacingSeries::new(settings.max_destinations),
             settings,
-            backoff,
             known,
         }
     }
@@ -45,8 +37,7 @@ impl Shared {
         self.destinations
             .get_or_insert(key, known.is_some(), now, || {
                 let gauges = self.series.gauges(key, known.is_some());
-                let backoff = self.backoff.fresh();
-                Destination::new(key.clone(), self.settings, backoff, known, gauges, now)
+                Destination::new(key.clone(), self.settings, known, gauges, now)
             })
     }
 

@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Service, ServiceExt};
-use tower_backoff::backoff::ResponsiveBackOff;
 use tower_backoff::pacing::PacingBuilder;
 use tower_backoff::{PacingError, PacingLayer};
 
@@ -96,38 +95,13 @@ pub fn scripted(
     })
 }
 
-/// Deterministic probing delay: 100 ms, ×2 up, ×0.5 down after `threshold` successes.
-pub fn backoff(threshold: u32) -> ResponsiveBackOff {
-    ResponsiveBackOff::builder()
-        .with_initial_interval(ms(100))
-        .with_max_interval(secs(10))
-        .with_up_multiplier(2.0)
-        .with_down_multiplier(0.5)
-        .with_down_threshold(threshold)
-        .with_randomization_factor(0.0)
-        .build()
-        .unwrap()
+/// A builder probing after 100 ms, then 200 ms, … up to 10 s.
+pub fn builder() -> PacingBuilder {
+    PacingLayer::builder().with_probe(ms(100), secs(10))
 }
 
-/// A builder probing with [`backoff`]`(threshold)`.
-pub fn builder(threshold: u32) -> PacingBuilder {
-    PacingLayer::builder().with_backoff(backoff(threshold))
-}
-
-/// The default pacing layer, its probing backoff's randomness seeded.
-pub fn seeded(seed: u64) -> PacingLayer {
-    let backoff = PacingLayer::default_backoff_builder()
-        .with_seed(seed)
-        .build()
-        .unwrap();
-    PacingLayer::builder()
-        .with_backoff(backoff)
-        .build()
-        .unwrap()
-}
-
-pub fn layer(threshold: u32) -> PacingLayer {
-    builder(threshold).build().unwrap()
+pub fn layer() -> PacingLayer {
+    builder().build().unwrap()
 }
 
 pub fn get(uri: &str) -> Request<()> {

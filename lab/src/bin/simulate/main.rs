@@ -524,7 +524,7 @@ impl Variant {
             Variant::BudgetFinagle => "RetryLayer, Finagle's budget (10 s / 10/s / 20 %)",
             Variant::BudgetThrottle => "RetryLayer default + RetryThrottle (10 tokens, 0.1)",
             Variant::BudgetPacing => "RetryLayer default + PacingLayer::new() inside",
-            Variant::BudgetPacingFine => "RetryLayer default + PacingLayer, initial interval 1 ms",
+            Variant::BudgetPacingFine => "RetryLayer default + PacingLayer, first probe 1 ms",
             Variant::Patient => "RetryLayer, 50 attempts within 60 s, no budget",
             Variant::PatientPacing => {
                 "RetryLayer, 50 attempts within 60 s, no budget + PacingLayer::new() inside"
@@ -547,15 +547,10 @@ const VARIANTS: [Variant; 7] = [
     Variant::BudgetPacingFine,
 ];
 
-/// The default pacing layer but for its initial interval, its randomization seeded.
-fn pacing(seed: u64, initial_interval: Duration) -> PacingLayer {
-    let backoff = PacingLayer::default_backoff_builder()
-        .with_initial_interval(initial_interval)
-        .with_seed(seed)
-        .build()
-        .unwrap();
+/// The default pacing layer but for its first probing delay.
+fn pacing(first_probe: Duration) -> PacingLayer {
     PacingLayer::builder()
-        .with_backoff(backoff)
+        .with_probe(first_probe, PacingLayer::DEFAULT_MAX_PROBE.max(first_probe))
         .build()
         .unwrap()
 }
@@ -574,8 +569,8 @@ where
         .unwrap()
         .with_max_elapsed(60 * SEC)
         .unwrap();
-    let paced = pacing(seed, PacingLayer::DEFAULT_INITIAL_INTERVAL);
-    let fine = pacing(seed, MS);
+    let paced = pacing(PacingLayer::DEFAULT_FIRST_PROBE);
+    let fine = pacing(MS);
     let client = match variant {
         Variant::NoRetry => BoxCloneService::new(server),
         Variant::Naive => layered(retry.with_settings(three).without_retry_budget(), server),
