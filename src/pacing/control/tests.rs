@@ -1,1 +1,211 @@
+//! The controller on tables of answers: each row a sequence of events and what the pace,
+//! the wait or the cool-down is after it.
 
+use super::*;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn config() -> Config {
+    Config {
+        known: None,
+        max_cooldown: Duration::from_secs(300),
+        first_probe: FIRST_PROBE,
+        max_probe: MAX_PROBE,
+    }
+}
+
+/// An event at a time (ms from the start).
+#[derive(Clone, Copy)]
+enum Event {
+    /// A request sent and served.
+    Ok(u64),
+    /// A request sent and refused, with the delay asked (ms).
+    No(u64, Option<u64>),
+    /// A request sent and answered with a bare 5xx.
+    Fail(u64),
+}
+
+/// Plays `events` (each a send then its answer at the same instant) from `t0`.
+fn play(control: &mut Controller, t0: Instant, events: &[Event]) {
+    for event in events {
+        let (at, answer) = match *event {
+            Event::Ok(at) => (at, Answer::Served),
+            Event::No(at, asked) => (at, Answer::Refused(asked.map(|ms| MS * ms as u32))),
+            Event::Fail(at) => (at, Answer::Other),
+        };
+        let now = t0 + MS * at as u32;
+        let sent = control.send(now);
+        control.answered(sent, answer, None, now);
+        control.release(now);
+    }
+}
+
+fn burst(from: u64, n: u64) -> Vec<Event> {
+    (0..n).map(|i| Event::Ok(from + i)).collect()
+}
+
+#[test]
+fn the_pace_after_each_sequence_of_answers() {
+    use Event::*;
+    let rows: Vec<(&str, Vec<Event>, u64, Option<f64>)> = vec![
+        ("never refused: not paced", burst(0, 50), 60, None),
+        (
+            "bare 5xx: not paced",
+            vec![Fail(0), Fail(1), Fail(2)],
+            3,
+            None,
+        ),
+        // Ten served in the last window: a start-up from 10 r/s, doubling per 100 ms.
+        (
+            "first refusal",
+            [burst(0, 10), vec![No(10, None)]].concat(),
+            10,
+            Some(10.0),
+        ),
+        (
+            "start-up, 200 ms on",
+            [burst(0, 10), vec![No(10, None)]].concat(),
+            210,
+            Some(40.0),
+        ),
+        // Refused again at 40 r/s (sent after the first cut): CUBIC's cut to 28.
+        (
+            "out of the start-up",
+            [burst(0, 10), vec![No(10, None), Ok(150), No(210, None)]].concat(),
+            210,
+            Some(28.0),
+        ),
+        // Nothing ever served: probed at one request per first probing delay.
+        ("nothing served", vec![No(0, None)], 0, Some(10.0)),
+        // Ten seconds without a refusal: open again.
+        (
+            "quiet",
+            [burst(0, 10), vec![No(10, None)]].concat(),
+            10_010,
+            None,
+        ),
+    ];
+    for (name, events, at, pace) in rows {
+        let t0 = Instant::now();
+        let mut control = Controller::new(0, config(), t0);
+        play(&mut control, t0, &events);
+        let rate = control.rate(t0 + MS * at as u32);
+        let close = match (rate, pace) {
+            (Some(rate), Some(pace)) => (rate - pace).abs() < 0.01 * pace,
+            (rate, pace) => rate == pace,
+        };
+        assert!(close, "{name}: {rate:?}, expected {pace:?}");
+    }
+}
+
+#[test]
+fn a_round_is_cut_once() {
+    let t0 = Instant::now();
+    let mut control = Controller::new(0, config(), t0);
+    play(&mut control, t0, &burst(0, 10));
+    // Five sent at once, all refused: one cut.
+    let sent: Vec<_> = (0..5).map(|_| control.send(t0 + MS * 10)).collect();
+    for sent in sent {
+        control.answered(sent, Answer::Refused(None), None, t0 + MS * 10);
+    }
+    assert_eq!(control.rate(t0 + MS * 10), Some(10.0));
+}
+
+#[test]
+fn what_closes_a_destination_and_for_how_long() {
+    use Event::*;
+    let s = |n: u64| Some(n);
+    let rows: Vec<(&str, Vec<Event>, Option<u64>)> = vec![
+        // Nothing served, 2 s asked: closed 2 s.
+        ("refusing everything", vec![No(0, s(2000))], s(2000)),
+        // Nothing served, no delay asked: probed after 100 ms, then 200 ms.
+        ("probed", vec![No(0, None)], s(100)),
+        ("probed again", vec![No(0, None), No(100, None)], s(200)),
+        // Served lately: a refusal cuts the pace and closes nothing.
+        (
+            "serving",
+            [burst(0, 10), vec![No(10, s(5000))]].concat(),
+            None,
+        ),
+        // Served this window but not since the cut: probed, the asked delay not kept.
+        (
+            "a limiter still counting",
+            [burst(0, 10), vec![No(10, s(1000)), No(200, s(1000))]].concat(),
+            s(100),
+        ),
+    ];
+    for (name, events, closed) in rows {
+        let t0 = Instant::now();
+        let mut control = Controller::new(0, config(), t0);
+        play(&mut control, t0, &events);
+        let last = match events.last() {
+            Some(Event::Ok(at) | Event::No(at, _) | Event::Fail(at)) => *at,
+            None => 0,
+        };
+        let now = t0 + MS * last as u32;
+        let left = control
+            .cooldown(now)
+            .map(|until| (until - now).as_millis() as u64);
+        assert_eq!(left, closed, "{name}");
+    }
+}
+
+#[test]
+fn a_known_rate_is_paced_from_the_first_request_and_never_passed() {
+    let t0 = Instant::now();
+    let known = Config {
+        known: Some(20.0),
+        ..config()
+    };
+    let mut control = Controller::new(4, known, t0);
+    assert_eq!(control.rate(t0), Some(20.0));
+    let sent = control.send(t0);
+    control.answered(sent, Answer::Served, None, t0);
+    assert_eq!(control.ready_at(t0), Some(t0 + MS * 50));
+    // A refusal cuts it; CUBIC brings it back to 20 and no further.
+    let sent = control.send(t0 + MS * 50);
+    control.answered(sent, Answer::Refused(None), None, t0 + MS * 50);
+    assert!(control.rate(t0 + MS * 60).unwrap() < 20.0);
+    assert_eq!(control.rate(t0 + Duration::from_secs(30)), Some(20.0));
+}
+
+#[test]
+fn reported_room_holds_and_spreads() {
+    let t0 = Instant::now();
+    let mut control = Controller::new(0, config(), t0);
+    let left = |remaining| QuotaLeft {
+        remaining,
+        reset: Some(Duration::from_secs(1)),
+    };
+    // Two left: two more sends, then held until the reset.
+    let sent = control.send(t0);
+    control.answered(sent, Answer::Served, Some(left(2)), t0);
+    for _ in 0..2 {
+        assert_eq!(control.ready_at(t0), None);
+        control.send(t0);
+    }
+    assert_eq!(control.ready_at(t0), Some(t0 + Duration::from_secs(1)));
+    // Once paced, the room left is spread until the reset: 10 in a second.
+    let now = t0 + Duration::from_secs(1);
+    let sent = control.send(now);
+    control.answered(sent, Answer::Refused(None), Some(left(0)), now);
+    let sent = control.send(now + Duration::from_secs(1));
+    control.answered(
+        sent,
+        Answer::Served,
+        Some(left(10)),
+        now + Duration::from_secs(1),
+    );
+    assert_eq!(control.rate(now + Duration::from_secs(1)), Some(10.0));
+}
+
+#[test]
+fn the_expected_wait_follows_the_start_up() {
+    let t0 = Instant::now();
+    let mut control = Controller::new(0, config(), t0);
+    play(&mut control, t0, &[Event::No(0, None)]);
+    // Probing at 10 r/s, doubling once it serves: 100 behind take under a second, not
+    // the 10 s they would at 10 r/s.
+    let wait = control.expected_wait(100, t0);
+    assert!(wait < Duration::from_secs(1), "{wait:?}");
+}
