@@ -294,10 +294,7 @@ impl Controller {
             .room
             .is_some_and(|room| room.spent_until(self.sends, now).is_some())
         {
-            // The spent room explains it: no news of the pace, but paced from now on.
-            if self.curve.is_none() {
-                self.curve = Some(self.cut(now));
-            }
+            // The spent room explains it: no news of the pace.
             if let Some(asked) = asked {
                 self.close_for(asked, now);
             }

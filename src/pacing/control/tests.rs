@@ -185,18 +185,15 @@ fn reported_room_holds_and_spreads() {
         control.send(t0);
     }
     assert_eq!(control.ready_at(t0), Some(t0 + Duration::from_secs(1)));
-    // Once paced, the room left is spread until the reset: 10 in a second.
+    // Once paced (a refusal the room does not explain), the room left is spread until
+    // the reset: 10 in a second.
     let now = t0 + Duration::from_secs(1);
     let sent = control.send(now);
-    control.answered(sent, Answer::Refused(None), Some(left(0)), now);
-    let sent = control.send(now + Duration::from_secs(1));
-    control.answered(
-        sent,
-        Answer::Served,
-        Some(left(10)),
-        now + Duration::from_secs(1),
-    );
-    assert_eq!(control.rate(now + Duration::from_secs(1)), Some(10.0));
+    control.answered(sent, Answer::Refused(None), None, now);
+    let later = now + Duration::from_millis(500);
+    let sent = control.send(later);
+    control.answered(sent, Answer::Served, Some(left(10)), later);
+    assert_eq!(control.rate(later), Some(10.0));
 }
 
 #[test]
