@@ -176,7 +176,13 @@ impl Controller {
         if quiet && self.config.known.is_none() {
             self.curve = None;
         }
-        let rate = self.curve?.rate(now);
+        let curve = self.curve?;
+        let mut rate = curve.rate(now);
+        if curve.startup {
+            // BBR's start-up paces at most at twice what is delivered.
+            let delivered = self.served.rate(STARTUP_DOUBLING, now);
+            rate = rate.min(2.0 * delivered.max(curve.base));
+        }
         let room = self.room.and_then(|room| room.pace(self.sends, now));
         let caps = [self.config.known, room].into_iter().flatten();
         Some(caps.fold(rate, f64::min).max(MIN_RATE))

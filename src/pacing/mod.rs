@@ -13,7 +13,8 @@
 //!   up to 64 (TCP's slow start). A full window with no answer for a second doubles, so
 //!   slow servers and long-polls are held back a second at most.
 //! - **Start-up.** The first refusal paces the destination at what it served in the last
-//!   second, doubling every 100 ms (BBR's start-up) until the next refusal.
+//!   second, doubling every 100 ms up to twice what it delivers (BBR's start-up), until
+//!   the next refusal.
 //! - **CUBIC.** Each later refusal cuts the pace to 70 % (RFC 9438; the AWS SDKs'
 //!   adaptive retry mode): of the pace refused at the end of the start-up, of what the
 //!   destination served in the last second after (its delivery rate, which BBR paces at).
