@@ -97,82 +97,64 @@
 //!   back to that rate, not past it. A limiter that tells nothing of its limit then need
 //!   not be found by refusals (figures in `docs/BENCHMARKS.md`).
 //!
-//! A rate measured against what the server serves settles just under its capacity (see
-//! `docs/BENCHMARKS.md`); the backoff keeps the role it fits: how long to wait between
-//! attempts at a destination that answers nothing but refusals.
-//!
-//! Pacing is off unless this layer is added. A request costs a short lock of one of the
-//! destination table's 16 parts to find its destination, and its destination's own lock
-//! on the way in and back.
+//! A request costs a short lock of one of the destination table's 16 parts, and its
+//! destination's own lock on the way in and back.
 //!
 //! # Where to put it
 //!
 //! - **Inside the retry layer** (`ServiceBuilder::new().layer(retry).layer(pacing)`,
-//!   recommended): every attempt is paced, retries included, so a retry also waits for
-//!   its destination's cool-down and takes its turn behind the other requests to it,
-//!   and every attempt's response teaches the pace.
-//! - **Outside the retry layer** (`.layer(pacing).layer(retry)`): only new requests are
-//!   paced, and pacing only sees the final response of each one.
+//!   recommended): every attempt is paced, retries included, and teaches the pace.
+//! - **Outside it**: only new requests are paced, and only final responses teach it.
 //!
-//! Inside, a request turned away by pacing reaches the retry policy as an error (a boxed
-//! [`PacingError`]); a policy should not retry it, since the wait that made it fail is
-//! still ahead.
+//! Inside, a request turned away reaches the retry policy as a boxed [`PacingError`],
+//! which it should not retry: the wait that made it fail is still ahead.
 //!
-//! Below, a 503 with `Retry-After: 2` is retried by the crate's [`RetryLayer`](crate::RetryLayer);
-//! because pacing is inside, the retry also waits out the destination's cool-down, and a
-//! new request to the same destination that cannot wait that long fails fast:
+//! Below, a 503 with `Retry-After: 2` is retried by [`RetryLayer`](crate::RetryLayer)
+//! after the destination's cool-down; a second request cannot wait that long and fails:
 //!
 //! ```
 //! use std::time::Duration;
-//! use tokio::time::Instant;
-//! use tower::{Service, ServiceBuilder, ServiceExt};
+//! use tower::{ServiceBuilder, ServiceExt};
 //! use tower_backoff::{ExponentialBackOff, PacingError, PacingLayer, RetryLayer};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 //! let pacing = PacingLayer::builder().with_max_wait(Duration::from_secs(1)).build()?;
 //! let mut calls = 0;
-//! let server = tower::service_fn(move |_: http::Request<String>| {
-//!     calls += 1;
-//!     let status = if calls == 1 { 503 } else { 200 };
-//!     let response = http::Response::builder().status(status).header("retry-after", "2");
-//!     async move { Ok::<_, std::convert::Infallible>(response.body(()).unwrap()) }
-//! });
 //! let client = ServiceBuilder::new()
 //!     .layer(RetryLayer::new(ExponentialBackOff::default()))
 //!     .layer(pacing)
-//!     .service(server);
+//!     .service(tower::service_fn(move |_: http::Request<String>| {
+//!         calls += 1;
+//!         let status = if calls == 1 { 503 } else { 200 };
+//!         let response = http::Response::builder().status(status).header("retry-after", "2");
+//!         async move { Ok::<_, std::convert::Infallible>(response.body(()).unwrap()) }
+//!     }));
+//! let request = || http::Request::get("http://api.example/").body(String::new());
 //!
-//! let start = Instant::now();
-//! let first = tokio::spawn(client.clone().oneshot(http::Request::get("http://api.example/").body(String::new())?));
+//! let start = tokio::time::Instant::now();
+//! let first = tokio::spawn(client.clone().oneshot(request()?));
 //! tokio::time::sleep(Duration::from_millis(10)).await;
-//! // api.example cools down for 2 s: more than this client's 1 s max wait.
-//! let second = client.clone().oneshot(http::Request::get("http://api.example/").body(String::new())?).await;
+//! let second = client.clone().oneshot(request()?).await;
 //! assert!(second.unwrap_err().inner().is::<PacingError>());
-//! let response = first.await??;
-//! assert_eq!(response.status(), 200);
+//! assert_eq!(first.await??.status(), 200);
 //! assert!(start.elapsed() >= Duration::from_secs(2)); // the retry waited for the cool-down
 //! # Ok(())
 //! # }
 //! ```
 
 mod control;
-mod deadline;
 mod destination;
 mod destinations;
 mod future;
-mod key;
 mod layer;
 mod queue;
 mod room;
 mod served;
 mod service;
-mod settings;
-mod shared;
 mod window;
 
 pub use crate::error::pacing::PacingError;
-pub use deadline::PacingDeadline;
 pub use future::ResponseFuture;
 pub use layer::{PacingBuilder, PacingLayer};
-pub use service::Pacing;
+pub use service::{Pacing, PacingDeadline};

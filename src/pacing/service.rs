@@ -1,10 +1,9 @@
-//! The [`Pacing`] service.
+//! The [`Pacing`] service, and the per-request [`PacingDeadline`].
 
-use super::deadline::PacingDeadline;
-use super::destination::Admit;
+use super::destination::{Admit, Limits};
+use super::destinations::Key;
 use super::future::ResponseFuture;
-use super::key::Key;
-use super::shared::Shared;
+use super::layer::Shared;
 use crate::error::BoxError;
 use crate::error::pacing::PacingError;
 use crate::time::WallClock;
@@ -14,26 +13,40 @@ use std::task::{Context, Poll};
 use tokio::time::Instant;
 use tower_service::Service;
 
+/// A request extension: the instant after which this request is no longer worth sending.
+///
+/// Pacing never sends a request at or after its deadline: one its destination would hold
+/// longer fails at once with [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong),
+/// one that arrives or waits until then with
+/// [`PacingError::DeadlinePassed`](crate::PacingError::DeadlinePassed). The shorter of it
+/// and [`with_max_wait`](crate::pacing::PacingBuilder::with_max_wait) wins. A retry layer
+/// puts the request's deadline into every attempt.
+///
+/// ```
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+/// use tower_backoff::pacing::PacingDeadline;
+///
+/// let mut request = http::Request::new(());
+/// // This request may wait at most 2 s for the pace or a cool-down.
+/// let deadline = PacingDeadline(Instant::now() + Duration::from_secs(2));
+/// request.extensions_mut().insert(deadline);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PacingDeadline(pub Instant);
+
 /// Paces the requests of a client, per destination; made by
 /// [`PacingLayer`](crate::PacingLayer).
 ///
-/// Its error is a [`BoxError`](Box) (`Box<dyn Error + Send + Sync>`), as tower's own
-/// `Timeout` and `LoadShed`: either the inner service's error, or a
-/// [`PacingError`](crate::PacingError) for a request turned away without being sent.
-/// That keeps the error type one of a fixed few however many layers are stacked, and
-/// the retry layer's classifiers already accept boxed errors.
+/// Its error is a [`BoxError`](Box), as tower's `Timeout`'s: the inner service's error, or
+/// a [`PacingError`](crate::PacingError) for a request turned away unsent.
 ///
 /// # Readiness
 ///
-/// [`poll_ready`](Service::poll_ready) forwards to the inner service. A request that
-/// can go at once is sent through that ready service. A request that must wait does not
-/// hold that readiness while it sleeps (a `Buffer` slot or a concurrency permit would be
-/// pinned for the whole wait): it waits with a clone of the inner service, and drives
-/// the clone's `poll_ready` when its turn comes. The readiness reserved by this service's
-/// `poll_ready` is given back at the call, as any call uses it up. Hence `S: Clone`, as
-/// for tower's `Retry`. The wait for the clone's readiness ends with the request's
-/// wait: a full `Buffer` or concurrency limit below never holds it past its max wait or
-/// deadline.
+/// [`poll_ready`](Service::poll_ready) forwards to the inner service. A request that must
+/// wait gives that readiness back (a `Buffer` slot or a permit would be pinned for the
+/// whole wait), and readies a clone of the inner service when its turn comes, hence
+/// `S: Clone`. That readying never holds it past its max wait or deadline.
 #[derive(Debug, Clone)]
 pub struct Pacing<S> {
     inner: S,
@@ -75,14 +88,12 @@ where
     }
 
     fn call(&mut self, mut request: Request<ReqB>) -> Self::Future {
-        request
-            .extensions_mut()
-            .insert(crate::send_mark::PacedAbove);
+        let extensions = request.extensions_mut();
+        extensions.insert(crate::send_mark::PacedAbove);
         let now = Instant::now();
-        // The retry layer's wall clock, lent to the attempt: the response is read with it.
-        let clock = request.extensions().get::<WallClock>().map(|c| c.0.clone());
+        let clock = extensions.get::<WallClock>().map(|c| c.0.clone());
+        let deadline = extensions.get::<PacingDeadline>().map(|d| d.0);
         let key = Key::of(&request);
-        let deadline = request.extensions().get::<PacingDeadline>().map(|d| d.0);
         if deadline.is_some_and(|deadline| now >= deadline) {
             tracing::debug!(to = %key, "pacing: request past its deadline");
             return ResponseFuture::failed(PacingError::DeadlinePassed);
@@ -90,15 +101,13 @@ where
         let Some(destination) = self.shared.destination(&key, now) else {
             return ResponseFuture::calling(self.inner.call(request), None, clock);
         };
-        let limits = self.shared.limits(deadline, now);
+        let limits = Limits::new(now, self.shared.settings.max_wait, deadline);
         match destination.admit(&limits, now) {
             Admit::Go(grant) => {
                 ResponseFuture::calling(self.inner.call(request), Some(grant), clock)
             }
             Admit::Queue(ticket) => {
-                // The readiness reserved for this call is given back (a dropped permit or
-                // buffer slot), as a call uses it up: whoever holds this service must
-                // ready it again, and no reservation sits idle while the request waits.
+                // Give back the readiness reserved for this call, as a call uses it up.
                 let fresh = self.inner.clone();
                 drop(std::mem::replace(&mut self.inner, fresh));
                 crate::send_mark::hold(request.extensions());
