@@ -108,13 +108,9 @@ pub(crate) enum Turn {
     Fail(PacingError),
 }
 
-/// A request sent: its response teaches the pace; it counts as in flight until dropped.
+/// A request sent, in flight until dropped or [finished](Self::finish) (`None` then).
 #[derive(Debug)]
-pub(crate) struct Grant {
-    destination: Arc<Destination>,
-    /// `None` once [`finish`](Self::finish) released it.
-    sent: Option<Sent>,
-}
+pub(crate) struct Grant(Arc<Destination>, Option<Sent>);
 
 impl Grant {
     /// Learns from the response and releases the request, under one lock. Returns what
@@ -125,11 +121,10 @@ impl Grant {
         headers: &HeaderMap,
         clock: Option<&ClockFn>,
     ) -> ServerSaid {
-        let slow_down = self.destination.settings.slow_down.contains(status);
+        let slow_down = self.0.settings.slow_down.contains(status);
         let said = ServerSaid::read(status, headers, slow_down, clock);
-        // Only an explicit rate signal is a refusal: a 429, or another slow-down status
-        // that says when to come back. A bare 503 is a failing server, the retry budget's
-        // concern.
+        // Only an explicit rate signal is a refusal: a 429, or another slow-down status that
+        // says when to come back. A bare 503 is a failing server, the retry budget's concern.
         let asked = said.retry_after().flatten().filter(|_| slow_down);
         let answer = if slow_down && (status == StatusCode::TOO_MANY_REQUESTS || asked.is_some()) {
             Answer::Refused(asked)
@@ -138,16 +133,16 @@ impl Grant {
         } else {
             Answer::Served
         };
-        let sent = self.sent.take().expect("a grant is finished once");
+        let sent = self.1.take().expect("a grant is finished once");
         let now = Instant::now();
-        let mut s = self.destination.lock();
+        let mut s = self.0.lock();
         match s.control.answered(sent, answer, said.quota(), now) {
             Reaction::Nothing => {}
             Reaction::Faster => s.queue.wake(now, false),
             Reaction::Slower => {
                 s.queue.wake_all();
                 let rate = s.control.rate(now);
-                tracing::debug!(to = %self.destination.key, ?answer, ?rate, "pacing: destination slows down");
+                tracing::debug!(to = %self.0.key, ?answer, ?rate, "pacing: destination slows down");
             }
         }
         Destination::release(&mut s, now);
@@ -158,32 +153,28 @@ impl Grant {
 
 impl Drop for Grant {
     fn drop(&mut self) {
-        if self.sent.is_some() {
-            Destination::release(&mut self.destination.lock(), Instant::now());
+        if self.1.is_some() {
+            Destination::release(&mut self.0.lock(), Instant::now());
         }
     }
 }
 
-/// A place in a destination's queue; dropping it leaves the queue.
+/// A place in a destination's queue, by id; dropping it leaves the queue.
 #[derive(Debug)]
-pub(crate) struct Ticket {
-    destination: Arc<Destination>,
-    id: u64,
-}
+pub(crate) struct Ticket(Arc<Destination>, u64);
 
 impl Ticket {
     /// Whether the request may go now; otherwise `waker` is woken when that may change.
     pub(crate) fn turn(&self, limits: &Limits, waker: &Waker) -> Turn {
-        let destination = &self.destination;
-        destination.turn(self.id, limits, waker, Instant::now())
+        self.0.turn(self.1, limits, waker, Instant::now())
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
         let now = Instant::now();
-        let mut s = self.destination.lock();
-        s.queue.remove(self.id, now);
+        let mut s = self.0.lock();
+        s.queue.remove(self.1, now);
         s.report(now);
     }
 }
@@ -244,18 +235,11 @@ impl Destination {
         let id = s.queue.push(now);
         tracing::trace!(to = %self.key, "pacing: request waits");
         s.report(now);
-        Admit::Queue(Ticket {
-            destination: Arc::clone(self),
-            id,
-        })
+        Admit::Queue(Ticket(Arc::clone(self), id))
     }
 
     fn grant(self: &Arc<Self>, s: &mut State, now: Instant) -> Grant {
-        let sent = Some(s.control.send(now));
-        Grant {
-            destination: Arc::clone(self),
-            sent,
-        }
+        Grant(Arc::clone(self), Some(s.control.send(now)))
     }
 
     fn turn(self: &Arc<Self>, id: u64, limits: &Limits, waker: &Waker, now: Instant) -> Turn {
@@ -337,20 +321,9 @@ impl Destination {
         }
     }
 
-    /// The send rate, in requests per second, while paced.
-    pub(crate) fn rate(&self) -> Option<f64> {
-        self.lock().control.rate(Instant::now())
-    }
-
-    /// How long new requests are still held by a cool-down.
-    pub(crate) fn cooldown(&self, now: Instant) -> Option<Duration> {
-        let until = self.lock().control.cooldown(now);
-        until.map(|until| until - now)
-    }
-
-    /// The probing delay: zero unless probing.
-    pub(crate) fn probe_delay(&self) -> Duration {
-        self.lock().control.probe_delay()
+    /// Reads the controller now, for the layer's accessors.
+    pub(crate) fn control<T>(&self, read: impl FnOnce(&mut Controller, Instant) -> T) -> T {
+        read(&mut self.lock().control, Instant::now())
     }
 
     /// Whether nothing is pending and it has been quiet for `idle`. If so its table

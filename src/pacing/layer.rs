@@ -1,7 +1,6 @@
 //! The [`tower_layer::Layer`], its builder, and the state its clones share.
 
-use super::control::{FIRST_PROBE, MAX_PROBE, interval};
-use super::destination::Destination;
+use super::control::{Controller, FIRST_PROBE, MAX_PROBE, interval};
 use super::destinations::{Destinations, Key};
 use super::service::Pacing;
 use super::window::OPEN_WINDOW;
@@ -11,7 +10,7 @@ use crate::metrics::PacingSeries;
 use http::StatusCode;
 use http::uri::Authority;
 use std::collections::HashMap;
-use std::fmt;
+use std::fmt::{self, Debug};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -21,34 +20,28 @@ use tower_layer::Layer;
 /// 503s with `Retry-After`), raises it as successes come, and holds requests to one that
 /// refuses everything with `Retry-After` until its cool-down ends.
 ///
-/// Its clones, and the [`Pacing`] services they make, share one table of destinations:
-/// build it once per client and clone it. See the [module docs](crate::pacing) for the
-/// rules, and where to put it relative to a retry layer.
+/// Its clones and their [`Pacing`] services share one table of destinations: build it
+/// once per client. The [module docs](crate::pacing) give the rules, and where to put it.
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower::{Service, ServiceBuilder, ServiceExt};
+/// use tower::{Layer, Service, ServiceExt};
 /// use tower_backoff::PacingLayer;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-/// let pacing = PacingLayer::builder().with_max_wait(Duration::from_secs(2)).build()?;
-/// let mut client = ServiceBuilder::new()
-///     .layer(pacing.clone())
-///     .service(tower::service_fn(|_: http::Request<()>| async {
-///         let busy = http::Response::builder().status(503).header("retry-after", "1");
-///         Ok::<_, std::convert::Infallible>(busy.body(()).unwrap())
-///     }));
-///
+/// let pacing = PacingLayer::new();
+/// let mut client = pacing.layer(tower::service_fn(|_: http::Request<()>| async {
+///     let busy = http::Response::builder().status(503).header("retry-after", "1");
+///     Ok::<_, std::convert::Infallible>(busy.body(()).unwrap())
+/// }));
 /// let request = || http::Request::get("http://api.example/").body(()).unwrap();
-/// let response = client.ready().await?.call(request()).await?;
-/// assert_eq!(response.status(), 503);
-/// // Nothing served: api.example is probed, and cools down for 1 s. Other hosts are not held.
+/// assert_eq!(client.ready().await?.call(request()).await?.status(), 503);
+/// // Nothing served: api.example cools down for 1 s, then is probed. Other hosts are not held.
 /// let authority = "api.example".parse()?;
-/// assert_eq!(pacing.current_delay_to(&authority), PacingLayer::DEFAULT_FIRST_PROBE);
 /// assert_eq!(pacing.cooldown(&authority), Some(Duration::from_secs(1)));
+/// assert_eq!(pacing.current_delay_to(&authority), PacingLayer::DEFAULT_FIRST_PROBE);
 /// assert_eq!(pacing.current_delay_to(&"other.example".parse()?), Duration::ZERO);
-///
 /// let start = tokio::time::Instant::now();
 /// client.ready().await?.call(request()).await?;
 /// assert_eq!(start.elapsed(), Duration::from_secs(1));
@@ -61,28 +54,24 @@ pub struct PacingLayer {
 }
 
 impl PacingLayer {
-    /// The longest a new request waits for the pace or a cool-down before failing fast,
-    /// 30 s: a 10 s window's burst drains in it. Per request, use a
-    /// [`PacingDeadline`](crate::pacing::PacingDeadline).
+    /// The longest a request waits for a destination that refused lately, 30 s: a 10 s
+    /// window's burst drains in it. Per request, see [`PacingDeadline`](crate::pacing::PacingDeadline).
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(30);
     /// Requests a new destination may have in flight before its first responses, 4: a
-    /// burst against an unknown limit costs a handful of 429s, not one per request.
+    /// burst against an unknown limit costs a few 429s, not one per request.
     pub const DEFAULT_INITIAL_WINDOW: u32 = 4;
     /// The slow start ends once this many requests are in flight without a refusal: 64.
     pub const OPEN_WINDOW: u32 = OPEN_WINDOW;
-    /// Requests that may wait for one destination, 4096: a flood then fails fast with
-    /// [`PacingError::QueueFull`](crate::PacingError::QueueFull) instead of growing memory.
+    /// Requests that may wait for one destination, 4096: a flood fails fast, not in memory.
     pub const DEFAULT_MAX_QUEUE: usize = 4096;
     /// Destinations whose state is kept, 4096: bounded memory for any number of hosts.
     pub const DEFAULT_MAX_DESTINATIONS: usize = 4096;
-    /// A destination with nothing pending for this long is forgotten, 60 s: its learned
-    /// rate is stale by then.
+    /// A destination with nothing pending this long is forgotten, 60 s: its rate is stale.
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-    /// The longest cool-down a `Retry-After` (or `RateLimit`) header can impose, 5 min:
-    /// a broken or hostile header cannot stall a destination for hours.
+    /// The longest cool-down a header can impose, 5 min: a broken `Retry-After` cannot
+    /// stall a destination for hours.
     pub const DEFAULT_MAX_COOLDOWN: Duration = Duration::from_secs(5 * 60);
-    /// The statuses that slow a destination down: 429, and 503 when it carries
-    /// `Retry-After` (a bare 503 is a failure, not a rate).
+    /// The statuses that slow a destination down: 429, and 503 with `Retry-After`.
     pub const DEFAULT_SLOW_DOWN: [StatusCode; 2] = [
         StatusCode::TOO_MANY_REQUESTS,
         StatusCode::SERVICE_UNAVAILABLE,
@@ -102,16 +91,20 @@ impl PacingLayer {
         PacingBuilder::default()
     }
 
-    fn find(&self, authority: &Authority) -> Option<Arc<Destination>> {
-        self.shared
-            .destinations
-            .get(&Key::from_authority(authority))
+    /// Reads the controller of `authority`, if kept.
+    fn read<T: Default, F: FnOnce(&mut Controller, Instant) -> T>(
+        &self,
+        to: &Authority,
+        f: F,
+    ) -> T {
+        let key = Key::from_authority(to);
+        let found = self.shared.destinations.get(&key);
+        found.map(|d| d.control(f)).unwrap_or_default()
     }
 
     /// The probing delay of `authority`: zero unless it serves nothing and is probed.
     pub fn probe_delay_to(&self, authority: &Authority) -> Duration {
-        self.find(authority)
-            .map_or(Duration::ZERO, |d| d.probe_delay())
+        self.read(authority, |c, _| c.probe_delay())
     }
 
     /// The longest spacing between requests of any destination: zero while none is paced.
@@ -123,7 +116,8 @@ impl PacingLayer {
     /// The lowest send rate of any paced destination, in requests per second.
     pub fn current_rate(&self) -> Option<f64> {
         let all = self.shared.destinations.all();
-        all.iter().filter_map(|d| d.rate()).reduce(f64::min)
+        let rates = all.iter().filter_map(|d| d.control(Controller::rate));
+        rates.reduce(f64::min)
     }
 
     /// The spacing between requests to `authority`: zero while it is not paced.
@@ -134,13 +128,12 @@ impl PacingLayer {
 
     /// The send rate of `authority`, in requests per second, while it is paced.
     pub fn current_rate_to(&self, authority: &Authority) -> Option<f64> {
-        self.find(authority).and_then(|d| d.rate())
+        self.read(authority, Controller::rate)
     }
 
     /// How long new requests to `authority` are still held by its cool-down, if any.
     pub fn cooldown(&self, authority: &Authority) -> Option<Duration> {
-        self.find(authority)
-            .and_then(|d| d.cooldown(Instant::now()))
+        self.read(authority, |c, now| c.cooldown(now).map(|until| until - now))
     }
 
     /// How many destinations' states are kept.
@@ -196,44 +189,26 @@ pub(crate) struct Settings {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) settings: Settings,
-    destinations: Destinations,
+    pub(crate) destinations: Destinations,
     /// The rates the user said destinations allow (req/s).
-    known: HashMap<Key, f64>,
+    pub(crate) known: HashMap<Key, f64>,
     /// The labels of the destinations' gauges, bounded as the table is.
-    series: PacingSeries,
+    pub(crate) series: PacingSeries,
 }
 
-impl Shared {
-    /// The state of `key`, added if new; `None` if too many destinations are busy.
-    pub(crate) fn destination(&self, key: &Key, now: Instant) -> Option<Arc<Destination>> {
-        let known = self.known.get(key).copied();
-        self.destinations
-            .get_or_insert(key, known.is_some(), now, || {
-                let gauges = self.series.gauges(key, known.is_some());
-                Destination::new(key.clone(), self.settings, known, gauges, now)
-            })
-    }
-}
-
-/// Settings of a [`PacingLayer`]; each defaults to the matching `DEFAULT_*` constant of
-/// [`PacingLayer`].
+/// Settings of a [`PacingLayer`]; each defaults to the matching `DEFAULT_*` constant.
 ///
 /// ```
 /// use std::time::Duration;
-/// use http::StatusCode;
 /// use tower_backoff::PacingLayer;
 ///
 /// let pacing = PacingLayer::builder()
-///     .with_probe(Duration::from_millis(50), Duration::from_secs(2))
 ///     .with_max_wait(Duration::from_secs(3))
-///     .with_slow_down_on([StatusCode::TOO_MANY_REQUESTS, StatusCode::BAD_GATEWAY])
-///     .with_max_queue(1_000)
 ///     // 100 requests a minute, sent at 97 % of that: one every 0.62 s.
 ///     .with_known_rate("api.example", 97, Duration::from_secs(60))
 ///     .build()?;
-///
-/// let err = PacingLayer::builder().with_slow_down_on([StatusCode::OK]).build().unwrap_err();
-/// assert_eq!((err.field(), err.value()), ("slow_down_on", "200"));
+/// let err = PacingLayer::builder().with_max_queue(0).build().unwrap_err();
+/// assert_eq!((err.field(), err.value()), ("max_queue", "0"));
 /// # drop(pacing);
 /// # Ok::<(), tower_backoff::ConfigError>(())
 /// ```
@@ -267,39 +242,36 @@ impl Default for PacingBuilder {
 }
 
 impl PacingBuilder {
-    /// The probing delays of a destination that serves nothing: one request after
-    /// `first`, then after twice the delay before, up to `max`, until a success.
-    /// `first` must be greater than zero, and `max` at least `first`.
+    /// The probing delays of a destination that serves nothing: `first`, doubled per
+    /// refused probe up to `max`. `first` must be over zero, and `max` at least `first`.
     pub fn with_probe(mut self, first: Duration, max: Duration) -> Self {
         (self.settings.first_probe, self.settings.max_probe) = (first, max);
         self
     }
 
-    /// The longest a request waits for a destination that refused lately: one expected to
-    /// wait longer fails at once with [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong),
-    /// one whose wait grows past it fails then. Zero sheds every request that would wait.
+    /// The longest a request waits for a destination that refused lately, before it fails
+    /// with [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong). Zero sheds load.
     pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
         self.settings.max_wait = max_wait;
         self
     }
 
-    /// The longest cool-down a `Retry-After` (or `RateLimit`) header can impose. Zero
-    /// ignores those headers: slow-down responses then only lower the rate.
+    /// The longest cool-down a `Retry-After` (or `RateLimit`) header can impose; zero
+    /// ignores those headers.
     pub fn with_max_cooldown(mut self, max_cooldown: Duration) -> Self {
         self.settings.max_cooldown = max_cooldown;
         self
     }
 
-    /// How many requests a new destination is sent before its first responses: the slow
-    /// start's window, which ends at the first refusal or at
-    /// [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW) requests in flight. Zero skips it.
+    /// Requests a new destination is sent before its first responses: its slow start's
+    /// window, until a refusal or [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW). Zero: none.
     pub fn with_initial_window(mut self, requests: u32) -> Self {
         self.settings.initial_window = requests;
         self
     }
 
-    /// The statuses that slow a destination down, replacing the default set; every other
-    /// status counts as a success. Each must be a 4xx or 5xx, and the set not empty.
+    /// The statuses that slow a destination down (4xx or 5xx, at least one); the others
+    /// count as successes.
     pub fn with_slow_down_on(mut self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
         self.slow_down = statuses.into_iter().collect();
         self
@@ -312,25 +284,21 @@ impl PacingBuilder {
         self
     }
 
-    /// How many destinations' states are kept (at least 1); past that, new ones replace
-    /// idle ones, or go unpaced. It bounds the pacing gauges'
-    /// [series](crate::metrics#bounded-series) too.
+    /// How many destinations are kept (at least 1); past that, new ones replace idle ones
+    /// or go unpaced. It bounds the gauges' [series](crate::metrics#bounded-series) too.
     pub fn with_max_destinations(mut self, destinations: usize) -> Self {
         self.settings.max_destinations = destinations;
         self
     }
 
-    /// How long a destination with nothing in flight, waiting or cooling down is kept
-    /// (greater than zero); it is forgotten when a new destination next arrives.
+    /// How long a destination with nothing pending is kept (over zero).
     pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
         self.settings.idle_timeout = idle;
         self
     }
 
-    /// The rate `destination` allows, if you know it: `requests` per `per`. It is paced
-    /// at that rate from its first request (no slow start), even when all destinations are
-    /// busy, and never faster; refusals still slow it down. `destination` is the authority
-    /// as the request URIs (or `Host` headers) name it: `host`, or `host:port`.
+    /// The rate `destination` (`host` or `host:port`, as its URIs name it) allows, if you
+    /// know it: `requests` per `per`, from its first request and never faster.
     pub fn with_known_rate(
         mut self,
         destination: impl Into<String>,
@@ -345,20 +313,12 @@ impl PacingBuilder {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] naming `max_queue`, `max_destinations` or `idle_timeout` when
-    /// zero, `slow_down_on` when empty or outside 400–599, `probe` when its first delay is
-    /// zero or its longest shorter, or `known_rate` when its destination is no authority
-    /// or named twice, or its rate is under one request a day.
+    /// A [`ConfigError`] naming the first invalid setting, as its method describes it.
     pub fn build(self) -> Result<PacingLayer, ConfigError> {
         let s = self.settings;
         let why = "must be at least 1; to shed every request that would wait, set max_wait to zero";
         ensure(s.max_queue > 0, "max_queue", 0, why)?;
-        ensure(
-            s.max_destinations > 0,
-            "max_destinations",
-            0,
-            "must be at least 1",
-        )?;
+        ensure(s.max_destinations > 0, "max_destinations", 0, AT_LEAST_1)?;
         let idle = s.idle_timeout;
         let why = "must be greater than zero, or every destination would be forgotten at once";
         ensure(!idle.is_zero(), "idle_timeout", idle, why)?;
@@ -381,18 +341,16 @@ impl PacingBuilder {
         )?;
         let mut known = HashMap::with_capacity(self.known.len());
         for (destination, requests, per) in &self.known {
-            let authority = Authority::try_from(destination.as_str());
             let why = "must name a destination as its URIs do: host, or host:port";
-            let authority =
-                authority.map_err(|_| ConfigError::new("known_rate", destination, why))?;
+            let error = |_| ConfigError::new("known_rate", destination, why);
+            let key =
+                Key::from_authority(&Authority::try_from(destination.as_str()).map_err(error)?);
             let rate = f64::from(*requests) / per.as_secs_f64();
             // Checked in this order, the rate is finite.
             let ok = *requests > 0 && !per.is_zero() && rate >= 1.0 / 86_400.0;
             let why = "must allow at least one request a day, in a period greater than zero";
             ensure(ok, "known_rate", (destination, requests, per), why)?;
-            let new = known
-                .insert(Key::from_authority(&authority), rate)
-                .is_none();
+            let new = known.insert(key, rate).is_none();
             let why = "names a destination given a rate already (userinfo is not part of it)";
             ensure(new, "known_rate", destination, why)?;
         }
@@ -402,24 +360,19 @@ impl PacingBuilder {
             known,
             series: PacingSeries::new(s.max_destinations),
         };
-        Ok(PacingLayer {
-            shared: Arc::new(shared),
-        })
+        let shared = Arc::new(shared);
+        Ok(PacingLayer { shared })
     }
 }
 
+const AT_LEAST_1: Str = "must be at least 1";
+
+type Str = &'static str;
+
 /// An error for `field` holding `value` unless `ok`.
-fn ensure(
-    ok: bool,
-    field: &'static str,
-    value: impl fmt::Debug,
-    why: &'static str,
-) -> Result<(), ConfigError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(ConfigError::new(field, value, why))
-    }
+fn ensure(ok: bool, field: Str, value: impl Debug, why: Str) -> Result<(), ConfigError> {
+    ok.then_some(())
+        .ok_or_else(|| ConfigError::new(field, value, why))
 }
 
 #[cfg(test)]

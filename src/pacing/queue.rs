@@ -6,15 +6,14 @@ use std::task::Waker;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// How long a waiter may keep others waiting after it was due to poll: past that, the
-/// next in line takes its place, so an unpolled response future never holds the queue.
+/// How long a waiter due to poll may keep others waiting: an unpolled future never
+/// holds the queue.
 pub(crate) const GRACE: Duration = Duration::from_millis(20);
 /// How far [`Queue::wake`] and [`Queue::watch`] look along the queue.
 const WAKE_WALK: usize = 64;
 /// Waiters that watch the first in line (two: one may be stalled itself).
 const WATCHERS: usize = 2;
-/// A waiter asleep until woken looks at the queue this often anyway, in case every
-/// waiter that should have woken it stalled.
+/// A waiter asleep until woken looks again this often, in case its wakers stalled.
 pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 
 /// What a waiter behind the first in line does.
@@ -45,9 +44,8 @@ impl Waiter {
     }
 }
 
-/// A FIFO with O(1) amortized operations: ids in arrival order, and the waiters by id. A
-/// waiter leaving from the middle leaves its id behind, dropped when it reaches the front
-/// or when such ids outnumber the live ones.
+/// A FIFO with O(1) amortized operations: ids in arrival order, and the waiters by id.
+/// Ids left behind are dropped at the front, or all at once when they outnumber the rest.
 #[derive(Debug, Default)]
 pub(crate) struct Queue {
     order: VecDeque<u64>,
@@ -70,7 +68,7 @@ impl Queue {
         self.waiters.is_empty()
     }
 
-    /// A new waiter at the back, due to poll now (its future has not been polled yet).
+    /// A new waiter at the back, due to poll now.
     pub(crate) fn push(&mut self, now: Instant) -> u64 {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
@@ -104,8 +102,8 @@ impl Queue {
         None
     }
 
-    /// Waiter `id` polls: its waker is kept, it is no longer due; a skipped waiter takes
-    /// the front again (it has waited longest). `false` if it is not in the queue.
+    /// Waiter `id` polls: no longer due, and back at the front if skipped (it has waited
+    /// longest). `false` if it is not in the queue.
     pub(crate) fn polled(&mut self, id: u64, waker: &Waker) -> bool {
         let Some(w) = self.waiters.get_mut(&id) else {
             return false;
@@ -129,9 +127,8 @@ impl Queue {
         }
     }
 
-    /// What waiter `id`, not first in line, does about those ahead of it. The next
-    /// [`WATCHERS`] waiters due to poll watch the first (each sleeps until its turn, plus
-    /// [`GRACE`]); the others sleep until woken: a turn wakes a few waiters, not all.
+    /// What waiter `id`, not first in line, does: the next [`WATCHERS`] due to poll watch
+    /// the first, until its turn plus [`GRACE`]; the others sleep until woken.
     pub(crate) fn watch(&mut self, id: u64, now: Instant) -> Watch {
         let Some(front) = self.front() else {
             return Watch::Wait;
@@ -163,8 +160,7 @@ impl Queue {
         }
     }
 
-    /// The first in line leaves: it goes, or (`skip`, it stalled) is passed over until it
-    /// polls again.
+    /// The first in line goes, or (`skip`) is passed over until it polls again.
     pub(crate) fn pop_front(&mut self, skip: bool) {
         if let Some(id) = self.front() {
             self.order.pop_front();
@@ -196,8 +192,8 @@ impl Queue {
         }
     }
 
-    /// Wakes the first in line (unless `behind_front`), to take its turn, and the
-    /// [`WATCHERS`] behind it, to watch that it does; also any stalled waiters between.
+    /// Wakes the first in line (unless `behind_front`) and the [`WATCHERS`] behind it,
+    /// with any stalled waiters between.
     pub(crate) fn wake(&mut self, now: Instant, behind_front: bool) {
         let (mut skip, mut live, mut steps) = (behind_front, usize::from(behind_front), 0);
         for id in self.order.iter().take(WAKE_WALK) {
@@ -225,7 +221,7 @@ impl Queue {
         self.step(steps);
     }
 
-    /// Wakes every waiter (a cool-down started: each checks whether it can wait it out).
+    /// Wakes every waiter, to check whether it can wait out a cool-down.
     pub(crate) fn wake_all(&mut self) {
         for waker in self.waiters.values().filter_map(|w| w.waker.as_ref()) {
             waker.wake_by_ref();

@@ -1,6 +1,6 @@
 //! The [`Pacing`] service, and the per-request [`PacingDeadline`].
 
-use super::destination::{Admit, Limits};
+use super::destination::{Admit, Destination, Limits};
 use super::destinations::Key;
 use super::future::ResponseFuture;
 use super::layer::Shared;
@@ -13,40 +13,34 @@ use std::task::{Context, Poll};
 use tokio::time::Instant;
 use tower_service::Service;
 
-/// A request extension: the instant after which this request is no longer worth sending.
+/// A request extension: the instant from which this request is no longer worth sending.
 ///
-/// Pacing never sends a request at or after its deadline: one its destination would hold
-/// longer fails at once with [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong),
-/// one that arrives or waits until then with
-/// [`PacingError::DeadlinePassed`](crate::PacingError::DeadlinePassed). The shorter of it
-/// and [`with_max_wait`](crate::pacing::PacingBuilder::with_max_wait) wins. A retry layer
-/// puts the request's deadline into every attempt.
+/// Pacing never sends it then: it fails with
+/// [`PacingError::DeadlinePassed`](crate::PacingError::DeadlinePassed), or at once with
+/// [`WaitTooLong`](crate::PacingError::WaitTooLong) if it would wait past it. A retry
+/// layer puts its deadline into every attempt.
 ///
 /// ```
-/// use std::time::Duration;
-/// use tokio::time::Instant;
+/// # use std::time::Duration;
 /// use tower_backoff::pacing::PacingDeadline;
 ///
 /// let mut request = http::Request::new(());
-/// // This request may wait at most 2 s for the pace or a cool-down.
-/// let deadline = PacingDeadline(Instant::now() + Duration::from_secs(2));
-/// request.extensions_mut().insert(deadline);
+/// let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+/// request.extensions_mut().insert(PacingDeadline(deadline));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PacingDeadline(pub Instant);
 
-/// Paces the requests of a client, per destination; made by
-/// [`PacingLayer`](crate::PacingLayer).
+/// Paces the requests of a client, per destination; made by [`PacingLayer`](crate::PacingLayer).
 ///
-/// Its error is a [`BoxError`](Box), as tower's `Timeout`'s: the inner service's error, or
-/// a [`PacingError`](crate::PacingError) for a request turned away unsent.
+/// Its error is a [`BoxError`](Box): the inner service's, or a
+/// [`PacingError`](crate::PacingError) for a request turned away unsent.
 ///
 /// # Readiness
 ///
-/// [`poll_ready`](Service::poll_ready) forwards to the inner service. A request that must
-/// wait gives that readiness back (a `Buffer` slot or a permit would be pinned for the
-/// whole wait), and readies a clone of the inner service when its turn comes, hence
-/// `S: Clone`. That readying never holds it past its max wait or deadline.
+/// A request that must wait gives back the readiness [`poll_ready`](Service::poll_ready)
+/// reserved (a `Buffer` slot or a permit), and readies a clone of the inner service when
+/// its turn comes, within its max wait: hence `S: Clone`.
 #[derive(Debug, Clone)]
 pub struct Pacing<S> {
     inner: S,
@@ -98,7 +92,15 @@ where
             tracing::debug!(to = %key, "pacing: request past its deadline");
             return ResponseFuture::failed(PacingError::DeadlinePassed);
         }
-        let Some(destination) = self.shared.destination(&key, now) else {
+        let shared = &self.shared;
+        let known = shared.known.get(&key).copied();
+        let destination = shared
+            .destinations
+            .get_or_insert(&key, known.is_some(), now, || {
+                let gauges = shared.series.gauges(&key, known.is_some());
+                Destination::new(key.clone(), shared.settings, known, gauges, now)
+            });
+        let Some(destination) = destination else {
             return ResponseFuture::calling(self.inner.call(request), None, clock);
         };
         let limits = Limits::new(now, self.shared.settings.max_wait, deadline);
