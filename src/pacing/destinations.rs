@@ -1,13 +1,14 @@
 //! The destinations a client paces, by key: a bounded map, idle ones forgotten.
 
 use super::destination::Destination;
+use crate::time::instant_after;
 use http::Request;
 use http::uri::Authority;
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -67,9 +68,8 @@ pub(crate) struct Destinations {
     count: AtomicUsize,
     max: usize,
     idle: Duration,
-    origin: Instant,
-    /// The last sweep, in nanoseconds since `origin`.
-    swept_at: AtomicU64,
+    /// The last sweep of idle destinations.
+    swept_at: Mutex<Instant>,
 }
 
 impl Destinations {
@@ -81,8 +81,7 @@ impl Destinations {
             count: AtomicUsize::new(0),
             max,
             idle,
-            origin: Instant::now(),
-            swept_at: AtomicU64::new(0),
+            swept_at: Mutex::new(Instant::now()),
         }
     }
 
@@ -132,15 +131,12 @@ impl Destinations {
 
     /// Whether the last sweep is `every` ago or more; if so, this caller sweeps.
     fn sweep_due(&self, every: Duration, now: Instant) -> bool {
-        let since = now.saturating_duration_since(self.origin).as_nanos();
-        let now = u64::try_from(since).unwrap_or(u64::MAX);
-        let last = self.swept_at.load(Ordering::Acquire);
-        let every = u64::try_from(every.as_nanos()).unwrap_or(u64::MAX);
-        now.saturating_sub(last) >= every
-            && self
-                .swept_at
-                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
+        let mut swept_at = lock(&self.swept_at);
+        let due = instant_after(*swept_at, every) <= now;
+        if due {
+            *swept_at = now;
+        }
+        due
     }
 
     /// Forgets the idle destinations, one part at a time.
