@@ -298,7 +298,8 @@ impl PacingBuilder {
     }
 
     /// The rate `destination` (`host` or `host:port`, as its URIs name it) allows, if you
-    /// know it: `requests` per `per`, from its first request and never faster.
+    /// know it: `requests` per `per` (at least one a day, once per destination), from its
+    /// first request and never faster.
     pub fn with_known_rate(
         mut self,
         destination: impl Into<String>,
