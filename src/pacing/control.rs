@@ -29,8 +29,7 @@ use tokio::time::Instant;
 
 /// A refusal sets the pace to 70 % of the pace refused.
 pub(crate) const BETA: f64 = 0.7;
-/// How fast the pace grows back, then past the pace refused: back in 0.9 s after a cut
-/// by [`BETA`], then ×4 within 2 s more.
+/// How fast the pace grows back, then past the pace refused.
 pub(crate) const CUBIC_C: f64 = 0.4;
 /// The slowest pace, in requests per second.
 pub(crate) const MIN_RATE: f64 = 0.5;
@@ -40,32 +39,29 @@ pub(crate) const STARTUP_DOUBLING: Duration = Duration::from_millis(100);
 pub(crate) const REOPEN_AFTER: Duration = Duration::from_secs(10);
 /// The default first probing delay of a destination that serves nothing.
 pub(crate) const FIRST_PROBE: Duration = Duration::from_millis(100);
-/// The default longest probing delay: a dead destination is still tried every 5 s.
+/// The default longest probing delay.
 pub(crate) const MAX_PROBE: Duration = Duration::from_secs(5);
 
 /// What an answer says of the destination's capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Answer {
-    /// A success: the destination served it.
     Served,
     /// An explicit rate signal, with the delay it asked for.
     Refused(Option<Duration>),
-    /// Neither (a bare 5xx, another error): says nothing of a rate.
+    /// A bare 5xx, another error: nothing of a rate.
     Other,
 }
 
-/// What the requests waiting do after an answer.
+/// What the waiting requests do after an answer: `Faster`, the first may go sooner;
+/// `Slower`, each checks its wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reaction {
-    /// Nothing changed for them.
     Nothing,
-    /// The first in line may go sooner.
     Faster,
-    /// The pace went down or the destination closed: each checks its wait.
     Slower,
 }
 
-/// A request sent: in which round (between two cuts) and its number among the sends.
+/// A request sent: its round (between two cuts) and its number among the sends.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sent {
     pub(crate) round: u64,
@@ -75,7 +71,7 @@ pub(crate) struct Sent {
 /// What a controller is told of its destination.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Config {
-    /// The pace the user said it allows: paced from the first request, never passed.
+    /// The pace the user said it allows.
     pub(crate) known: Option<f64>,
     pub(crate) max_cooldown: Duration,
     pub(crate) first_probe: Duration,
@@ -106,8 +102,7 @@ impl Curve {
         (self.ceiling * (1.0 + CUBIC_C * (t - k).powi(3))).max(self.base)
     }
 
-    /// About how long `n` sends take from a pace of `rate` on: along the start-up's
-    /// doubling, else at `rate` (CUBIC is flat or rising there: an upper bound).
+    /// About how long `n` sends take from a pace of `rate` on (an upper bound for CUBIC).
     fn time_to_send(&self, n: f64, rate: f64) -> f64 {
         if !self.startup {
             return n / rate;
@@ -139,7 +134,6 @@ pub(crate) struct Controller {
 }
 
 impl Controller {
-    /// A new destination's controller.
     pub(crate) fn new(initial_window: u32, config: Config, now: Instant) -> Self {
         let curve = config.known.map(|rate| Curve {
             since: now,
@@ -201,7 +195,7 @@ impl Controller {
         self.closed_until
     }
 
-    /// Whether the destination refused lately (or is closed): only then may a wait fail.
+    /// Whether it refused lately (or is closed): only then may a wait fail.
     pub(crate) fn is_throttled(&mut self, now: Instant) -> bool {
         self.rate(now).is_some() || self.closed_until(now).is_some()
     }
@@ -277,8 +271,7 @@ impl Controller {
             Answer::Served => {
                 self.served.add(sent.round == self.round, now);
                 self.probe = Duration::ZERO;
-                // A success that leaves no room (and says not until when) does not widen
-                // the slow start.
+                // A success that leaves no room does not widen the slow start.
                 if self.curve.is_none() && quota.is_none_or(|left| left.remaining > 0) {
                     self.window.grow();
                 }
@@ -293,8 +286,8 @@ impl Controller {
         }
     }
 
-    /// A refusal cuts the pace once per round (the requests sent since the last cut), as
-    /// TCP cuts once per round trip. One after nothing was served since is a probe's.
+    /// A refusal cuts the pace once per round (the sends since the last cut), as TCP
+    /// cuts once per round trip.
     fn refused(&mut self, sent: Sent, asked: Option<Duration>, now: Instant) -> Reaction {
         if self
             .room
@@ -318,9 +311,8 @@ impl Controller {
         if served {
             return Reaction::Slower;
         }
-        // Nothing served since the last cut. Nothing for a whole window either: a spent
-        // quota or a server down, closed for the delay it asked, once. Else a limiter
-        // that still counts what it refused: probed.
+        // Nothing served since the last cut, nor for a window: a spent quota or a server
+        // down, closed for the delay it asked, once. Else a limiter counting refusals.
         let silent = self.served.in_window(now) == 0.0;
         let asked = asked.filter(|_| silent && !self.closed_in_round);
         self.closed_in_round |= asked.is_some();
@@ -357,9 +349,9 @@ impl Controller {
         }
     }
 
-    /// Closes the destination for the delay `asked`, else for a probing delay (doubled
-    /// from the last), and never for less than the known pace's spacing. One that
-    /// served nothing in the last window then starts again from one request per delay.
+    /// Closes the destination for the delay `asked`, else for a doubled probing delay,
+    /// never under the known pace's spacing; with nothing served for a window, the pace
+    /// restarts at one request per delay.
     fn probe(&mut self, asked: Option<Duration>, now: Instant) {
         let doubled = self.probe.saturating_mul(2).max(self.config.first_probe);
         self.probe = doubled.min(self.config.max_probe);
@@ -376,8 +368,8 @@ impl Controller {
         self.close_for(asked.unwrap_or(self.probe).max(spacing), now);
     }
 
-    /// Closes the destination for `delay` (at most the max cool-down). When it opens, the
-    /// first request leaves at once and the pace resumes from where it was.
+    /// Closes the destination for `delay` (at most the max cool-down); then the pace
+    /// resumes from where it was.
     fn close_for(&mut self, delay: Duration, now: Instant) {
         let until = instant_after(now, delay.min(self.config.max_cooldown));
         if self.closed_until.is_some_and(|current| current >= until) {

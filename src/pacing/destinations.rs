@@ -1,43 +1,75 @@
-//! The destinations a client paces: a bounded map, idle ones forgotten.
+//! The destinations a client paces, by key: a bounded map, idle ones forgotten.
 
 use super::destination::Destination;
-use super::key::Key;
+use crate::time::instant_after;
+use http::Request;
+use http::uri::Authority;
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
+use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// At the cap, new destinations look for idle ones to forget at most this often (each
-/// look visits every destination).
+/// A destination: the request URI's authority, else its `Host` header, without userinfo,
+/// so credentials never become a key or a log field. `None`: requests that name none.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Key(Option<Authority>);
+
+impl Key {
+    /// The destination of `request`.
+    pub(crate) fn of<B>(request: &Request<B>) -> Self {
+        if let Some(authority) = request.uri().authority() {
+            return Self::from_authority(authority);
+        }
+        let host = request.headers().get(http::header::HOST);
+        let host = host.and_then(|host| Authority::try_from(host.as_bytes()).ok());
+        Self(host.as_ref().and_then(host_and_port))
+    }
+
+    pub(crate) fn from_authority(authority: &Authority) -> Self {
+        Self(host_and_port(authority))
+    }
+}
+
+/// `authority` without its userinfo.
+fn host_and_port(authority: &Authority) -> Option<Authority> {
+    match authority.as_str().rsplit_once('@') {
+        None => Some(authority.clone()),
+        Some((_, host)) => Authority::try_from(host).ok(),
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let authority = self.0.as_ref().map(Authority::as_str);
+        f.write_str(authority.unwrap_or("(no authority)"))
+    }
+}
+
+/// At the cap, new destinations look for idle ones at most this often (a look visits all).
 const FULL_SWEEP_PAUSE: Duration = Duration::from_secs(1);
-/// The map is split in this many parts, each behind its own lock: requests to different
-/// destinations seldom wait on one lock, as they would on a single map's (every request
-/// looks its destination up).
+/// Parts of the map, each behind its own lock: requests to different destinations seldom
+/// wait on one lock.
 const SHARDS: usize = 16;
 
-/// One part of the map.
 type Shard = HashMap<Key, Arc<Destination>>;
 
-/// Every destination's state, by key, in [`SHARDS`] parts. A request locks only its
-/// destination's part to find it, and then the destination's own lock; no lock is held
-/// across destinations. The bound and the sweeps of idle destinations are the whole
-/// map's, kept in atomics.
+/// Every destination's state, in [`SHARDS`] parts. A request locks only its destination's
+/// part, then the destination's own lock. The bound and the sweeps are the whole map's.
 #[derive(Debug)]
 pub(crate) struct Destinations {
     shards: Box<[Mutex<Shard>]>,
     hasher: RandomState,
-    /// Destinations in every part, and those being added (a place is taken before the
-    /// insertion, so the bound holds under races).
+    /// Destinations held and being added: a place is taken before the insertion, so the
+    /// bound holds under races.
     count: AtomicUsize,
     max: usize,
     idle: Duration,
-    /// The instants below count from here.
-    origin: Instant,
-    /// The last sweep of every part, in nanoseconds since `origin`.
-    swept_at: AtomicU64,
+    /// The last sweep of idle destinations.
+    swept_at: Mutex<Instant>,
 }
 
 impl Destinations {
@@ -49,20 +81,16 @@ impl Destinations {
             count: AtomicUsize::new(0),
             max,
             idle,
-            origin: Instant::now(),
-            swept_at: AtomicU64::new(0),
+            swept_at: Mutex::new(Instant::now()),
         }
     }
 
-    /// The part `key` lives in, locked.
     fn shard(&self, key: &Key) -> MutexGuard<'_, Shard> {
-        let index = self.hasher.hash_one(key) as usize % SHARDS;
-        lock(&self.shards[index])
+        lock(&self.shards[self.hasher.hash_one(key) as usize % SHARDS])
     }
 
     /// The state of `key`, made by `make` if new; `None` when `max` destinations, none
-    /// of them idle, are already paced (the request is then not paced), unless `always`
-    /// (a destination the user configured is paced whatever the bound).
+    /// idle, are held (the request is then not paced), unless `always` (a known rate).
     pub(crate) fn get_or_insert(
         &self,
         key: &Key,
@@ -73,8 +101,7 @@ impl Destinations {
         if let Some(destination) = self.get(key) {
             return Some(destination);
         }
-        // A new destination: forget the idle ones first, every `idle` period, and when
-        // the map is full, at most every `FULL_SWEEP_PAUSE`.
+        // Sweep every `idle` period, and at the cap at most every `FULL_SWEEP_PAUSE`.
         let full = self.count.load(Ordering::Relaxed) >= self.max;
         if self.sweep_due(self.idle, now) || (full && self.sweep_due(FULL_SWEEP_PAUSE, now)) {
             self.sweep(now);
@@ -102,17 +129,14 @@ impl Destinations {
         Some(destination)
     }
 
-    /// Whether the last sweep is `every` ago or more; if so, this caller sweeps (the
-    /// others see the sweep as just done).
+    /// Whether the last sweep is `every` ago or more; if so, this caller sweeps.
     fn sweep_due(&self, every: Duration, now: Instant) -> bool {
-        let now = self.nanos(now);
-        let last = self.swept_at.load(Ordering::Acquire);
-        let every = u64::try_from(every.as_nanos()).unwrap_or(u64::MAX);
-        now.saturating_sub(last) >= every
-            && self
-                .swept_at
-                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
+        let mut swept_at = lock(&self.swept_at);
+        let due = instant_after(*swept_at, every) <= now;
+        if due {
+            *swept_at = now;
+        }
+        due
     }
 
     /// Forgets the idle destinations, one part at a time.
@@ -125,21 +149,15 @@ impl Destinations {
         }
     }
 
-    fn nanos(&self, now: Instant) -> u64 {
-        let since = now.saturating_duration_since(self.origin).as_nanos();
-        u64::try_from(since).unwrap_or(u64::MAX)
-    }
-
-    /// The state of `key`, if paced.
     pub(crate) fn get(&self, key: &Key) -> Option<Arc<Destination>> {
         self.shard(key).get(key).cloned()
     }
 
     /// Every destination (a snapshot).
     pub(crate) fn all(&self) -> Vec<Arc<Destination>> {
-        self.shards
-            .iter()
-            .flat_map(|shard| lock(shard).values().cloned().collect::<Vec<_>>())
+        let shards = self.shards.iter();
+        shards
+            .flat_map(|s| lock(s).values().cloned().collect::<Vec<_>>())
             .collect()
     }
 
@@ -148,8 +166,8 @@ impl Destinations {
     }
 }
 
-/// Locks a part, recovering from poisoning: a part is consistent between statements.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Locks, recovering from poisoning: every update leaves the state consistent.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -173,6 +191,34 @@ mod tests {
 
     fn key(host: &str) -> Key {
         Key::from_authority(&host.parse().unwrap())
+    }
+
+    #[test]
+    fn the_key_is_the_authority_else_the_host_header_without_userinfo() {
+        let key = |request: Request<()>| Key::of(&request).to_string();
+        let absolute = Request::get("http://a.example:8080/x").body(()).unwrap();
+        assert_eq!(key(absolute), "a.example:8080");
+        let relative = Request::get("/x")
+            .header("host", "b.example")
+            .body(())
+            .unwrap();
+        assert_eq!(key(relative), "b.example");
+        let bare = Request::get("/x").body(()).unwrap();
+        assert_eq!(Key::of(&bare), Key(None));
+        assert_eq!(key(bare), "(no authority)");
+
+        let secret = Request::get("http://user:s3cret@c.example/x")
+            .body(())
+            .unwrap();
+        let plain = Request::get("http://c.example/y").body(()).unwrap();
+        assert_eq!(Key::of(&secret), Key::of(&plain));
+        assert_eq!(key(secret.clone()), "c.example");
+        assert!(!format!("{:?}", Key::of(&secret)).contains("s3cret"));
+        let host_secret = Request::get("/x")
+            .header("host", "u:s3cret@d.example")
+            .body(())
+            .unwrap();
+        assert_eq!(key(host_secret), "d.example");
     }
 
     #[tokio::test(start_paused = true)]

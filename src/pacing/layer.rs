@@ -1,71 +1,47 @@
-//! The [`tower_layer::Layer`] and its builder.
+//! The [`tower_layer::Layer`], its builder, and the state its clones share.
 
-use super::control::{FIRST_PROBE, MAX_PROBE};
-use super::key::Key;
+use super::control::{Controller, FIRST_PROBE, MAX_PROBE, interval};
+use super::destinations::{Destinations, Key};
 use super::service::Pacing;
-use super::settings::Settings;
-use super::shared::Shared;
 use super::window::OPEN_WINDOW;
 use crate::classify::StatusSet;
 use crate::error::ConfigError;
+use crate::metrics::PacingSeries;
 use http::StatusCode;
 use http::uri::Authority;
 use std::collections::HashMap;
-use std::fmt;
+use std::fmt::{self, Debug};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 use tower_layer::Layer;
 
 /// Paces a client per destination: lowers a destination's send rate after its 429s (and
-/// 503s with `Retry-After`), raises it again as successes come, and holds requests to a destination
-/// that refuses everything with `Retry-After` until its cool-down ends.
+/// 503s with `Retry-After`), raises it as successes come, and holds requests to one that
+/// refuses everything with `Retry-After` until its cool-down ends.
 ///
-/// Every clone of the layer, and every [`Pacing`] service it makes, shares one table of
-/// destinations, each with its own learned rate, queue, slow start, probing delay and
-/// cool-down. Build the layer once
-/// per client and clone it. See the [module docs](crate::pacing) for the rules, and
-/// where to put it relative to a retry layer.
-///
-/// # Defaults
-///
-/// | setting | default | why |
-/// |---|---|---|
-/// | [`with_max_wait`](PacingBuilder::with_max_wait) | [`DEFAULT_MAX_WAIT`](Self::DEFAULT_MAX_WAIT), 30 s | room to drain a burst of a rate limit's typical 10 s window; past that a caller usually prefers an error it can act on |
-/// | [`with_initial_window`](PacingBuilder::with_initial_window) | [`DEFAULT_INITIAL_WINDOW`](Self::DEFAULT_INITIAL_WINDOW), 4 | a burst to an unknown server learns its limit from a few requests, not all of them |
-/// | [`with_max_cooldown`](PacingBuilder::with_max_cooldown) | [`DEFAULT_MAX_COOLDOWN`](Self::DEFAULT_MAX_COOLDOWN), 5 min | a broken or hostile `Retry-After` cannot stall a destination for hours |
-/// | [`with_slow_down_on`](PacingBuilder::with_slow_down_on) | [`DEFAULT_SLOW_DOWN`](Self::DEFAULT_SLOW_DOWN): 429, 503 | the two statuses by which a server says "too much"; a status other than 429 counts only with `Retry-After` |
-/// | [`with_probe`](PacingBuilder::with_probe) | [`DEFAULT_FIRST_PROBE`](Self::DEFAULT_FIRST_PROBE), 100 ms, to [`DEFAULT_MAX_PROBE`](Self::DEFAULT_MAX_PROBE), 5 s | a destination that serves nothing is tried again soon, then less and less often |
-/// | [`with_max_queue`](PacingBuilder::with_max_queue) | [`DEFAULT_MAX_QUEUE`](Self::DEFAULT_MAX_QUEUE), 4096 per destination | a burst of thousands still queues; a flood fails fast instead of growing memory |
-/// | [`with_max_destinations`](PacingBuilder::with_max_destinations) | [`DEFAULT_MAX_DESTINATIONS`](Self::DEFAULT_MAX_DESTINATIONS), 4096 | bounded memory for a client calling any number of hosts |
-/// | [`with_idle_timeout`](PacingBuilder::with_idle_timeout) | [`DEFAULT_IDLE_TIMEOUT`](Self::DEFAULT_IDLE_TIMEOUT), 60 s | a destination not used for a minute is forgotten (its learned rate is stale by then) |
+/// Its clones and their [`Pacing`] services share one table of destinations: build it
+/// once per client. The [module docs](crate::pacing) give the rules, and where to put it.
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower::{Service, ServiceBuilder, ServiceExt};
+/// use tower::{Layer, Service, ServiceExt};
 /// use tower_backoff::PacingLayer;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-/// let pacing = PacingLayer::builder()
-///     .with_max_wait(Duration::from_secs(2))
-///     .build()?;
-/// let mut client = ServiceBuilder::new()
-///     .layer(pacing.clone())
-///     .service(tower::service_fn(|_: http::Request<()>| async {
-///         let busy = http::Response::builder().status(503).header("retry-after", "1");
-///         Ok::<_, std::convert::Infallible>(busy.body(()).unwrap())
-///     }));
-///
+/// let pacing = PacingLayer::new();
+/// let mut client = pacing.layer(tower::service_fn(|_: http::Request<()>| async {
+///     let busy = http::Response::builder().status(503).header("retry-after", "1");
+///     Ok::<_, std::convert::Infallible>(busy.body(()).unwrap())
+/// }));
 /// let request = || http::Request::get("http://api.example/").body(()).unwrap();
-/// let response = client.ready().await?.call(request()).await?;
-/// assert_eq!(response.status(), 503);
-/// // Nothing served yet: api.example is probed, one request per probing delay, and,
-/// // as it refused all it was sent, it cools down for 1 s. Other hosts are not held.
+/// assert_eq!(client.ready().await?.call(request()).await?.status(), 503);
+/// // Nothing served: api.example cools down for 1 s, then is probed. Other hosts are not held.
 /// let authority = "api.example".parse()?;
-/// assert_eq!(pacing.current_delay_to(&authority), PacingLayer::DEFAULT_FIRST_PROBE);
 /// assert_eq!(pacing.cooldown(&authority), Some(Duration::from_secs(1)));
+/// assert_eq!(pacing.current_delay_to(&authority), PacingLayer::DEFAULT_FIRST_PROBE);
 /// assert_eq!(pacing.current_delay_to(&"other.example".parse()?), Duration::ZERO);
-///
 /// let start = tokio::time::Instant::now();
 /// client.ready().await?.call(request()).await?;
 /// assert_eq!(start.elapsed(), Duration::from_secs(1));
@@ -78,43 +54,31 @@ pub struct PacingLayer {
 }
 
 impl PacingLayer {
-    /// The longest a new request waits for the pace or a cool-down before failing fast:
-    /// 30 s. Long enough for a burst of 10 s worth of a rate limit (a common window) to
-    /// drain at the limit's pace; shorter limits per request go in a
-    /// [`PacingDeadline`](crate::pacing::PacingDeadline).
+    /// The longest a request waits for a destination that refused lately, 30 s: a 10 s
+    /// window's burst drains in it. Per request, see [`PacingDeadline`](crate::pacing::PacingDeadline).
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(30);
-    /// Requests a new destination may have in flight before its first responses come back:
-    /// 4 (TCP's initial window is of that order). A burst against an unknown rate limit
-    /// then costs a handful of 429s, not one per request of the burst.
+    /// Requests a new destination may have in flight before its first responses, 4: a
+    /// burst against an unknown limit costs a few 429s, not one per request.
     pub const DEFAULT_INITIAL_WINDOW: u32 = 4;
     /// The slow start ends once this many requests are in flight without a refusal: 64.
     pub const OPEN_WINDOW: u32 = OPEN_WINDOW;
-    /// Requests that may wait for one destination: 4096. A burst of thousands to one
-    /// host still queues; past that, new requests fail fast with
-    /// [`PacingError::QueueFull`](crate::PacingError::QueueFull) rather than growing memory
-    /// without end.
+    /// Requests that may wait for one destination, 4096: a flood fails fast, not in memory.
     pub const DEFAULT_MAX_QUEUE: usize = 4096;
-    /// Destinations whose state is kept: 4096. Past that, idle ones are forgotten; if
-    /// none is idle, requests to further destinations are sent unpaced.
+    /// Destinations whose state is kept, 4096: bounded memory for any number of hosts.
     pub const DEFAULT_MAX_DESTINATIONS: usize = 4096;
-    /// A destination with nothing in flight, waiting or cooling down for this long is
-    /// forgotten: 60 s. Its next request starts afresh, with a slow start.
+    /// A destination with nothing pending this long is forgotten, 60 s: its rate is stale.
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-    /// The longest cool-down a `Retry-After` (or `RateLimit`) header can impose: 5 min.
-    /// A server asking for more gets 5 min.
+    /// The longest cool-down a header can impose, 5 min: a broken `Retry-After` cannot
+    /// stall a destination for hours.
     pub const DEFAULT_MAX_COOLDOWN: Duration = Duration::from_secs(5 * 60);
-    /// The statuses that slow a destination down: 429 Too Many Requests, and 503 Service
-    /// Unavailable when it carries `Retry-After` (a bare 503 is a failure, not a rate).
+    /// The statuses that slow a destination down: 429, and 503 with `Retry-After`.
     pub const DEFAULT_SLOW_DOWN: [StatusCode; 2] = [
         StatusCode::TOO_MANY_REQUESTS,
         StatusCode::SERVICE_UNAVAILABLE,
     ];
-
-    /// The first probing delay of a destination that serves nothing: 100 ms, a few
-    /// round trips.
+    /// The first probing delay of a destination that serves nothing: 100 ms.
     pub const DEFAULT_FIRST_PROBE: Duration = FIRST_PROBE;
-    /// The longest probing delay, 5 s: a destination that refuses everything is still
-    /// tried every 5 s, so its recovery is seen within 5 s.
+    /// The longest probing delay, 5 s: a recovery is seen within 5 s.
     pub const DEFAULT_MAX_PROBE: Duration = MAX_PROBE;
 
     /// A layer with every default.
@@ -127,58 +91,66 @@ impl PacingLayer {
         PacingBuilder::default()
     }
 
+    /// Reads the controller of `authority`, if kept.
+    fn read<T: Default, F: FnOnce(&mut Controller, Instant) -> T>(
+        &self,
+        to: &Authority,
+        f: F,
+    ) -> T {
+        let key = Key::from_authority(to);
+        let found = self.shared.destinations.get(&key);
+        found.map(|d| d.control(f)).unwrap_or_default()
+    }
+
     /// The probing delay of `authority`: zero unless it serves nothing and is probed.
     pub fn probe_delay_to(&self, authority: &Authority) -> Duration {
-        self.shared
-            .find(&Key::from_authority(authority))
-            .map_or(Duration::ZERO, |d| d.probe_delay())
+        self.read(authority, |c, _| c.probe_delay())
     }
 
-    /// The longest spacing between requests of any destination (one over its
-    /// [`current_rate_to`](Self::current_rate_to)): zero while no destination is paced.
+    /// The longest spacing between requests of any destination: zero while none is paced.
     pub fn current_delay(&self) -> Duration {
-        self.shared.slowest_delay()
+        let rate = self.current_rate();
+        rate.map_or(Duration::ZERO, interval)
     }
 
-    /// The lowest learned send rate of any paced destination, in requests per second;
-    /// `None` while no destination is paced (open, or in its slow start).
+    /// The lowest send rate of any paced destination, in requests per second.
     pub fn current_rate(&self) -> Option<f64> {
-        self.shared.slowest_rate()
+        let all = self.shared.destinations.all();
+        let rates = all.iter().filter_map(|d| d.control(Controller::rate));
+        rates.reduce(f64::min)
     }
 
     /// The spacing between requests to `authority`: zero while it is not paced.
     pub fn current_delay_to(&self, authority: &Authority) -> Duration {
-        self.shared
-            .find(&Key::from_authority(authority))
-            .map_or(Duration::ZERO, |d| d.delay())
+        let rate = self.current_rate_to(authority);
+        rate.map_or(Duration::ZERO, interval)
     }
 
-    /// The learned send rate of `authority`, in requests per second, while it is paced.
+    /// The send rate of `authority`, in requests per second, while it is paced.
     pub fn current_rate_to(&self, authority: &Authority) -> Option<f64> {
-        self.shared
-            .find(&Key::from_authority(authority))
-            .and_then(|d| d.rate())
+        self.read(authority, Controller::rate)
     }
 
     /// How long new requests to `authority` are still held by its cool-down, if any.
     pub fn cooldown(&self, authority: &Authority) -> Option<Duration> {
-        self.shared
-            .find(&Key::from_authority(authority))
-            .and_then(|d| d.cooldown(tokio::time::Instant::now()))
+        self.read(authority, |c, now| c.cooldown(now).map(|until| until - now))
     }
 
-    /// How many destinations' states are kept (at most
-    /// [`with_max_destinations`](PacingBuilder::with_max_destinations)).
+    /// How many destinations' states are kept.
     pub fn destinations(&self) -> usize {
-        self.shared.destinations()
+        self.shared.destinations.len()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn settings(&self) -> Settings {
+        self.shared.settings
     }
 }
 
 impl Default for PacingLayer {
     fn default() -> Self {
-        PacingBuilder::default()
-            .build()
-            .expect("the default settings are valid")
+        let layer = PacingBuilder::default().build();
+        layer.expect("the default settings are valid")
     }
 }
 
@@ -199,26 +171,42 @@ impl<S> Layer<S> for PacingLayer {
     }
 }
 
-/// Settings of a [`PacingLayer`]; each defaults to the matching `DEFAULT_*` constant of
-/// [`PacingLayer`].
+/// What [`PacingBuilder`] validated.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    pub(crate) max_wait: Duration,
+    pub(crate) max_cooldown: Duration,
+    pub(crate) initial_window: u32,
+    pub(crate) slow_down: StatusSet,
+    pub(crate) max_queue: usize,
+    pub(crate) max_destinations: usize,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) first_probe: Duration,
+    pub(crate) max_probe: Duration,
+}
+
+/// Shared by a layer, its clones, and every service and response future they make.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) settings: Settings,
+    pub(crate) destinations: Destinations,
+    /// The rates the user said destinations allow (req/s).
+    pub(crate) known: HashMap<Key, f64>,
+    /// The labels of the destinations' gauges, bounded as the table is.
+    pub(crate) series: PacingSeries,
+}
+
+/// Settings of a [`PacingLayer`]; each defaults to the matching `DEFAULT_*` constant.
 ///
 /// ```
 /// use std::time::Duration;
-/// use http::StatusCode;
 /// use tower_backoff::PacingLayer;
 ///
 /// let pacing = PacingLayer::builder()
-///     .with_probe(Duration::from_millis(50), Duration::from_secs(2))
 ///     .with_max_wait(Duration::from_secs(3))
-///     .with_max_cooldown(Duration::from_secs(60))
-///     .with_slow_down_on([StatusCode::TOO_MANY_REQUESTS, StatusCode::BAD_GATEWAY])
-///     .with_max_queue(1_000)
-///     .with_max_destinations(100)
-///     .with_idle_timeout(Duration::from_secs(30))
+///     // 100 requests a minute, sent at 97 % of that: one every 0.62 s.
+///     .with_known_rate("api.example", 97, Duration::from_secs(60))
 ///     .build()?;
-///
-/// let err = PacingLayer::builder().with_slow_down_on([StatusCode::OK]).build().unwrap_err();
-/// assert_eq!((err.field(), err.value()), ("slow_down_on", "200"));
 /// let err = PacingLayer::builder().with_max_queue(0).build().unwrap_err();
 /// assert_eq!((err.field(), err.value()), ("max_queue", "0"));
 /// # drop(pacing);
@@ -228,7 +216,7 @@ impl<S> Layer<S> for PacingLayer {
 pub struct PacingBuilder {
     settings: Settings,
     slow_down: Vec<StatusCode>,
-    /// `with_known_rate`'s destinations, their requests and periods, as given.
+    /// `with_known_rate`'s destinations, requests and periods, as given.
     known: Vec<(String, u32, Duration)>,
 }
 
@@ -239,7 +227,7 @@ impl Default for PacingBuilder {
                 max_wait: PacingLayer::DEFAULT_MAX_WAIT,
                 max_cooldown: PacingLayer::DEFAULT_MAX_COOLDOWN,
                 initial_window: PacingLayer::DEFAULT_INITIAL_WINDOW,
-                // Set by `build`, from `slow_down` below once validated.
+                // Set by `build`, from `slow_down` once validated.
                 slow_down: StatusSet::EMPTY,
                 max_queue: PacingLayer::DEFAULT_MAX_QUEUE,
                 max_destinations: PacingLayer::DEFAULT_MAX_DESTINATIONS,
@@ -254,113 +242,64 @@ impl Default for PacingBuilder {
 }
 
 impl PacingBuilder {
-    /// The probing delays of a destination that serves nothing (its pace has nothing to
-    /// go by then): one request after `first`, then after twice the delay before, up to
-    /// `max`. A success ends the probing. `first` must be greater than zero, and `max` at
-    /// least `first`.
+    /// The probing delays of a destination that serves nothing: `first`, doubled per
+    /// refused probe up to `max`. `first` must be over zero, and `max` at least `first`.
     pub fn with_probe(mut self, first: Duration, max: Duration) -> Self {
-        self.settings.first_probe = first;
-        self.settings.max_probe = max;
+        (self.settings.first_probe, self.settings.max_probe) = (first, max);
         self
     }
 
-    /// The longest a request waits for its destination's pace or cool-down: one expected
-    /// to wait longer (its cool-down, or its place in the queue at the current rate)
-    /// fails at once with [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong);
-    /// one whose wait grows past it in the queue (the pace went down) fails then. A
-    /// destination that has not refused lately never fails a request for its wait (only
-    /// its [`PacingDeadline`](crate::pacing::PacingDeadline) does). Zero never waits for a pace:
-    /// every request that would have to fails fast (load shedding). Any duration is
-    /// valid.
+    /// The longest a request waits for a destination that refused lately, before it fails
+    /// with [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong). Zero sheds load.
     pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
         self.settings.max_wait = max_wait;
         self
     }
 
-    /// The longest cool-down a response's `Retry-After` (or `RateLimit`) can impose;
-    /// longer requests are cut to it. Zero ignores those headers: slow-down responses
-    /// then only lower the destination's rate. Any duration is valid.
+    /// The longest cool-down a `Retry-After` (or `RateLimit`) header can impose; zero
+    /// ignores those headers.
     pub fn with_max_cooldown(mut self, max_cooldown: Duration) -> Self {
         self.settings.max_cooldown = max_cooldown;
         self
     }
 
-    /// How many requests a new destination is sent before its first responses are back:
-    /// the window of its slow start, which grows by one per success (doubling per round
-    /// trip), and doubles after each second spent full without any response (so a slow
-    /// server or long-polls hold others back about a second, never fail them), until the
-    /// first refusal or [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW) requests in flight.
-    /// Zero skips the slow start: destinations start open. Any value is valid.
+    /// Requests a new destination is sent before its first responses: its slow start's
+    /// window, until a refusal or [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW). Zero: none.
     pub fn with_initial_window(mut self, requests: u32) -> Self {
         self.settings.initial_window = requests;
         self
     }
 
-    /// The statuses that slow a destination down (replacing the default set); every other
-    /// status counts as a success. Each must be a 4xx or 5xx, and the set not empty.
+    /// The statuses that slow a destination down (4xx or 5xx, at least one); the others
+    /// count as successes.
     pub fn with_slow_down_on(mut self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
         self.slow_down = statuses.into_iter().collect();
         self
     }
 
-    /// How many requests may wait for one destination; when that many wait, new ones
-    /// fail at once with [`PacingError::QueueFull`](crate::PacingError::QueueFull).
-    /// At least 1 (use [`with_max_wait`](Self::with_max_wait) zero to shed every request that
-    /// would wait).
+    /// How many requests may wait for one destination (at least 1); more fail at once
+    /// with [`PacingError::QueueFull`](crate::PacingError::QueueFull).
     pub fn with_max_queue(mut self, requests: usize) -> Self {
         self.settings.max_queue = requests;
         self
     }
 
-    /// How many destinations' states are kept. When that many are kept, new destinations
-    /// take the place of idle ones; with none idle, their requests are sent unpaced. At
-    /// least 1. It bounds the series of the pacing gauges too (see
-    /// [`metrics`](crate::metrics#bounded-series)).
+    /// How many destinations are kept (at least 1); past that, new ones replace idle ones
+    /// or go unpaced. It bounds the gauges' [series](crate::metrics#bounded-series) too.
     pub fn with_max_destinations(mut self, destinations: usize) -> Self {
         self.settings.max_destinations = destinations;
         self
     }
 
-    /// How long a destination with nothing in flight, waiting or cooling down is kept;
-    /// then its learned rate is forgotten (when the next new destination arrives: an
-    /// idle client does no work). Greater than zero.
+    /// How long a destination with nothing pending is kept (over zero).
     pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
         self.settings.idle_timeout = idle;
         self
     }
 
-    /// The rate `destination` allows this client, if you know it: `requests` per `per`
-    /// (as tower's `RateLimit` takes it). Its requests are paced at it, evenly spaced,
-    /// from the first one (no slow start), and never faster, also when it serves them all
-    /// (a timer that fired late may be caught up by up to 5 ms at the next request);
-    /// refusals still slow it down, and it grows back to this rate, not past it. Its
-    /// requests wait for their turn and fail past [`with_max_wait`](Self::with_max_wait),
-    /// and it is paced even when [`with_max_destinations`](Self::with_max_destinations)
-    /// are busy. Other destinations are not affected.
-    ///
-    /// A limiter that tells nothing of its limit can only be found by its refusals, and
-    /// one that counts them too (HAProxy's stick tables) is not found well: give a little
-    /// under your share of it, such as 97 % (see `docs/BENCHMARKS.md`). `destination` is
-    /// the authority as the
-    /// request URIs (or `Host` headers) name it: `host`, or `host:port` when they give
-    /// the port; one destination takes one rate.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use tower_backoff::PacingLayer;
-    ///
-    /// // 100 requests a minute, sent at 97 % of that: one every 0.62 s.
-    /// let pacing = PacingLayer::builder()
-    ///     .with_known_rate("api.example", 97, Duration::from_secs(60))
-    ///     .build()?;
-    /// # drop(pacing);
-    /// let err = PacingLayer::builder()
-    ///     .with_known_rate("api.example", 0, Duration::from_secs(1))
-    ///     .build()
-    ///     .unwrap_err();
-    /// assert_eq!(err.field(), "known_rate");
-    /// # Ok::<(), tower_backoff::ConfigError>(())
-    /// ```
+    /// The rate `destination` (`host` or `host:port`, as its URIs name it) allows, if you
+    /// know it: `requests` per `per` (at least one a day, once per destination), from its
+    /// first request and never faster.
     pub fn with_known_rate(
         mut self,
         destination: impl Into<String>,
@@ -375,114 +314,66 @@ impl PacingBuilder {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] for field `slow_down_on` when it is empty or names a status
-    /// outside 400–599, for `probe` when its first delay is zero or its longest is
-    /// shorter, for `max_queue` or `max_destinations` when zero, for
-    /// `idle_timeout` when zero, for `known_rate` when its destination is no authority
-    /// (`host` or `host:port`) or was given a rate already, when its requests or period
-    /// are zero, or when the rate is under one request a day.
+    /// A [`ConfigError`] naming the first invalid setting, as its method describes it.
     pub fn build(self) -> Result<PacingLayer, ConfigError> {
-        if self.settings.max_queue == 0 {
-            return Err(ConfigError::new(
-                "max_queue",
-                0,
-                "must be at least 1; to shed every request that would wait, set max_wait to zero",
-            ));
-        }
-        if self.settings.max_destinations == 0 {
-            return Err(ConfigError::new(
-                "max_destinations",
-                0,
-                "must be at least 1",
-            ));
-        }
-        if self.settings.idle_timeout.is_zero() {
-            return Err(ConfigError::new(
-                "idle_timeout",
-                self.settings.idle_timeout,
-                "must be greater than zero, or every destination would be forgotten at once",
-            ));
-        }
-        if self.slow_down.is_empty() {
-            return Err(ConfigError::new(
-                "slow_down_on",
-                self.slow_down,
-                "must name at least one status, or the client would never slow down",
-            ));
-        }
+        let s = self.settings;
+        let why = "must be at least 1; to shed every request that would wait, set max_wait to zero";
+        ensure(s.max_queue > 0, "max_queue", 0, why)?;
+        ensure(s.max_destinations > 0, "max_destinations", 0, AT_LEAST_1)?;
+        let idle = s.idle_timeout;
+        let why = "must be greater than zero, or every destination would be forgotten at once";
+        ensure(!idle.is_zero(), "idle_timeout", idle, why)?;
+        let statuses = &self.slow_down;
+        let why = "must name at least one status, or the client would never slow down";
+        ensure(!statuses.is_empty(), "slow_down_on", statuses, why)?;
         let mut slow_down = StatusSet::EMPTY;
-        for status in &self.slow_down {
-            slow_down = slow_down.with(*status).map_err(|_| {
-                ConfigError::new(
-                    "slow_down_on",
-                    status.as_u16(),
-                    "must be a 4xx or 5xx status: only errors can ask a client to slow down",
-                )
-            })?;
+        for status in statuses {
+            let why = "must be a 4xx or 5xx status: only errors can ask a client to slow down";
+            let error = |_| ConfigError::new("slow_down_on", status.as_u16(), why);
+            slow_down = slow_down.with(*status).map_err(error)?;
         }
-        let (first, max) = (self.settings.first_probe, self.settings.max_probe);
-        if first.is_zero() || max < first {
-            return Err(ConfigError::new(
-                "probe",
-                (first, max),
-                "the first delay must be greater than zero, and the longest at least the first",
-            ));
+        let probe = (s.first_probe, s.max_probe);
+        let why = "the first delay must be greater than zero, and the longest at least the first";
+        ensure(
+            !probe.0.is_zero() && probe.1 >= probe.0,
+            "probe",
+            probe,
+            why,
+        )?;
+        let mut known = HashMap::with_capacity(self.known.len());
+        for (destination, requests, per) in &self.known {
+            let why = "must name a destination as its URIs do: host, or host:port";
+            let error = |_| ConfigError::new("known_rate", destination, why);
+            let key =
+                Key::from_authority(&Authority::try_from(destination.as_str()).map_err(error)?);
+            let rate = f64::from(*requests) / per.as_secs_f64();
+            // Checked in this order, the rate is finite.
+            let ok = *requests > 0 && !per.is_zero() && rate >= 1.0 / 86_400.0;
+            let why = "must allow at least one request a day, in a period greater than zero";
+            ensure(ok, "known_rate", (destination, requests, per), why)?;
+            let new = known.insert(key, rate).is_none();
+            let why = "names a destination given a rate already (userinfo is not part of it)";
+            ensure(new, "known_rate", destination, why)?;
         }
-        let settings = Settings {
-            slow_down,
-            ..self.settings
+        let shared = Shared {
+            settings: Settings { slow_down, ..s },
+            destinations: Destinations::new(s.max_destinations, s.idle_timeout),
+            known,
+            series: PacingSeries::new(s.max_destinations),
         };
-        let known = known_rates(&self.known)?;
-        Ok(PacingLayer {
-            shared: Arc::new(Shared::new(settings, known)),
-        })
+        let shared = Arc::new(shared);
+        Ok(PacingLayer { shared })
     }
 }
 
-/// The slowest rate `with_known_rate` takes: one request a day. Slower, a spacing of
-/// centuries is more likely a mistake than a limit.
-const MIN_KNOWN_RATE: f64 = 1.0 / 86_400.0;
+const AT_LEAST_1: Str = "must be at least 1";
 
-/// `with_known_rate`'s destinations, validated: their rates in requests per second.
-fn known_rates(known: &[(String, u32, Duration)]) -> Result<HashMap<Key, f64>, ConfigError> {
-    let mut rates = HashMap::with_capacity(known.len());
-    for (destination, requests, per) in known {
-        let authority = Authority::try_from(destination.as_str()).map_err(|_| {
-            ConfigError::new(
-                "known_rate",
-                destination,
-                "must name a destination as its URIs do: host, or host:port",
-            )
-        })?;
-        let rate = f64::from(*requests) / per.as_secs_f64();
-        // Checked in this order, the rate is finite.
-        if *requests == 0 || per.is_zero() || rate < MIN_KNOWN_RATE {
-            return Err(ConfigError::new(
-                "known_rate",
-                (destination, requests, per),
-                "must allow at least one request a day, in a period greater than zero",
-            ));
-        }
-        if rates
-            .insert(Key::from_authority(&authority), rate)
-            .is_some()
-        {
-            return Err(ConfigError::new(
-                "known_rate",
-                destination,
-                "names a destination given a rate already (userinfo is not part of it)",
-            ));
-        }
-    }
-    Ok(rates)
-}
+type Str = &'static str;
 
-#[cfg(test)]
-impl PacingLayer {
-    /// The validated settings, for the pacing modules' unit tests.
-    pub(crate) fn settings(&self) -> Settings {
-        self.shared.settings
-    }
+/// An error for `field` holding `value` unless `ok`.
+fn ensure(ok: bool, field: Str, value: impl Debug, why: Str) -> Result<(), ConfigError> {
+    ok.then_some(())
+        .ok_or_else(|| ConfigError::new(field, value, why))
 }
 
 #[cfg(test)]

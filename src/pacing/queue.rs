@@ -6,16 +6,14 @@ use std::task::Waker;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// How long a waiter may keep others waiting after it was due to poll (woken, or its
-/// slot came): past that, the next in line takes its place, so a response future that
-/// is not polled never holds its destination's queue.
+/// How long a waiter due to poll may keep others waiting: an unpolled future never
+/// holds the queue.
 pub(crate) const GRACE: Duration = Duration::from_millis(20);
-/// How far [`Queue::wake_head`] and [`Queue::watch`] look along the queue.
+/// How far [`Queue::wake`] and [`Queue::watch`] look along the queue.
 const WAKE_WALK: usize = 64;
 /// Waiters that watch the first in line (two: one may be stalled itself).
 const WATCHERS: usize = 2;
-/// A waiter that sleeps until woken looks at the queue at least this often anyway, in
-/// case every waiter that should have woken it stalled.
+/// A waiter asleep until woken looks again this often, in case its wakers stalled.
 pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 
 /// What a waiter behind the first in line does.
@@ -38,9 +36,16 @@ struct Waiter {
     skipped: bool,
 }
 
-/// A FIFO of waiters with O(1) amortized operations: ids in arrival order, and the
-/// waiters by id. A waiter leaving from the middle leaves its id behind, dropped when it
-/// reaches the front or when such ids outnumber the live ones.
+impl Waiter {
+    /// Due to poll more than [`GRACE`] ago.
+    fn stalled(&self, now: Instant) -> bool {
+        self.expected_at
+            .is_some_and(|at| instant_after(at, GRACE) <= now)
+    }
+}
+
+/// A FIFO with O(1) amortized operations: ids in arrival order, and the waiters by id.
+/// Ids left behind are dropped at the front, or all at once when they outnumber the rest.
 #[derive(Debug, Default)]
 pub(crate) struct Queue {
     order: VecDeque<u64>,
@@ -63,48 +68,42 @@ impl Queue {
         self.waiters.is_empty()
     }
 
-    /// A new waiter at the back, due to poll now (its future has not been polled yet).
+    /// A new waiter at the back, due to poll now.
     pub(crate) fn push(&mut self, now: Instant) -> u64 {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        self.waiters.insert(
-            id,
-            Waiter {
-                waker: None,
-                expected_at: Some(now),
-                skipped: false,
-            },
-        );
+        let waiter = Waiter {
+            waker: None,
+            expected_at: Some(now),
+            skipped: false,
+        };
+        self.waiters.insert(id, waiter);
         self.order.push_back(id);
         self.in_line += 1;
         id
     }
 
-    fn in_line(&self, id: u64) -> bool {
-        self.waiters.get(&id).is_some_and(|w| !w.skipped)
-    }
-
-    fn step(&mut self) {
+    fn step(&mut self, _n: usize) {
         #[cfg(test)]
         {
-            self.steps += 1;
+            self.steps += _n;
         }
     }
 
     /// The first in line.
     pub(crate) fn front(&mut self) -> Option<u64> {
         while let Some(&id) = self.order.front() {
-            if self.in_line(id) {
+            if self.waiters.get(&id).is_some_and(|w| !w.skipped) {
                 return Some(id);
             }
-            self.step();
+            self.step(1);
             self.order.pop_front();
         }
         None
     }
 
-    /// Waiter `id` polls: its waker is kept, it is no longer due; a skipped waiter takes
-    /// the front again (it has waited longest). `false` if it is not in the queue.
+    /// Waiter `id` polls: no longer due, and back at the front if skipped (it has waited
+    /// longest). `false` if it is not in the queue.
     pub(crate) fn polled(&mut self, id: u64, waker: &Waker) -> bool {
         let Some(w) = self.waiters.get_mut(&id) else {
             return false;
@@ -128,30 +127,25 @@ impl Queue {
         }
     }
 
-    /// What waiter `id`, not first in line, does about those ahead of it. The first in
-    /// line is watched by the next [`WATCHERS`] waiters that are due to poll (each sleeps
-    /// until the first's turn, plus [`GRACE`]); the others sleep until woken: a turn
-    /// wakes a few waiters, not all of them.
+    /// What waiter `id`, not first in line, does: the next [`WATCHERS`] due to poll watch
+    /// the first, until its turn plus [`GRACE`]; the others sleep until woken.
     pub(crate) fn watch(&mut self, id: u64, now: Instant) -> Watch {
         let Some(front) = self.front() else {
             return Watch::Wait;
         };
-        let due = |w: &Waiter| w.expected_at.filter(|at| instant_after(*at, GRACE) > now);
-        let first = self.waiters.get(&front).and_then(|w| w.expected_at);
-        if first.is_some_and(|at| instant_after(at, GRACE) <= now) {
+        let first = &self.waiters[&front];
+        if first.stalled(now) {
             return Watch::SkipFront;
         }
-        let mut earliest = first;
-        let mut watchers = 0;
-        let mut found = false;
-        let mut steps = 0;
+        let (mut earliest, mut watchers, mut found, mut steps) = (first.expected_at, 0, false, 0);
         for other in self.order.iter().skip(1).take(WAKE_WALK) {
             steps += 1;
             if *other == id {
                 found = true;
                 break;
             }
-            if let Some(at) = self.waiters.get(other).and_then(due) {
+            let w = self.waiters.get(other).filter(|w| !w.stalled(now));
+            if let Some(at) = w.and_then(|w| w.expected_at) {
                 earliest = Some(earliest.map_or(at, |e| e.min(at)));
                 watchers += 1;
                 if watchers >= WATCHERS {
@@ -159,96 +153,58 @@ impl Queue {
                 }
             }
         }
-        #[cfg(test)]
-        {
-            self.steps += steps;
-        }
-        let _ = steps;
+        self.step(steps);
         match earliest {
             Some(at) if found => Watch::At(instant_after(at, GRACE)),
             _ => Watch::Wait,
         }
     }
 
-    /// The first in line stalled: it is passed over until it polls again.
-    pub(crate) fn skip_front(&mut self) {
+    /// The first in line goes, or (`skip`) is passed over until it polls again.
+    pub(crate) fn pop_front(&mut self, skip: bool) {
         if let Some(id) = self.front() {
             self.order.pop_front();
             self.in_line -= 1;
-            if let Some(w) = self.waiters.get_mut(&id) {
+            if !skip {
+                self.waiters.remove(&id);
+            } else if let Some(w) = self.waiters.get_mut(&id) {
                 w.skipped = true;
             }
         }
     }
 
-    /// The first in line goes.
-    pub(crate) fn pop_front(&mut self) {
-        if let Some(id) = self.front() {
-            self.order.pop_front();
-            self.in_line -= 1;
-            self.waiters.remove(&id);
-        }
-    }
-
-    /// Waiter `id` leaves (dropped, or failed); whether it was first in line.
-    pub(crate) fn remove(&mut self, id: u64) -> bool {
+    /// Waiter `id` leaves (dropped, or failed); the next in line is woken if it was first.
+    pub(crate) fn remove(&mut self, id: u64, now: Instant) {
         let was_front = self.front() == Some(id);
         let Some(waiter) = self.waiters.remove(&id) else {
-            return false;
+            return;
         };
-        if !waiter.skipped {
-            self.in_line -= 1;
-        }
+        self.in_line -= usize::from(!waiter.skipped);
         if was_front {
             self.order.pop_front();
+            self.wake(now, false);
         } else if self.order.len() > 2 * self.in_line + 64 {
-            // Left ids outnumber the waiters: drop them all at once (linear in what was
-            // left, so constant per departure).
-            let waiters = &self.waiters;
-            let before = self.order.len();
+            // Left ids outnumber the waiters: drop them all at once (constant per departure).
+            let (waiters, before) = (&self.waiters, self.order.len());
             self.order
                 .retain(|id| waiters.get(id).is_some_and(|w| !w.skipped));
-            #[cfg(test)]
-            {
-                self.steps += before;
-            }
-            let _ = before;
+            self.step(before);
         }
-        was_front
     }
 
-    /// Wakes the first in line, to take its turn, and the [`WATCHERS`] behind it, to
-    /// watch that it does; also any stalled waiters between them.
-    pub(crate) fn wake_head(&mut self, now: Instant) {
-        self.wake(now, false);
-    }
-
-    /// Wakes the [`WATCHERS`] behind the first in line (to watch it), and any stalled
-    /// waiters between them.
-    pub(crate) fn wake_behind_front(&mut self, now: Instant) {
-        self.wake(now, true);
-    }
-
-    fn wake(&mut self, now: Instant, skip_front: bool) {
-        let mut skip = skip_front;
-        let mut live = usize::from(skip_front);
-        let wanted = 1 + WATCHERS;
-        let mut steps = 0;
+    /// Wakes the first in line (unless `behind_front`) and the [`WATCHERS`] behind it,
+    /// with any stalled waiters between.
+    pub(crate) fn wake(&mut self, now: Instant, behind_front: bool) {
+        let (mut skip, mut live, mut steps) = (behind_front, usize::from(behind_front), 0);
         for id in self.order.iter().take(WAKE_WALK) {
             steps += 1;
-            let Some(w) = self.waiters.get_mut(id) else {
+            let Some(w) = self.waiters.get_mut(id).filter(|w| !w.skipped) else {
                 continue;
             };
-            if w.skipped {
+            if std::mem::take(&mut skip) {
                 continue;
             }
-            if skip {
-                skip = false;
-                continue;
-            }
-            let stalled = w
-                .expected_at
-                .is_some_and(|at| instant_after(at, GRACE) <= now);
+            let stalled = w.stalled(now);
             if let Some(waker) = &w.waker {
                 waker.wake_by_ref();
             }
@@ -257,24 +213,18 @@ impl Queue {
             }
             if !stalled {
                 live += 1;
-                if live == wanted {
+                if live == 1 + WATCHERS {
                     break;
                 }
             }
         }
-        #[cfg(test)]
-        {
-            self.steps += steps;
-        }
-        let _ = steps;
+        self.step(steps);
     }
 
-    /// Wakes every waiter (a cool-down started: each checks whether it can wait it out).
+    /// Wakes every waiter, to check whether it can wait out a cool-down.
     pub(crate) fn wake_all(&mut self) {
-        for w in self.waiters.values() {
-            if let Some(waker) = &w.waker {
-                waker.wake_by_ref();
-            }
+        for waker in self.waiters.values().filter_map(|w| w.waker.as_ref()) {
+            waker.wake_by_ref();
         }
     }
 }
@@ -290,10 +240,10 @@ mod tests {
         let mut queue = Queue::default();
         let ids: Vec<u64> = (0..5).map(|_| queue.push(now)).collect();
         assert_eq!(queue.front(), Some(ids[0]));
-        assert!(!queue.remove(ids[2]));
-        assert!(queue.remove(ids[0]));
+        queue.remove(ids[2], now);
+        queue.remove(ids[0], now);
         assert_eq!(queue.front(), Some(ids[1]));
-        queue.skip_front();
+        queue.pop_front(true);
         assert_eq!(queue.front(), Some(ids[3]));
         assert_eq!(queue.len(), 3, "a skipped waiter keeps its entry");
         assert!(queue.polled(ids[1], Waker::noop()));
@@ -302,10 +252,10 @@ mod tests {
             Some(ids[1]),
             "back at the front once it polls"
         );
-        queue.pop_front();
-        queue.pop_front();
+        queue.pop_front(false);
+        queue.pop_front(false);
         assert_eq!(queue.front(), Some(ids[4]));
-        queue.pop_front();
+        queue.pop_front(false);
         assert!(queue.is_empty());
         assert_eq!(queue.front(), None);
     }
@@ -323,17 +273,17 @@ mod tests {
             }
             // Every other waiter cancels, from the middle of the queue.
             for id in ids.iter().skip(1).step_by(2) {
-                queue.remove(*id);
+                queue.remove(*id, now);
             }
             let mut served = 0;
             while queue.front().is_some() {
-                queue.wake_head(now);
+                queue.wake(now, false);
                 if served % 3 == 0 {
-                    queue.skip_front();
+                    queue.pop_front(true);
                     let skipped = ids[served * 2 % n];
                     queue.polled(skipped, Waker::noop());
                 }
-                queue.pop_front();
+                queue.pop_front(false);
                 served += 1;
             }
             assert!(queue.is_empty());

@@ -6,14 +6,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// The latest quota a destination reported with a reset, counted down by the sends
-/// since the request it answered.
-///
-/// Clients that share a quota each see all of it reported: a client's part of the room
-/// is its share of what the quota lost since the first report of the window, measured as
-/// its own sends over that loss (one for a client alone).
+/// since. A client's part of it is its sends over what the quota lost since the
+/// window's first report: clients sharing a quota each see all of it reported.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Room {
-    /// The send number of the request whose response reported it.
+    /// The send number of the request it answered.
     number: u64,
     remaining: u64,
     reset_at: Instant,
@@ -24,8 +21,8 @@ pub(crate) struct Room {
 }
 
 impl Room {
-    /// The room reported by the response to send `number`, after `previous`; a report
-    /// without a reset says nothing of when room comes back, and holds nothing.
+    /// The room reported by the response to send `number`, after `previous`; `None`
+    /// without a reset (nothing says when room comes back).
     pub(crate) fn reported(
         previous: Option<Self>,
         number: u64,
@@ -67,14 +64,13 @@ impl Room {
         part.saturating_sub(sends.saturating_sub(self.number))
     }
 
-    /// When the room is spent by the sends up to number `sends`: closed until the reset.
-    /// `None` once the reset has come (the report is stale then).
+    /// The reset, if the sends up to number `sends` spent the room before it.
     pub(crate) fn spent_until(&self, sends: u64, now: Instant) -> Option<Instant> {
         (now < self.reset_at && self.left(sends) == 0).then_some(self.reset_at)
     }
 
-    /// The pace that spreads what is left of the room until the reset (the IETF
-    /// `RateLimit` draft's advice to clients).
+    /// The pace that spreads what is left until the reset (the IETF `RateLimit` draft's
+    /// advice).
     pub(crate) fn pace(&self, sends: u64, now: Instant) -> Option<f64> {
         let left = self.left(sends);
         let until = self.reset_at.saturating_duration_since(now).as_secs_f64();

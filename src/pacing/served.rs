@@ -3,23 +3,18 @@
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// The span over which the delivery rate is counted: one second, the window of the
-/// rate limits in the pacing matrix (and of most published API limits).
+/// The span the delivery rate is counted over: the window of most published limits.
 pub(crate) const SERVED_WINDOW: Duration = Duration::from_secs(1);
 
 /// Successes per second, by a sliding-window counter: the current window's count plus
-/// the previous window's, weighted by the share of it still inside the last second.
-///
-/// A young destination counts over a whole window all the same, so a burst's first
-/// milliseconds read as what they are: a few requests in a second, not a rate.
+/// the previous one's, weighted by its share still inside the last second.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Served {
     born: Instant,
     start: Instant,
     current: u32,
     previous: u32,
-    /// Successes of this round (see [`add`](Self::add)) since the last
-    /// [`take_since`](Self::take_since).
+    /// Successes of this round since the last [`take_since`](Self::take_since).
     since: u32,
 }
 
@@ -61,8 +56,8 @@ impl Served {
         f64::from(self.previous) * left + f64::from(self.current)
     }
 
-    /// Successes per second over the last [`SERVED_WINDOW`], or over the life of a
-    /// destination younger than that (but at least `min_span`).
+    /// Successes per second over the last [`SERVED_WINDOW`], or over a younger
+    /// destination's life (at least `min_span`): a burst is not a rate.
     pub(crate) fn rate(&mut self, min_span: Duration, now: Instant) -> f64 {
         let age = now.saturating_duration_since(self.born);
         let span = age.clamp(min_span, SERVED_WINDOW.max(min_span));

@@ -1,10 +1,9 @@
-//! The [`Pacing`] service.
+//! The [`Pacing`] service, and the per-request [`PacingDeadline`].
 
-use super::deadline::PacingDeadline;
-use super::destination::Admit;
+use super::destination::{Admit, Destination, Limits};
+use super::destinations::Key;
 use super::future::ResponseFuture;
-use super::key::Key;
-use super::shared::Shared;
+use super::layer::Shared;
 use crate::error::BoxError;
 use crate::error::pacing::PacingError;
 use crate::time::WallClock;
@@ -14,26 +13,34 @@ use std::task::{Context, Poll};
 use tokio::time::Instant;
 use tower_service::Service;
 
-/// Paces the requests of a client, per destination; made by
-/// [`PacingLayer`](crate::PacingLayer).
+/// A request extension: the instant from which this request is no longer worth sending.
 ///
-/// Its error is a [`BoxError`](Box) (`Box<dyn Error + Send + Sync>`), as tower's own
-/// `Timeout` and `LoadShed`: either the inner service's error, or a
-/// [`PacingError`](crate::PacingError) for a request turned away without being sent.
-/// That keeps the error type one of a fixed few however many layers are stacked, and
-/// the retry layer's classifiers already accept boxed errors.
+/// Pacing never sends it then: it fails with
+/// [`PacingError::DeadlinePassed`](crate::PacingError::DeadlinePassed), or at once with
+/// [`WaitTooLong`](crate::PacingError::WaitTooLong) if it would wait past it. A retry
+/// layer puts its deadline into every attempt.
+///
+/// ```
+/// # use std::time::Duration;
+/// use tower_backoff::pacing::PacingDeadline;
+///
+/// let mut request = http::Request::new(());
+/// let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+/// request.extensions_mut().insert(PacingDeadline(deadline));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PacingDeadline(pub Instant);
+
+/// Paces the requests of a client, per destination; made by [`PacingLayer`](crate::PacingLayer).
+///
+/// Its error is a [`BoxError`](Box): the inner service's, or a
+/// [`PacingError`](crate::PacingError) for a request turned away unsent.
 ///
 /// # Readiness
 ///
-/// [`poll_ready`](Service::poll_ready) forwards to the inner service. A request that
-/// can go at once is sent through that ready service. A request that must wait does not
-/// hold that readiness while it sleeps (a `Buffer` slot or a concurrency permit would be
-/// pinned for the whole wait): it waits with a clone of the inner service, and drives
-/// the clone's `poll_ready` when its turn comes. The readiness reserved by this service's
-/// `poll_ready` is given back at the call, as any call uses it up. Hence `S: Clone`, as
-/// for tower's `Retry`. The wait for the clone's readiness ends with the request's
-/// wait: a full `Buffer` or concurrency limit below never holds it past its max wait or
-/// deadline.
+/// A request that must wait gives back the readiness [`poll_ready`](Service::poll_ready)
+/// reserved (a `Buffer` slot or a permit), and readies a clone of the inner service when
+/// its turn comes, within its max wait: hence `S: Clone`.
 #[derive(Debug, Clone)]
 pub struct Pacing<S> {
     inner: S,
@@ -75,30 +82,34 @@ where
     }
 
     fn call(&mut self, mut request: Request<ReqB>) -> Self::Future {
-        request
-            .extensions_mut()
-            .insert(crate::send_mark::PacedAbove);
+        let extensions = request.extensions_mut();
+        extensions.insert(crate::send_mark::PacedAbove);
         let now = Instant::now();
-        // The retry layer's wall clock, lent to the attempt: the response is read with it.
-        let clock = request.extensions().get::<WallClock>().map(|c| c.0.clone());
+        let clock = extensions.get::<WallClock>().map(|c| c.0.clone());
+        let deadline = extensions.get::<PacingDeadline>().map(|d| d.0);
         let key = Key::of(&request);
-        let deadline = request.extensions().get::<PacingDeadline>().map(|d| d.0);
         if deadline.is_some_and(|deadline| now >= deadline) {
             tracing::debug!(to = %key, "pacing: request past its deadline");
             return ResponseFuture::failed(PacingError::DeadlinePassed);
         }
-        let Some(destination) = self.shared.destination(&key, now) else {
+        let shared = &self.shared;
+        let known = shared.known.get(&key).copied();
+        let destination = shared
+            .destinations
+            .get_or_insert(&key, known.is_some(), now, || {
+                let gauges = shared.series.gauges(&key, known.is_some());
+                Destination::new(key.clone(), shared.settings, known, gauges, now)
+            });
+        let Some(destination) = destination else {
             return ResponseFuture::calling(self.inner.call(request), None, clock);
         };
-        let limits = self.shared.limits(deadline, now);
+        let limits = Limits::new(now, self.shared.settings.max_wait, deadline);
         match destination.admit(&limits, now) {
             Admit::Go(grant) => {
                 ResponseFuture::calling(self.inner.call(request), Some(grant), clock)
             }
             Admit::Queue(ticket) => {
-                // The readiness reserved for this call is given back (a dropped permit or
-                // buffer slot), as a call uses it up: whoever holds this service must
-                // ready it again, and no reservation sits idle while the request waits.
+                // Give back the readiness reserved for this call, as a call uses it up.
                 let fresh = self.inner.clone();
                 drop(std::mem::replace(&mut self.inner, fresh));
                 crate::send_mark::hold(request.extensions());

@@ -6,24 +6,19 @@ use tokio::time::Instant;
 
 /// The slow start ends once the window reaches this many requests in flight.
 pub(crate) const OPEN_WINDOW: u32 = 64;
-/// A full window with no response for this long doubles: a slow server that has
-/// refused nothing (long-polls, a 10 s report) holds back a burst for a second or so,
-/// not until its slowest answer.
+/// A full window with no response for this long doubles: a slow server holds a burst
+/// back a second or so, not until its slowest answer.
 pub(crate) const STALL: Duration = Duration::from_secs(1);
 
-/// How many requests a destination that has refused nothing may have in flight.
-///
-/// It starts at the initial window, grows by one per success (doubling per round trip),
-/// and doubles after each [`STALL`] spent full without a response; it ends (no limit)
-/// at [`OPEN_WINDOW`], or at the first refusal, when the rate takes over. Requests that
-/// wait on it never fail for their `max_wait`: a server that has refused nothing is not
-/// throttled.
+/// How many requests a destination that has refused nothing may have in flight: one
+/// more per success (doubling per round trip), twice as many after each [`STALL`] spent
+/// full, and no limit from [`OPEN_WINDOW`] on or after the first refusal.
 #[derive(Debug)]
 pub(crate) struct Window {
     /// `None`: no limit.
     limit: Option<u32>,
     in_flight: u32,
-    /// The last response, growth or start: a full window doubles [`STALL`] after it.
+    /// The last response, growth or start.
     progress_at: Instant,
 }
 
@@ -45,8 +40,7 @@ impl Window {
         self.in_flight
     }
 
-    /// `None` when a request may go now; otherwise when the window will have room if
-    /// nothing comes back before (its stall growth). May end the window.
+    /// `None` when a request may go now, else when the window grows if nothing comes back.
     pub(crate) fn ready_at(&mut self, now: Instant) -> Option<Instant> {
         loop {
             let limit = self.limit?;
@@ -78,7 +72,7 @@ impl Window {
         }
     }
 
-    /// The slow start is over (a refusal: the rate takes over).
+    /// A refusal ends the slow start: the rate takes over.
     pub(crate) fn close(&mut self) {
         self.limit = None;
     }
