@@ -1044,19 +1044,20 @@ fn check_overload(scenarios: &[(Scenario, Vec<OverloadRow>)], missed: &mut Vec<S
                     paced.p50 * 1e3
                 ));
             }
-        } else {
-            if paced.goodput < 0.95 {
-                missed.push(format!(
-                    "{name}: with pacing, goodput {:.1} % < 95 %",
-                    paced.goodput * 100.0
-                ));
-            }
+        } else if paced.goodput < budget.goodput {
+            // Never worse than no pacing.
+            missed.push(format!(
+                "{name}: with pacing, goodput {:.1} % < {:.1} % without",
+                paced.goodput * 100.0,
+                budget.goodput * 100.0
+            ));
         }
     }
 }
 
-/// The rate-limit target, for `--check`: with pacing, every request succeeds within 1.1×
-/// N/R and under 5 % of N are refused.
+/// The rate-limit target, for `--check` (issue #29's row 1 on a token bucket with a
+/// small burst): with pacing, every request succeeds within 1.15× N/R and under 5 % of N
+/// are refused.
 fn check_rate_limit(rows: &[RateRow], missed: &mut Vec<String>) {
     let paced = rows
         .iter()
@@ -1065,9 +1066,9 @@ fn check_rate_limit(rows: &[RateRow], missed: &mut Vec<String>) {
     let n = paced.n;
     let time = paced.last_success / paced.ideal;
     let refused = paced.limited as f64 / n as f64;
-    if paced.ok < n || time > 1.1 || refused >= 0.05 {
+    if paced.ok < n || time > 1.15 || refused >= 0.05 {
         missed.push(format!(
-            "rate limit with pacing: {} of {n} in {time:.2}× N/R with {:.1} % refused (needs all, ≤ 1.1×, < 5 %)",
+            "rate limit with pacing: {} of {n} in {time:.2}× N/R with {:.1} % refused (needs all, ≤ 1.15×, < 5 %)",
             paced.ok,
             refused * 100.0
         ));

@@ -669,52 +669,24 @@ pub fn compare(rows: &[ModelRow], recorded: &str, out: &mut String) -> Result<Ve
     Ok(outside)
 }
 
-/// The targets the models meet today, every seed, as `(what, missed)` for `--check`: a
-/// change to the pacing that misses one in the model would miss it against the real
-/// limiter too (the models reproduce the real runs, see `docs/BENCHMARKS.md`). HAProxy's
-/// refusals and its target 3 are a known gap and are not checked; its target 1 time is,
-/// and HAProxy sending `RateLimit` is held to what its fleet reaches today.
+/// Issue #29's row 1 where the models meet it today, every seed, as `(what, missed)` for
+/// `--check`: a change to the pacing that misses one in the model would miss it against
+/// the real limiter too. Row 1 asks 300/300, at most 1.15× the ideal time and under 5 %
+/// refused of every limiter; the gaps (tower_governor's refusals and a rare request
+/// failed, HAProxy's time and refusals) are stated in `docs/BENCHMARKS.md`. Fleets
+/// (target 3) are issue #31's and not checked.
 pub fn check(rows: &[ModelRow], missed: &mut Vec<String>) {
     use Bound::{AtLeast, AtMost, Under};
-    // (cell, bound, what): every model, then tower_governor's and express-rate-limit's.
-    let every = [
-        (0, AtLeast(300.0), "T1: 300 of 300 succeed"),
-        (2, AtMost(1.1), "T1: within 1.1× the ideal time"),
-    ];
-    let met = [
-        (3, Under(5.0), "T1: under 5 % refused"),
-        (4, AtLeast(95.0), "T3: 95 % of the capacity used"),
-        (5, Under(10.0), "T3: under 10 % refused"),
-        (6, AtLeast(0.9), "T3: Jain's index 0.9"),
-    ];
-    // HAProxy sending `RateLimit` (no target's limiter): what its fleet reached when the
-    // clients sharing it learned to count half their own sends back (90–93 % used,
-    // 1.4–3.4 % refused over seeds 1–8; real: 86–94 %, 1–7 %).
-    let shared_sliding = [
-        (
-            4,
-            AtLeast(88.0),
-            "T3 (RateLimit on a sliding window): 88 % used",
-        ),
-        (
-            5,
-            Under(5.0),
-            "T3 (RateLimit on a sliding window): under 5 % refused",
-        ),
-        (
-            6,
-            AtLeast(0.9),
-            "T3 (RateLimit on a sliding window): Jain's index 0.9",
-        ),
-    ];
+    let all = (0, AtLeast(300.0), "row 1: 300 of 300 succeed");
+    let time = (2, AtMost(1.15), "row 1: within 1.15× the ideal time");
+    let refused = (3, Under(5.0), "row 1: under 5 % refused");
     let paced = [Variant::BudgetPacing, Variant::NaivePacing];
     for row in rows.iter().filter(|r| paced.contains(&r.variant)) {
-        let all_met = matches!(row.model, Model::Gcra | Model::FixedWindow);
-        let sliding = row.model == Model::SlidingWindowRateLimit;
-        let checks = every
-            .iter()
-            .chain(met.iter().filter(|_| all_met))
-            .chain(shared_sliding.iter().filter(|_| sliding));
+        let checks: &[(usize, Bound, &str)] = match row.model {
+            Model::FixedWindow => &[all, time, refused],
+            Model::Gcra | Model::GcraNoZero => &[time],
+            Model::SlidingWindow | Model::SlidingWindowRateLimit => &[all],
+        };
         for &(cell, bound, what) in checks {
             let values = row.cells[cell].iter().copied();
             let (worst, ok) = match bound {
