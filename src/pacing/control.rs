@@ -52,8 +52,7 @@ pub(crate) enum Answer {
     Other,
 }
 
-/// What the waiting requests do after an answer: `Faster`, the first may go sooner;
-/// `Slower`, each checks its wait.
+/// What the waiting requests do: `Faster`, the first may go sooner; `Slower`, each checks its wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reaction {
     Nothing,
@@ -91,6 +90,15 @@ struct Curve {
 }
 
 impl Curve {
+    fn new(since: Instant, base: f64, ceiling: f64, startup: bool) -> Self {
+        Self {
+            since,
+            base,
+            ceiling,
+            startup,
+        }
+    }
+
     fn rate(&self, now: Instant) -> f64 {
         let t = now.saturating_duration_since(self.since).as_secs_f64();
         if self.startup {
@@ -127,7 +135,7 @@ pub(crate) struct Controller {
     closed_until: Option<Instant>,
     room: Option<Room>,
     /// The probing delay; zero when not probing.
-    probe: Duration,
+    pub(crate) probe: Duration,
     /// Closed for a delay asked since the last cut.
     closed_in_round: bool,
     config: Config,
@@ -135,20 +143,9 @@ pub(crate) struct Controller {
 
 impl Controller {
     pub(crate) fn new(initial_window: u32, config: Config, now: Instant) -> Self {
-        let curve = config.known.map(|rate| Curve {
-            since: now,
-            base: rate,
-            ceiling: rate,
-            startup: false,
-        });
-        let window = if config.known.is_some() {
-            0
-        } else {
-            initial_window
-        };
         Self {
-            curve,
-            window: Window::new(window, now),
+            curve: config.known.map(|rate| Curve::new(now, rate, rate, false)),
+            window: Window::new(config.known.map_or(initial_window, |_| 0), now),
             served: Served::new(now),
             round: 0,
             sends: 0,
@@ -184,7 +181,7 @@ impl Controller {
 
     /// Until when nothing may leave: a cool-down, or the reported room spent.
     pub(crate) fn closed_until(&mut self, now: Instant) -> Option<Instant> {
-        self.room = self.room.filter(|room| !room.expired(now));
+        self.room = self.room.filter(|room| now < room.reset_at);
         let spent = self.room.and_then(|room| room.spent_until(self.sends, now));
         self.cooldown(now).max(spent)
     }
@@ -244,7 +241,7 @@ impl Controller {
     }
 
     pub(crate) fn in_flight(&self) -> u32 {
-        self.window.in_flight()
+        self.window.in_flight
     }
 
     /// Whether requests wait for the slow-start window (they never fail for it).
@@ -263,7 +260,7 @@ impl Controller {
         let max = self.config.max_cooldown;
         let learned = quota
             .and_then(|left| Room::reported(self.room, sent.number, left, max, now))
-            .filter(|room| room.newer_than(&self.room));
+            .filter(|room| self.room.is_none_or(|old| room.number >= old.number));
         if learned.is_some() {
             self.room = learned;
         }
@@ -279,15 +276,14 @@ impl Controller {
             }
             Answer::Refused(asked) => {
                 self.last_refusal = Some(now);
-                self.window.close();
+                self.window.limit = None;
                 self.refused(sent, asked.filter(|delay| !delay.is_zero()), now)
             }
             Answer::Other => Reaction::Nothing,
         }
     }
 
-    /// A refusal cuts the pace once per round (the sends since the last cut), as TCP
-    /// cuts once per round trip.
+    /// A refusal cuts the pace once per round (the sends since the last cut), as TCP does.
     fn refused(&mut self, sent: Sent, asked: Option<Duration>, now: Instant) -> Reaction {
         if self
             .room
@@ -322,12 +318,7 @@ impl Controller {
 
     /// The pace after a refusal.
     fn cut(&mut self, now: Instant) -> Curve {
-        let cubic = |base: f64, ceiling: f64| Curve {
-            since: now,
-            base: base.max(MIN_RATE),
-            ceiling: ceiling.max(MIN_RATE),
-            startup: false,
-        };
+        let cubic = |b: f64, c: f64| Curve::new(now, b.max(MIN_RATE), c.max(MIN_RATE), false);
         match (self.curve, self.rate(now)) {
             // Out of the start-up: CUBIC's cut of the pace refused.
             (Some(curve), Some(rate)) if curve.startup => cubic(BETA * rate, rate),
@@ -340,36 +331,26 @@ impl Controller {
             // The first refusal: a start-up from what the last window served.
             _ => {
                 let first = 1.0 / self.config.first_probe.as_secs_f64();
-                let served = self.served.in_window(now).max(first);
-                Curve {
-                    startup: true,
-                    ..cubic(served, served)
-                }
+                let served = self.served.in_window(now).max(first).max(MIN_RATE);
+                Curve::new(now, served, served, true)
             }
         }
     }
 
-    /// Closes the destination for the delay `asked`, else for a doubled probing delay,
-    /// never under the known pace's spacing; with nothing served for a window, the pace
-    /// restarts at one request per delay.
+    /// Closes the destination for the delay `asked`, else a doubled probing delay (at least
+    /// the known spacing). With nothing served for a window, the pace restarts at one per delay.
     fn probe(&mut self, asked: Option<Duration>, now: Instant) {
         let doubled = self.probe.saturating_mul(2).max(self.config.first_probe);
         self.probe = doubled.min(self.config.max_probe);
         if self.served.in_window(now) == 0.0 {
             let base = 1.0 / self.probe.as_secs_f64();
-            self.curve = Some(Curve {
-                since: now,
-                base,
-                ceiling: base,
-                startup: true,
-            });
+            self.curve = Some(Curve::new(now, base, base, true));
         }
         let spacing = self.config.known.map_or(Duration::ZERO, interval);
         self.close_for(asked.unwrap_or(self.probe).max(spacing), now);
     }
 
-    /// Closes the destination for `delay` (at most the max cool-down); then the pace
-    /// resumes from where it was.
+    /// Closes the destination for `delay` (at most the max cool-down); the pace resumes after.
     fn close_for(&mut self, delay: Duration, now: Instant) {
         let until = instant_after(now, delay.min(self.config.max_cooldown));
         if self.closed_until.is_some_and(|current| current >= until) {
@@ -380,11 +361,6 @@ impl Controller {
         if let Some(curve) = &mut self.curve {
             curve.since = curve.since.max(until);
         }
-    }
-
-    /// The probing delay: zero unless probing.
-    pub(crate) fn probe_delay(&self) -> Duration {
-        self.probe
     }
 }
 

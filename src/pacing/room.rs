@@ -11,9 +11,9 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Room {
     /// The send number of the request it answered.
-    number: u64,
+    pub(super) number: u64,
     remaining: u64,
-    reset_at: Instant,
+    pub(super) reset_at: Instant,
     /// This client's share of the quota's use.
     share: f64,
     /// The first report of this window: its send number and remaining count.
@@ -53,11 +53,6 @@ impl Room {
         Some(room)
     }
 
-    /// Whether this report is newer news than `other`'s.
-    pub(crate) fn newer_than(&self, other: &Option<Self>) -> bool {
-        other.is_none_or(|other| self.number >= other.number)
-    }
-
     /// What is left of this client's part of the room after the sends up to `sends`.
     fn left(&self, sends: u64) -> u64 {
         let part = (self.remaining as f64 * self.share).floor() as u64;
@@ -75,11 +70,6 @@ impl Room {
         let left = self.left(sends);
         let until = self.reset_at.saturating_duration_since(now).as_secs_f64();
         (left > 0 && until > 0.0).then(|| left as f64 / until)
-    }
-
-    /// Whether the reset has passed.
-    pub(crate) fn expired(&self, now: Instant) -> bool {
-        now >= self.reset_at
     }
 }
 

@@ -15,9 +15,9 @@ pub(crate) const STALL: Duration = Duration::from_secs(1);
 /// full, and no limit from [`OPEN_WINDOW`] on or after the first refusal.
 #[derive(Debug)]
 pub(crate) struct Window {
-    /// `None`: no limit.
-    limit: Option<u32>,
-    in_flight: u32,
+    /// `None`: no limit (after a refusal, or from [`OPEN_WINDOW`] on).
+    pub(super) limit: Option<u32>,
+    pub(super) in_flight: u32,
     /// The last response, growth or start.
     progress_at: Instant,
 }
@@ -34,10 +34,6 @@ impl Window {
 
     pub(crate) fn limit(&self) -> Option<u32> {
         self.limit
-    }
-
-    pub(crate) fn in_flight(&self) -> u32 {
-        self.in_flight
     }
 
     /// `None` when a request may go now, else when the window grows if nothing comes back.
@@ -70,11 +66,6 @@ impl Window {
         if let Some(limit) = self.limit {
             self.set(limit.saturating_add(1));
         }
-    }
-
-    /// A refusal ends the slow start: the rate takes over.
-    pub(crate) fn close(&mut self) {
-        self.limit = None;
     }
 
     fn set(&mut self, limit: u32) {
