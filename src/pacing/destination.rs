@@ -9,7 +9,7 @@ use crate::metrics::DestinationGauges;
 use crate::retry_after::ServerSaid;
 use crate::time::{ClockFn, instant_after, never};
 use http::{HeaderMap, StatusCode};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -144,7 +144,7 @@ impl Grant {
         };
         let sent = self.1.take().expect("a grant is finished once");
         let now = Instant::now();
-        let mut s = self.0.lock();
+        let mut s = lock(&self.0.state);
         match s.control.answered(sent, answer, said.quota(), now) {
             Reaction::Nothing => {}
             Reaction::Faster => s.queue.wake(now, false),
@@ -163,7 +163,7 @@ impl Grant {
 impl Drop for Grant {
     fn drop(&mut self) {
         if self.1.is_some() {
-            self.0.lock().release(Instant::now());
+            lock(&self.0.state).release(Instant::now());
         }
     }
 }
@@ -176,7 +176,7 @@ impl Ticket {
     /// Whether the request may go now; otherwise `waker` is woken when that may change.
     pub(crate) fn turn(&self, limits: &Limits, waker: &Waker) -> Turn {
         let (id, now) = (self.1, Instant::now());
-        let mut guard = self.0.lock();
+        let mut guard = lock(&self.0.state);
         let s = &mut *guard;
         if !s.queue.polled(id, waker) {
             return Turn::At(instant_after(now, RECHECK));
@@ -243,7 +243,7 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         let now = Instant::now();
-        let mut s = self.0.lock();
+        let mut s = lock(&self.0.state);
         s.queue.remove(self.1, now);
         s.report(now);
     }
@@ -277,13 +277,9 @@ impl Destination {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
-    }
-
     /// Decides what a new request does.
     pub(crate) fn admit(self: &Arc<Self>, limits: &Limits, now: Instant) -> Admit {
-        let mut guard = self.lock();
+        let mut guard = lock(&self.state);
         let s = &mut *guard;
         s.last_active = now;
         let max_wait = limits.end.saturating_duration_since(now);
@@ -308,14 +304,14 @@ impl Destination {
 
     /// Reads the controller now, for the layer's accessors.
     pub(crate) fn control<T>(&self, read: impl FnOnce(&mut Controller, Instant) -> T) -> T {
-        read(&mut self.lock().control, Instant::now())
+        read(&mut lock(&self.state).control, Instant::now())
     }
 
     /// Whether nothing is pending and it has been quiet for `idle`. If so its table
     /// forgets it, and its gauges retire under this lock: a request still holding it
     /// reports nothing after.
     pub(crate) fn forget_if_idle(&self, idle: Duration, now: Instant) -> bool {
-        let mut s = self.lock();
+        let mut s = lock(&self.state);
         let idle = s.control.in_flight() == 0
             && s.queue.is_empty()
             && s.control.closed_until(now).is_none()
@@ -334,7 +330,7 @@ mod tests {
     use crate::pacing::PacingLayer;
 
     fn destination(now: Instant) -> Arc<Destination> {
-        let settings = PacingLayer::new().settings();
+        let settings = PacingLayer::new().shared.settings;
         let key = Key::from_authority(&"api.example".parse().unwrap());
         let gauges = PacingSeries::new(1).gauges(&key, false);
         Arc::new(Destination::new(key, settings, None, gauges, now))
@@ -356,11 +352,11 @@ mod tests {
         let now = Instant::now();
         let destination = destination(now);
         let (first, second) = (go(&destination, now), go(&destination, now));
-        assert_eq!(destination.lock().control.in_flight(), 2);
+        assert_eq!(lock(&destination.state).control.in_flight(), 2);
         first.finish(StatusCode::OK, &HeaderMap::new(), None);
-        assert_eq!(destination.lock().control.in_flight(), 1);
+        assert_eq!(lock(&destination.state).control.in_flight(), 1);
         // A request whose response never came (a transport error) leaves on drop.
         drop(second);
-        assert_eq!(destination.lock().control.in_flight(), 0);
+        assert_eq!(lock(&destination.state).control.in_flight(), 0);
     }
 }

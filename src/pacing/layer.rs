@@ -1,9 +1,8 @@
 //! The [`tower_layer::Layer`], its builder, and the state its clones share.
 
-use super::control::{Controller, FIRST_PROBE, MAX_PROBE, interval};
+use super::control::{Controller, FIRST_PROBE, MAX_PROBE, OPEN_WINDOW, interval};
 use super::destinations::{Destinations, Key};
 use super::service::Pacing;
-use super::window::OPEN_WINDOW;
 use crate::classify::StatusSet;
 use crate::error::ConfigError;
 use crate::metrics::PacingSeries;
@@ -49,7 +48,7 @@ use tower_layer::Layer;
 /// ```
 #[derive(Clone)]
 pub struct PacingLayer {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
 }
 
 impl PacingLayer {
@@ -134,11 +133,6 @@ impl PacingLayer {
     /// How many destinations' states are kept.
     pub fn destinations(&self) -> usize {
         self.shared.destinations.len()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn settings(&self) -> Settings {
-        self.shared.settings
     }
 }
 
