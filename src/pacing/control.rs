@@ -164,10 +164,8 @@ impl Controller {
 
     /// The pace, in requests per second, while paced.
     pub(crate) fn rate(&mut self, now: Instant) -> Option<f64> {
-        let quiet = self
-            .last_refusal
-            .is_some_and(|at| instant_after(at, REOPEN_AFTER) <= now);
-        if quiet && self.config.known.is_none() {
+        let reopen_at = self.last_refusal.map(|at| instant_after(at, REOPEN_AFTER));
+        if reopen_at.is_some_and(|at| at <= now) && self.config.known.is_none() {
             self.curve = None;
         }
         let curve = self.curve?;
@@ -444,9 +442,8 @@ impl Served {
     }
 }
 
-/// The latest quota a destination reported with a reset, counted down by the sends
-/// since. A client's part of it is its sends over what the quota lost since the
-/// window's first report: clients sharing a quota each see all of it reported.
+/// The latest quota reported with a reset, counted down by the sends since. Clients sharing
+/// it each count their part: their sends over what the quota lost since the window began.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Room {
     /// The send number of the request it answered.

@@ -48,8 +48,7 @@ impl fmt::Display for Key {
 
 /// At the cap, new destinations look for idle ones at most this often (a look visits all).
 const FULL_SWEEP_PAUSE: Duration = Duration::from_secs(1);
-/// Parts of the map, each behind its own lock: requests to different destinations seldom
-/// wait on one lock.
+/// Parts of the map, each behind its own lock: destinations seldom wait for each other.
 const SHARDS: usize = 16;
 
 type Shard = HashMap<Key, Arc<Destination>>;

@@ -6,8 +6,7 @@ use std::task::Waker;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// How long a waiter due to poll may keep others waiting: an unpolled future never
-/// holds the queue.
+/// How long a waiter due to poll may keep others waiting: an unpolled future never holds them.
 pub(crate) const GRACE: Duration = Duration::from_millis(20);
 /// How far [`Queue::wake`] and [`Queue::watch`] look along the queue.
 const WAKE_WALK: usize = 64;
@@ -44,8 +43,7 @@ impl Waiter {
     }
 }
 
-/// Waiters in line by id, so in arrival order, and those passed over for stalling, out
-/// of line until they poll again.
+/// Waiters in line by id (arrival order), and those passed over for stalling until they poll.
 #[derive(Debug, Default)]
 pub(crate) struct Queue {
     line: BTreeMap<u64, Waiter>,
