@@ -1,7 +1,7 @@
 //! The pacing controller of one destination: what its answers say goes in, when its
 //! next request may leave comes out. Pure: no lock, no clock read, no I/O.
 //!
-//! Its constants, with [`SERVED_WINDOW`], [`OPEN_WINDOW`] and [`STALL`]:
+//! Its constants:
 //!
 //! | constant | value | from |
 //! |---|---|---|
@@ -14,14 +14,7 @@
 //! | [`OPEN_WINDOW`] | 64 | the slow start's end (TCP's initial `ssthresh` is of that order) |
 //! | [`STALL`] | 1 s | a slow server holds a burst back about a second (matrix row 6) |
 //! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 5 s | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5) |
-//!
-//! [`SERVED_WINDOW`]: super::served::SERVED_WINDOW
-//! [`OPEN_WINDOW`]: super::window::OPEN_WINDOW
-//! [`STALL`]: super::window::STALL
 
-use super::room::Room;
-use super::served::Served;
-use super::window::Window;
 use crate::retry_after::QuotaLeft;
 use crate::time::instant_after;
 use std::time::Duration;
@@ -41,6 +34,11 @@ pub(crate) const REOPEN_AFTER: Duration = Duration::from_secs(10);
 pub(crate) const FIRST_PROBE: Duration = Duration::from_millis(100);
 /// The default longest probing delay.
 pub(crate) const MAX_PROBE: Duration = Duration::from_secs(5);
+/// The slow start ends once the window reaches this many requests in flight.
+pub(crate) const OPEN_WINDOW: u32 = 64;
+/// A full window with no response for this long doubles: a slow server holds a burst
+/// back a second or so, not until its slowest answer.
+pub(crate) const STALL: Duration = Duration::from_secs(1);
 
 /// What an answer says of the destination's capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,8 +50,7 @@ pub(crate) enum Answer {
     Other,
 }
 
-/// What the waiting requests do after an answer: `Faster`, the first may go sooner;
-/// `Slower`, each checks its wait.
+/// What the waiting requests do: `Faster`, the first may go sooner; `Slower`, each checks its wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reaction {
     Nothing,
@@ -91,14 +88,22 @@ struct Curve {
 }
 
 impl Curve {
+    fn new(since: Instant, base: f64, ceiling: f64, startup: bool) -> Self {
+        Self {
+            since,
+            base,
+            ceiling,
+            startup,
+        }
+    }
+
     fn rate(&self, now: Instant) -> f64 {
         let t = now.saturating_duration_since(self.since).as_secs_f64();
         if self.startup {
             return self.base * (t / STARTUP_DOUBLING.as_secs_f64()).exp2();
         }
-        let k = ((self.ceiling - self.base) / (CUBIC_C * self.ceiling))
-            .max(0.0)
-            .cbrt();
+        let gap = (self.ceiling - self.base).max(0.0);
+        let k = (gap / (CUBIC_C * self.ceiling)).cbrt();
         (self.ceiling * (1.0 + CUBIC_C * (t - k).powi(3))).max(self.base)
     }
 
@@ -117,8 +122,12 @@ impl Curve {
 pub(crate) struct Controller {
     /// `None`: not paced.
     curve: Option<Curve>,
-    /// The slow start of a destination that never refused.
-    window: Window,
+    /// The slow start's limit on requests in flight, while it never refused: one more per
+    /// success, doubled per [`STALL`] spent full. `None` after a refusal or at [`OPEN_WINDOW`].
+    window: Option<u32>,
+    in_flight: u32,
+    /// The last response, window growth or start.
+    progress_at: Instant,
     served: Served,
     round: u64,
     sends: u64,
@@ -127,7 +136,7 @@ pub(crate) struct Controller {
     closed_until: Option<Instant>,
     room: Option<Room>,
     /// The probing delay; zero when not probing.
-    probe: Duration,
+    pub(crate) probe: Duration,
     /// Closed for a delay asked since the last cut.
     closed_in_round: bool,
     config: Config,
@@ -135,20 +144,11 @@ pub(crate) struct Controller {
 
 impl Controller {
     pub(crate) fn new(initial_window: u32, config: Config, now: Instant) -> Self {
-        let curve = config.known.map(|rate| Curve {
-            since: now,
-            base: rate,
-            ceiling: rate,
-            startup: false,
-        });
-        let window = if config.known.is_some() {
-            0
-        } else {
-            initial_window
-        };
         Self {
-            curve,
-            window: Window::new(window, now),
+            curve: config.known.map(|rate| Curve::new(now, rate, rate, false)),
+            window: (config.known.is_none() && initial_window > 0).then_some(initial_window),
+            in_flight: 0,
+            progress_at: now,
             served: Served::new(now),
             round: 0,
             sends: 0,
@@ -164,10 +164,8 @@ impl Controller {
 
     /// The pace, in requests per second, while paced.
     pub(crate) fn rate(&mut self, now: Instant) -> Option<f64> {
-        let quiet = self
-            .last_refusal
-            .is_some_and(|at| instant_after(at, REOPEN_AFTER) <= now);
-        if quiet && self.config.known.is_none() {
+        let reopen_at = self.last_refusal.map(|at| instant_after(at, REOPEN_AFTER));
+        if reopen_at.is_some_and(|at| at <= now) && self.config.known.is_none() {
             self.curve = None;
         }
         let curve = self.curve?;
@@ -184,7 +182,7 @@ impl Controller {
 
     /// Until when nothing may leave: a cool-down, or the reported room spent.
     pub(crate) fn closed_until(&mut self, now: Instant) -> Option<Instant> {
-        self.room = self.room.filter(|room| !room.expired(now));
+        self.room = self.room.filter(|room| now < room.reset_at);
         let spent = self.room.and_then(|room| room.spent_until(self.sends, now));
         self.cooldown(now).max(spent)
     }
@@ -206,7 +204,15 @@ impl Controller {
             return Some(until);
         }
         let Some(rate) = self.rate(now) else {
-            return self.window.ready_at(now);
+            while let Some(limit) = self.window.filter(|&limit| self.in_flight >= limit) {
+                let grow_at = instant_after(self.progress_at, STALL);
+                if now < grow_at {
+                    return Some(grow_at);
+                }
+                self.progress_at = now;
+                self.widen(Some(limit.saturating_mul(2)));
+            }
+            return None;
         };
         let next = instant_after(self.last_send?, interval(rate));
         (next > now).then_some(next)
@@ -214,9 +220,7 @@ impl Controller {
 
     /// How long a request arriving behind `queued` others may expect to wait.
     pub(crate) fn expected_wait(&mut self, queued: usize, now: Instant) -> Duration {
-        let first = self
-            .ready_at(now)
-            .map_or(Duration::ZERO, |at| at.saturating_duration_since(now));
+        let first = self.ready_at(now).unwrap_or(now) - now;
         let (Some(curve), Some(rate)) = (self.curve, self.rate(now)) else {
             return first;
         };
@@ -229,7 +233,7 @@ impl Controller {
 
     /// A request leaves now.
     pub(crate) fn send(&mut self, now: Instant) -> Sent {
-        self.window.acquire();
+        self.in_flight = self.in_flight.saturating_add(1);
         self.sends = self.sends.saturating_add(1);
         self.last_send = Some(now);
         Sent {
@@ -240,16 +244,22 @@ impl Controller {
 
     /// A request is no longer in flight.
     pub(crate) fn release(&mut self, now: Instant) {
-        self.window.release(now);
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.progress_at = now;
     }
 
     pub(crate) fn in_flight(&self) -> u32 {
-        self.window.in_flight()
+        self.in_flight
     }
 
     /// Whether requests wait for the slow-start window (they never fail for it).
     pub(crate) fn starting(&self) -> bool {
-        self.curve.is_none() && self.window.limit().is_some()
+        self.curve.is_none() && self.window.is_some()
+    }
+
+    /// Sets the slow start's window to `limit`: open from [`OPEN_WINDOW`] on.
+    fn widen(&mut self, limit: Option<u32>) {
+        self.window = limit.filter(|&limit| limit < OPEN_WINDOW);
     }
 
     /// Learns from the answer to `sent` and the quota it reported.
@@ -263,7 +273,7 @@ impl Controller {
         let max = self.config.max_cooldown;
         let learned = quota
             .and_then(|left| Room::reported(self.room, sent.number, left, max, now))
-            .filter(|room| room.newer_than(&self.room));
+            .filter(|room| self.room.is_none_or(|old| room.number >= old.number));
         if learned.is_some() {
             self.room = learned;
         }
@@ -273,26 +283,23 @@ impl Controller {
                 self.probe = Duration::ZERO;
                 // A success that leaves no room does not widen the slow start.
                 if self.curve.is_none() && quota.is_none_or(|left| left.remaining > 0) {
-                    self.window.grow();
+                    self.widen(self.window.map(|limit| limit.saturating_add(1)));
                 }
                 Reaction::Faster
             }
             Answer::Refused(asked) => {
                 self.last_refusal = Some(now);
-                self.window.close();
+                self.window = None;
                 self.refused(sent, asked.filter(|delay| !delay.is_zero()), now)
             }
             Answer::Other => Reaction::Nothing,
         }
     }
 
-    /// A refusal cuts the pace once per round (the sends since the last cut), as TCP
-    /// cuts once per round trip.
+    /// A refusal cuts the pace once per round (the sends since the last cut), as TCP does.
     fn refused(&mut self, sent: Sent, asked: Option<Duration>, now: Instant) -> Reaction {
-        if self
-            .room
-            .is_some_and(|room| room.spent_until(self.sends, now).is_some())
-        {
+        let spent = self.room.and_then(|room| room.spent_until(self.sends, now));
+        if spent.is_some() {
             // The spent room explains it: no news of the pace.
             if let Some(asked) = asked {
                 self.close_for(asked, now);
@@ -322,12 +329,7 @@ impl Controller {
 
     /// The pace after a refusal.
     fn cut(&mut self, now: Instant) -> Curve {
-        let cubic = |base: f64, ceiling: f64| Curve {
-            since: now,
-            base: base.max(MIN_RATE),
-            ceiling: ceiling.max(MIN_RATE),
-            startup: false,
-        };
+        let cubic = |b: f64, c: f64| Curve::new(now, b.max(MIN_RATE), c.max(MIN_RATE), false);
         match (self.curve, self.rate(now)) {
             // Out of the start-up: CUBIC's cut of the pace refused.
             (Some(curve), Some(rate)) if curve.startup => cubic(BETA * rate, rate),
@@ -340,36 +342,26 @@ impl Controller {
             // The first refusal: a start-up from what the last window served.
             _ => {
                 let first = 1.0 / self.config.first_probe.as_secs_f64();
-                let served = self.served.in_window(now).max(first);
-                Curve {
-                    startup: true,
-                    ..cubic(served, served)
-                }
+                let served = self.served.in_window(now).max(first).max(MIN_RATE);
+                Curve::new(now, served, served, true)
             }
         }
     }
 
-    /// Closes the destination for the delay `asked`, else for a doubled probing delay,
-    /// never under the known pace's spacing; with nothing served for a window, the pace
-    /// restarts at one request per delay.
+    /// Closes the destination for the delay `asked`, else a doubled probing delay (at least
+    /// the known spacing). With nothing served for a window, the pace restarts at one per delay.
     fn probe(&mut self, asked: Option<Duration>, now: Instant) {
         let doubled = self.probe.saturating_mul(2).max(self.config.first_probe);
         self.probe = doubled.min(self.config.max_probe);
         if self.served.in_window(now) == 0.0 {
             let base = 1.0 / self.probe.as_secs_f64();
-            self.curve = Some(Curve {
-                since: now,
-                base,
-                ceiling: base,
-                startup: true,
-            });
+            self.curve = Some(Curve::new(now, base, base, true));
         }
         let spacing = self.config.known.map_or(Duration::ZERO, interval);
         self.close_for(asked.unwrap_or(self.probe).max(spacing), now);
     }
 
-    /// Closes the destination for `delay` (at most the max cool-down); then the pace
-    /// resumes from where it was.
+    /// Closes the destination for `delay` (at most the max cool-down); the pace resumes after.
     fn close_for(&mut self, delay: Duration, now: Instant) {
         let until = instant_after(now, delay.min(self.config.max_cooldown));
         if self.closed_until.is_some_and(|current| current >= until) {
@@ -381,10 +373,138 @@ impl Controller {
             curve.since = curve.since.max(until);
         }
     }
+}
 
-    /// The probing delay: zero unless probing.
-    pub(crate) fn probe_delay(&self) -> Duration {
-        self.probe
+/// The span the delivery rate is counted over: the window of most published limits.
+pub(crate) const SERVED_WINDOW: Duration = Duration::from_secs(1);
+
+/// Successes per second, by a sliding-window counter: the current window's count plus
+/// the previous one's, weighted by its share still inside the last second.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Served {
+    born: Instant,
+    start: Instant,
+    current: u32,
+    previous: u32,
+    /// Successes of this round since the last [`take_since`](Self::take_since).
+    since: u32,
+}
+
+impl Served {
+    pub(crate) fn new(now: Instant) -> Self {
+        Self {
+            born: now,
+            start: now,
+            current: 0,
+            previous: 0,
+            since: 0,
+        }
+    }
+
+    fn roll(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.start);
+        if elapsed < SERVED_WINDOW {
+            return;
+        }
+        let windows = elapsed.as_nanos() / SERVED_WINDOW.as_nanos();
+        self.previous = if windows == 1 { self.current } else { 0 };
+        self.current = 0;
+        let whole = SERVED_WINDOW.saturating_mul(u32::try_from(windows).unwrap_or(u32::MAX));
+        self.start = self.start.checked_add(whole).unwrap_or(now);
+    }
+
+    /// Counts one success; `this_round`: of a request sent since the last cut.
+    pub(crate) fn add(&mut self, this_round: bool, now: Instant) {
+        self.roll(now);
+        self.current = self.current.saturating_add(1);
+        self.since = self.since.saturating_add(u32::from(this_round));
+    }
+
+    /// The successes of the last [`SERVED_WINDOW`] (a window limiter's allowance).
+    pub(crate) fn in_window(&mut self, now: Instant) -> f64 {
+        self.roll(now);
+        let into = now.saturating_duration_since(self.start).as_secs_f64();
+        let left = 1.0 - into / SERVED_WINDOW.as_secs_f64();
+        f64::from(self.previous) * left + f64::from(self.current)
+    }
+
+    /// Successes per second over the last [`SERVED_WINDOW`], or a younger destination's life
+    /// (at least `min_span`): a burst is not a rate.
+    pub(crate) fn rate(&mut self, min_span: Duration, now: Instant) -> f64 {
+        let age = now.saturating_duration_since(self.born);
+        let span = age.clamp(min_span, SERVED_WINDOW.max(min_span));
+        self.in_window(now) / span.as_secs_f64()
+    }
+
+    /// The successes since the last call, which starts a new count.
+    pub(crate) fn take_since(&mut self) -> u32 {
+        std::mem::take(&mut self.since)
+    }
+}
+
+/// The latest quota reported with a reset, counted down by the sends since. Clients sharing
+/// it each count their part: their sends over what the quota lost since the window began.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Room {
+    /// The send number of the request it answered.
+    number: u64,
+    remaining: u64,
+    reset_at: Instant,
+    /// This client's share of the quota's use.
+    share: f64,
+    /// The first report of this window: its send number and remaining count.
+    first: (u64, u64),
+}
+
+impl Room {
+    /// The room reported by the response to send `number`, after `previous`; `None`
+    /// without a reset (nothing says when room comes back).
+    pub(crate) fn reported(
+        previous: Option<Self>,
+        number: u64,
+        left: QuotaLeft,
+        max_reset: Duration,
+        now: Instant,
+    ) -> Option<Self> {
+        let reset = left.reset?.min(max_reset);
+        let mut room = Self {
+            number,
+            remaining: left.remaining,
+            reset_at: instant_after(now, reset),
+            share: 1.0,
+            first: (number, left.remaining),
+        };
+        if let Some(previous) = previous {
+            room.share = previous.share;
+            // A count that went up is a new window.
+            if left.remaining <= previous.remaining {
+                room.first = previous.first;
+                let used = room.first.1.saturating_sub(left.remaining);
+                let sent = number.saturating_sub(room.first.0);
+                if used > 0 && sent > 0 {
+                    room.share = (sent as f64 / used as f64).min(1.0);
+                }
+            }
+        }
+        Some(room)
+    }
+
+    /// What is left of this client's part of the room after the sends up to `sends`.
+    fn left(&self, sends: u64) -> u64 {
+        let part = (self.remaining as f64 * self.share).floor() as u64;
+        part.saturating_sub(sends.saturating_sub(self.number))
+    }
+
+    /// The reset, if the sends up to number `sends` spent the room before it.
+    pub(crate) fn spent_until(&self, sends: u64, now: Instant) -> Option<Instant> {
+        (now < self.reset_at && self.left(sends) == 0).then_some(self.reset_at)
+    }
+
+    /// The pace that spreads what is left until the reset (the IETF `RateLimit` draft's advice).
+    pub(crate) fn pace(&self, sends: u64, now: Instant) -> Option<f64> {
+        let left = self.left(sends);
+        let until = self.reset_at.saturating_duration_since(now).as_secs_f64();
+        (left > 0 && until > 0.0).then(|| left as f64 / until)
     }
 }
 

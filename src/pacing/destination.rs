@@ -9,7 +9,7 @@ use crate::metrics::DestinationGauges;
 use crate::retry_after::ServerSaid;
 use crate::time::{ClockFn, instant_after, never};
 use http::{HeaderMap, StatusCode};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::Waker;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -37,6 +37,15 @@ impl State {
     fn report(&mut self, now: Instant) {
         let (queue, rate) = (self.queue.len(), self.control.rate(now));
         self.gauges.set(queue, rate);
+    }
+
+    /// A request is no longer in flight.
+    fn release(&mut self, now: Instant) {
+        self.control.release(now);
+        self.last_active = now;
+        if self.control.starting() {
+            self.queue.wake(now, false);
+        }
     }
 }
 
@@ -135,7 +144,7 @@ impl Grant {
         };
         let sent = self.1.take().expect("a grant is finished once");
         let now = Instant::now();
-        let mut s = self.0.lock();
+        let mut s = lock(&self.0.state);
         match s.control.answered(sent, answer, said.quota(), now) {
             Reaction::Nothing => {}
             Reaction::Faster => s.queue.wake(now, false),
@@ -145,7 +154,7 @@ impl Grant {
                 tracing::debug!(to = %self.0.key, ?answer, ?rate, "pacing: destination slows down");
             }
         }
-        Destination::release(&mut s, now);
+        s.release(now);
         s.report(now);
         said
     }
@@ -154,7 +163,7 @@ impl Grant {
 impl Drop for Grant {
     fn drop(&mut self) {
         if self.1.is_some() {
-            Destination::release(&mut self.0.lock(), Instant::now());
+            lock(&self.0.state).release(Instant::now());
         }
     }
 }
@@ -166,14 +175,75 @@ pub(crate) struct Ticket(Arc<Destination>, u64);
 impl Ticket {
     /// Whether the request may go now; otherwise `waker` is woken when that may change.
     pub(crate) fn turn(&self, limits: &Limits, waker: &Waker) -> Turn {
-        self.0.turn(self.1, limits, waker, Instant::now())
+        let (id, now) = (self.1, Instant::now());
+        let mut guard = lock(&self.0.state);
+        let s = &mut *guard;
+        if !s.queue.polled(id, waker) {
+            return Turn::At(instant_after(now, RECHECK));
+        }
+        s.last_active = now;
+        if limits.deadline.is_some_and(|deadline| now >= deadline) {
+            return self.fail(s, PacingError::DeadlinePassed, now);
+        }
+        // A cool-down (or spent room) that started while the request waited applies to it.
+        if let Some(until) = s.control.closed_until(now)
+            && until > limits.end
+        {
+            return self.fail(s, limits.too_long(until - now, now), now);
+        }
+        // Past the end of its wait only a destination that refused lately fails it.
+        let out_of_time = now >= limits.end && s.control.is_throttled(now);
+        loop {
+            let watch = s.queue.watch(id, now);
+            if watch != Watch::First && out_of_time {
+                let more = s.control.expected_wait(s.queue.len(), now);
+                return self.fail(s, limits.too_long(more, now), now);
+            }
+            match watch {
+                Watch::First => break,
+                Watch::SkipFront => {
+                    tracing::debug!(to = %self.0.key, "pacing: a stalled request is passed over");
+                    s.queue.pop_front(true);
+                    s.queue.wake(now, false);
+                }
+                Watch::At(at) => {
+                    s.queue.expect(id, at);
+                    return Turn::At(at);
+                }
+                Watch::Wait => return Turn::At(instant_after(now, RECHECK)),
+            }
+        }
+        match s.control.ready_at(now) {
+            None => {
+                let grant = Grant(Arc::clone(&self.0), Some(s.control.send(now)));
+                s.queue.pop_front(false);
+                s.queue.wake(now, false);
+                s.report(now);
+                Turn::Go(grant)
+            }
+            Some(at) if out_of_time => self.fail(s, limits.too_long(at - now, now), now),
+            Some(at) => {
+                s.queue.expect(id, at);
+                // The one behind watches that this one takes its turn then.
+                s.queue.wake(now, true);
+                Turn::At(at)
+            }
+        }
+    }
+
+    /// The request fails and leaves the queue.
+    fn fail(&self, s: &mut State, error: PacingError, now: Instant) -> Turn {
+        s.queue.remove(self.1, now);
+        s.report(now);
+        tracing::debug!(to = %self.0.key, %error, "pacing: waiting request fails");
+        Turn::Fail(error)
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
         let now = Instant::now();
-        let mut s = self.0.lock();
+        let mut s = lock(&self.0.state);
         s.queue.remove(self.1, now);
         s.report(now);
     }
@@ -194,11 +264,9 @@ impl Destination {
             first_probe: settings.first_probe,
             max_probe: settings.max_probe,
         };
-        let control = Controller::new(settings.initial_window, config, now);
-        let queue = Queue::default();
         let state = State {
-            control,
-            queue,
+            control: Controller::new(settings.initial_window, config, now),
+            queue: Queue::default(),
             last_active: now,
             gauges,
         };
@@ -209,23 +277,19 @@ impl Destination {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
-    }
-
     /// Decides what a new request does.
     pub(crate) fn admit(self: &Arc<Self>, limits: &Limits, now: Instant) -> Admit {
-        let mut s = self.lock();
+        let mut guard = lock(&self.state);
+        let s = &mut *guard;
         s.last_active = now;
         let max_wait = limits.end.saturating_duration_since(now);
-        let queued = s.queue.len();
-        let wait = s.control.expected_wait(queued, now);
+        let wait = s.control.expected_wait(s.queue.len(), now);
         if wait > max_wait && s.control.is_throttled(now) {
             tracing::debug!(to = %self.key, ?wait, ?max_wait, "pacing: request would wait too long");
             return Admit::Fail(limits.too_long(wait, now));
         }
         if s.queue.is_empty() && s.control.ready_at(now).is_none() {
-            return Admit::Go(self.grant(&mut s, now));
+            return Admit::Go(Grant(Arc::clone(self), Some(s.control.send(now))));
         }
         let max_queue = self.settings.max_queue;
         if s.queue.len() >= max_queue {
@@ -238,99 +302,16 @@ impl Destination {
         Admit::Queue(Ticket(Arc::clone(self), id))
     }
 
-    fn grant(self: &Arc<Self>, s: &mut State, now: Instant) -> Grant {
-        Grant(Arc::clone(self), Some(s.control.send(now)))
-    }
-
-    fn turn(self: &Arc<Self>, id: u64, limits: &Limits, waker: &Waker, now: Instant) -> Turn {
-        let mut s = self.lock();
-        if !s.queue.polled(id, waker) {
-            return Turn::At(instant_after(now, RECHECK));
-        }
-        s.last_active = now;
-        if limits.deadline.is_some_and(|deadline| now >= deadline) {
-            return self.fail(&mut s, id, PacingError::DeadlinePassed, now);
-        }
-        // A cool-down (or spent room) that started while the request waited applies to it.
-        if let Some(until) = s.control.closed_until(now)
-            && until > limits.end
-        {
-            return self.fail(&mut s, id, limits.too_long(until - now, now), now);
-        }
-        // Past the end of its wait only a destination that refused lately fails it.
-        let out_of_time = |s: &mut State| now >= limits.end && s.control.is_throttled(now);
-        loop {
-            match s.queue.front() {
-                Some(front) if front == id => break,
-                None => return Turn::At(instant_after(now, RECHECK)),
-                Some(_) => {}
-            }
-            if out_of_time(&mut s) {
-                let queued = s.queue.len();
-                let more = s.control.expected_wait(queued, now);
-                return self.fail(&mut s, id, limits.too_long(more, now), now);
-            }
-            match s.queue.watch(id, now) {
-                Watch::SkipFront => {
-                    tracing::debug!(to = %self.key, "pacing: a stalled request is passed over");
-                    s.queue.pop_front(true);
-                    s.queue.wake(now, false);
-                }
-                Watch::At(at) => {
-                    s.queue.expect(id, at);
-                    return Turn::At(at);
-                }
-                Watch::Wait => return Turn::At(instant_after(now, RECHECK)),
-            }
-        }
-        match s.control.ready_at(now) {
-            None => {
-                let grant = self.grant(&mut s, now);
-                s.queue.pop_front(false);
-                s.queue.wake(now, false);
-                s.report(now);
-                Turn::Go(grant)
-            }
-            Some(at) if out_of_time(&mut s) => {
-                let more = at.saturating_duration_since(now);
-                self.fail(&mut s, id, limits.too_long(more, now), now)
-            }
-            Some(at) => {
-                s.queue.expect(id, at);
-                // The one behind watches that this one takes its turn then.
-                s.queue.wake(now, true);
-                Turn::At(at)
-            }
-        }
-    }
-
-    /// A waiting request fails and leaves the queue.
-    fn fail(&self, s: &mut State, id: u64, error: PacingError, now: Instant) -> Turn {
-        s.queue.remove(id, now);
-        s.report(now);
-        tracing::debug!(to = %self.key, %error, "pacing: waiting request fails");
-        Turn::Fail(error)
-    }
-
-    /// A request is no longer in flight.
-    fn release(s: &mut State, now: Instant) {
-        s.control.release(now);
-        s.last_active = now;
-        if s.control.starting() {
-            s.queue.wake(now, false);
-        }
-    }
-
     /// Reads the controller now, for the layer's accessors.
     pub(crate) fn control<T>(&self, read: impl FnOnce(&mut Controller, Instant) -> T) -> T {
-        read(&mut self.lock().control, Instant::now())
+        read(&mut lock(&self.state).control, Instant::now())
     }
 
     /// Whether nothing is pending and it has been quiet for `idle`. If so its table
     /// forgets it, and its gauges retire under this lock: a request still holding it
     /// reports nothing after.
     pub(crate) fn forget_if_idle(&self, idle: Duration, now: Instant) -> bool {
-        let mut s = self.lock();
+        let mut s = lock(&self.state);
         let idle = s.control.in_flight() == 0
             && s.queue.is_empty()
             && s.control.closed_until(now).is_none()
@@ -349,7 +330,7 @@ mod tests {
     use crate::pacing::PacingLayer;
 
     fn destination(now: Instant) -> Arc<Destination> {
-        let settings = PacingLayer::new().settings();
+        let settings = PacingLayer::new().shared.settings;
         let key = Key::from_authority(&"api.example".parse().unwrap());
         let gauges = PacingSeries::new(1).gauges(&key, false);
         Arc::new(Destination::new(key, settings, None, gauges, now))
@@ -371,11 +352,11 @@ mod tests {
         let now = Instant::now();
         let destination = destination(now);
         let (first, second) = (go(&destination, now), go(&destination, now));
-        assert_eq!(destination.lock().control.in_flight(), 2);
+        assert_eq!(lock(&destination.state).control.in_flight(), 2);
         first.finish(StatusCode::OK, &HeaderMap::new(), None);
-        assert_eq!(destination.lock().control.in_flight(), 1);
+        assert_eq!(lock(&destination.state).control.in_flight(), 1);
         // A request whose response never came (a transport error) leaves on drop.
         drop(second);
-        assert_eq!(destination.lock().control.in_flight(), 0);
+        assert_eq!(lock(&destination.state).control.in_flight(), 0);
     }
 }

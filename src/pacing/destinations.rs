@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -26,19 +27,15 @@ impl Key {
         }
         let host = request.headers().get(http::header::HOST);
         let host = host.and_then(|host| Authority::try_from(host.as_bytes()).ok());
-        Self(host.as_ref().and_then(host_and_port))
+        host.map_or(Self(None), |host| Self::from_authority(&host))
     }
 
+    /// `authority` without its userinfo.
     pub(crate) fn from_authority(authority: &Authority) -> Self {
-        Self(host_and_port(authority))
-    }
-}
-
-/// `authority` without its userinfo.
-fn host_and_port(authority: &Authority) -> Option<Authority> {
-    match authority.as_str().rsplit_once('@') {
-        None => Some(authority.clone()),
-        Some((_, host)) => Authority::try_from(host).ok(),
+        Self(match authority.as_str().rsplit_once('@') {
+            None => Some(authority.clone()),
+            Some((_, host)) => Authority::try_from(host).ok(),
+        })
     }
 }
 
@@ -51,8 +48,7 @@ impl fmt::Display for Key {
 
 /// At the cap, new destinations look for idle ones at most this often (a look visits all).
 const FULL_SWEEP_PAUSE: Duration = Duration::from_secs(1);
-/// Parts of the map, each behind its own lock: requests to different destinations seldom
-/// wait on one lock.
+/// Parts of the map, each behind its own lock: destinations seldom wait for each other.
 const SHARDS: usize = 16;
 
 type Shard = HashMap<Key, Arc<Destination>>;
@@ -102,21 +98,23 @@ impl Destinations {
             return Some(destination);
         }
         // Sweep every `idle` period, and at the cap at most every `FULL_SWEEP_PAUSE`.
-        let full = self.count.load(Ordering::Relaxed) >= self.max;
-        if self.sweep_due(self.idle, now) || (full && self.sweep_due(FULL_SWEEP_PAUSE, now)) {
-            self.sweep(now);
+        let full = self.count.load(Relaxed) >= self.max;
+        let pause = full.then_some(FULL_SWEEP_PAUSE);
+        if self.sweep_due(pause.map_or(self.idle, |p| p.min(self.idle)), now) {
+            for shard in self.shards.iter() {
+                let mut shard = lock(shard);
+                let before = shard.len();
+                shard.retain(|_, d| !d.forget_if_idle(self.idle, now));
+                self.count.fetch_sub(before - shard.len(), AcqRel);
+            }
         }
-        let reserved = self
-            .count
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |count| {
-                (always || count < self.max).then_some(count + 1)
-            })
-            .is_ok();
+        let reserve = |count| (always || count < self.max).then_some(count + 1);
+        let reserved = self.count.fetch_update(AcqRel, Acquire, reserve).is_ok();
         let mut shard = self.shard(key);
         if let Some(destination) = shard.get(key) {
             // Added by another request meanwhile.
             if reserved {
-                self.count.fetch_sub(1, Ordering::AcqRel);
+                self.count.fetch_sub(1, AcqRel);
             }
             return Some(Arc::clone(destination));
         }
@@ -137,16 +135,6 @@ impl Destinations {
             *swept_at = now;
         }
         due
-    }
-
-    /// Forgets the idle destinations, one part at a time.
-    fn sweep(&self, now: Instant) {
-        for shard in self.shards.iter() {
-            let mut shard = lock(shard);
-            let before = shard.len();
-            shard.retain(|_, d| !d.forget_if_idle(self.idle, now));
-            self.count.fetch_sub(before - shard.len(), Ordering::AcqRel);
-        }
     }
 
     pub(crate) fn get(&self, key: &Key) -> Option<Arc<Destination>> {
@@ -179,7 +167,7 @@ mod tests {
     use std::sync::mpsc;
 
     fn destination(key: &Key, now: Instant) -> Destination {
-        let settings = PacingLayer::new().settings();
+        let settings = PacingLayer::new().shared.settings;
         Destination::new(
             key.clone(),
             settings,
@@ -263,6 +251,6 @@ mod tests {
         // The first three are kept (and found again); the 37 others are not paced.
         assert_eq!(added, 3);
         assert_eq!(destinations.len(), 3);
-        assert_eq!(destinations.count.load(Ordering::Relaxed), 3);
+        assert_eq!(destinations.count.load(Relaxed), 3);
     }
 }

@@ -1,9 +1,8 @@
 //! The [`tower_layer::Layer`], its builder, and the state its clones share.
 
-use super::control::{Controller, FIRST_PROBE, MAX_PROBE, interval};
+use super::control::{Controller, FIRST_PROBE, MAX_PROBE, OPEN_WINDOW, interval};
 use super::destinations::{Destinations, Key};
 use super::service::Pacing;
-use super::window::OPEN_WINDOW;
 use crate::classify::StatusSet;
 use crate::error::ConfigError;
 use crate::metrics::PacingSeries;
@@ -16,9 +15,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower_layer::Layer;
 
-/// Paces a client per destination: lowers a destination's send rate after its 429s (and
-/// 503s with `Retry-After`), raises it as successes come, and holds requests to one that
-/// refuses everything with `Retry-After` until its cool-down ends.
+/// Paces a client per destination: slower after its 429s (and 503s with `Retry-After`),
+/// faster as successes come, and held through the cool-downs it asks for.
 ///
 /// Its clones and their [`Pacing`] services share one table of destinations: build it
 /// once per client. The [module docs](crate::pacing) give the rules, and where to put it.
@@ -50,15 +48,13 @@ use tower_layer::Layer;
 /// ```
 #[derive(Clone)]
 pub struct PacingLayer {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
 }
 
 impl PacingLayer {
-    /// The longest a request waits for a destination that refused lately, 30 s: a 10 s
-    /// window's burst drains in it. Per request, see [`PacingDeadline`](crate::pacing::PacingDeadline).
+    /// The longest wait at a destination that refused lately, 30 s: a 10 s window drains in it.
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(30);
-    /// Requests a new destination may have in flight before its first responses, 4: a
-    /// burst against an unknown limit costs a few 429s, not one per request.
+    /// Requests in flight to a new destination, 4: a burst at an unknown limit costs a few 429s.
     pub const DEFAULT_INITIAL_WINDOW: u32 = 4;
     /// The slow start ends once this many requests are in flight without a refusal: 64.
     pub const OPEN_WINDOW: u32 = OPEN_WINDOW;
@@ -68,8 +64,7 @@ impl PacingLayer {
     pub const DEFAULT_MAX_DESTINATIONS: usize = 4096;
     /// A destination with nothing pending this long is forgotten, 60 s: its rate is stale.
     pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-    /// The longest cool-down a header can impose, 5 min: a broken `Retry-After` cannot
-    /// stall a destination for hours.
+    /// The longest cool-down a header imposes, 5 min: no broken `Retry-After` stalls for hours.
     pub const DEFAULT_MAX_COOLDOWN: Duration = Duration::from_secs(5 * 60);
     /// The statuses that slow a destination down: 429, and 503 with `Retry-After`.
     pub const DEFAULT_SLOW_DOWN: [StatusCode; 2] = [
@@ -104,13 +99,12 @@ impl PacingLayer {
 
     /// The probing delay of `authority`: zero unless it serves nothing and is probed.
     pub fn probe_delay_to(&self, authority: &Authority) -> Duration {
-        self.read(authority, |c, _| c.probe_delay())
+        self.read(authority, |c, _| c.probe)
     }
 
     /// The longest spacing between requests of any destination: zero while none is paced.
     pub fn current_delay(&self) -> Duration {
-        let rate = self.current_rate();
-        rate.map_or(Duration::ZERO, interval)
+        self.current_rate().map_or(Duration::ZERO, interval)
     }
 
     /// The lowest send rate of any paced destination, in requests per second.
@@ -139,11 +133,6 @@ impl PacingLayer {
     /// How many destinations' states are kept.
     pub fn destinations(&self) -> usize {
         self.shared.destinations.len()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn settings(&self) -> Settings {
-        self.shared.settings
     }
 }
 
@@ -256,8 +245,7 @@ impl PacingBuilder {
         self
     }
 
-    /// The longest cool-down a `Retry-After` (or `RateLimit`) header can impose; zero
-    /// ignores those headers.
+    /// The longest cool-down a `Retry-After` or `RateLimit` header imposes; zero ignores them.
     pub fn with_max_cooldown(mut self, max_cooldown: Duration) -> Self {
         self.settings.max_cooldown = max_cooldown;
         self
@@ -270,8 +258,7 @@ impl PacingBuilder {
         self
     }
 
-    /// The statuses that slow a destination down (4xx or 5xx, at least one); the others
-    /// count as successes.
+    /// The statuses that slow a destination down (4xx or 5xx, at least one); others are successes.
     pub fn with_slow_down_on(mut self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
         self.slow_down = statuses.into_iter().collect();
         self
@@ -297,9 +284,8 @@ impl PacingBuilder {
         self
     }
 
-    /// The rate `destination` (`host` or `host:port`, as its URIs name it) allows, if you
-    /// know it: `requests` per `per` (at least one a day, once per destination), from its
-    /// first request and never faster.
+    /// The rate `destination` (`host` or `host:port`) allows, if you know it: `requests` per
+    /// `per`, at least one a day, once per destination. It is paced so from its first request.
     pub fn with_known_rate(
         mut self,
         destination: impl Into<String>,
@@ -332,20 +318,14 @@ impl PacingBuilder {
             let error = |_| ConfigError::new("slow_down_on", status.as_u16(), why);
             slow_down = slow_down.with(*status).map_err(error)?;
         }
-        let probe = (s.first_probe, s.max_probe);
+        let (first, max) = (s.first_probe, s.max_probe);
         let why = "the first delay must be greater than zero, and the longest at least the first";
-        ensure(
-            !probe.0.is_zero() && probe.1 >= probe.0,
-            "probe",
-            probe,
-            why,
-        )?;
+        ensure(!first.is_zero() && max >= first, "probe", (first, max), why)?;
         let mut known = HashMap::with_capacity(self.known.len());
         for (destination, requests, per) in &self.known {
             let why = "must name a destination as its URIs do: host, or host:port";
             let error = |_| ConfigError::new("known_rate", destination, why);
-            let key =
-                Key::from_authority(&Authority::try_from(destination.as_str()).map_err(error)?);
+            let key = Key::from_authority(&destination.parse().map_err(error)?);
             let rate = f64::from(*requests) / per.as_secs_f64();
             // Checked in this order, the rate is finite.
             let ok = *requests > 0 && !per.is_zero() && rate >= 1.0 / 86_400.0;
@@ -355,13 +335,12 @@ impl PacingBuilder {
             let why = "names a destination given a rate already (userinfo is not part of it)";
             ensure(new, "known_rate", destination, why)?;
         }
-        let shared = Shared {
+        let shared = Arc::new(Shared {
             settings: Settings { slow_down, ..s },
             destinations: Destinations::new(s.max_destinations, s.idle_timeout),
             known,
             series: PacingSeries::new(s.max_destinations),
-        };
-        let shared = Arc::new(shared);
+        });
         Ok(PacingLayer { shared })
     }
 }

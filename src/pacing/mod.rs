@@ -41,13 +41,9 @@
 //!
 //! # Where to put it
 //!
-//! Inside the retry layer (`retry.paced(pacing)`, or `ServiceBuilder::new().layer(retry)
-//! .layer(pacing)`): every attempt is paced and teaches the pace. A request pacing turns
-//! away reaches the retry policy as a [`PacingError`], which it does not retry.
-//!
-//! Below, a 503 with `Retry-After: 2` is retried by [`RetryLayer`](crate::RetryLayer);
-//! because pacing is inside, the retry also waits out the destination's cool-down, and a
-//! new request to the same destination that cannot wait that long fails fast:
+//! Inside the retry layer (`retry.paced(pacing)`): every attempt is paced and teaches the
+//! pace; a request pacing turns away fails with a [`PacingError`], not retried. Below, the
+//! retry of a 503 waits out its `Retry-After`; a new request that cannot wait fails fast:
 //!
 //! ```
 //! use std::time::Duration;
@@ -81,15 +77,10 @@
 mod control;
 mod destination;
 mod destinations;
-mod future;
 mod layer;
 mod queue;
-mod room;
-mod served;
 mod service;
-mod window;
 
 pub use crate::error::pacing::PacingError;
-pub use future::ResponseFuture;
 pub use layer::{PacingBuilder, PacingLayer};
-pub use service::{Pacing, PacingDeadline};
+pub use service::{Pacing, PacingDeadline, ResponseFuture};

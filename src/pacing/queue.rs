@@ -1,13 +1,12 @@
 //! The queue of requests waiting for their turn at one destination.
 
 use crate::time::instant_after;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::task::Waker;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// How long a waiter due to poll may keep others waiting: an unpolled future never
-/// holds the queue.
+/// How long a waiter due to poll may keep others waiting: an unpolled future never holds them.
 pub(crate) const GRACE: Duration = Duration::from_millis(20);
 /// How far [`Queue::wake`] and [`Queue::watch`] look along the queue.
 const WAKE_WALK: usize = 64;
@@ -16,9 +15,11 @@ const WATCHERS: usize = 2;
 /// A waiter asleep until woken looks again this often, in case its wakers stalled.
 pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 
-/// What a waiter behind the first in line does.
+/// What a waiter does about the first in line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Watch {
+    /// It is the first in line.
+    First,
     /// The first in line stalled: pass it over.
     SkipFront,
     /// Look again then, to see whether the first in line took its turn.
@@ -32,8 +33,6 @@ struct Waiter {
     waker: Option<Waker>,
     /// When it should poll next (woken, or its slot), until it does.
     expected_at: Option<Instant>,
-    /// Passed over for stalling: out of line until it polls again.
-    skipped: bool,
 }
 
 impl Waiter {
@@ -44,16 +43,13 @@ impl Waiter {
     }
 }
 
-/// A FIFO with O(1) amortized operations: ids in arrival order, and the waiters by id.
-/// Ids left behind are dropped at the front, or all at once when they outnumber the rest.
+/// Waiters in line by id (arrival order), and those passed over for stalling until they poll.
 #[derive(Debug, Default)]
 pub(crate) struct Queue {
-    order: VecDeque<u64>,
-    waiters: HashMap<u64, Waiter>,
-    /// Waiters in `order` (not skipped).
-    in_line: usize,
+    line: BTreeMap<u64, Waiter>,
+    skipped: HashMap<u64, Waiter>,
     next_id: u64,
-    /// Entries of `order` visited, to check that the work is linear.
+    /// Waiters visited by the walks, to check that the work is linear.
     #[cfg(test)]
     steps: usize,
 }
@@ -61,91 +57,73 @@ pub(crate) struct Queue {
 impl Queue {
     /// Waiters held, skipped ones included.
     pub(crate) fn len(&self) -> usize {
-        self.waiters.len()
+        self.line.len() + self.skipped.len()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.waiters.is_empty()
+        self.len() == 0
     }
 
     /// A new waiter at the back, due to poll now.
     pub(crate) fn push(&mut self, now: Instant) -> u64 {
         let id = self.next_id;
-        self.next_id = self.next_id.wrapping_add(1);
+        self.next_id += 1;
         let waiter = Waiter {
             waker: None,
             expected_at: Some(now),
-            skipped: false,
         };
-        self.waiters.insert(id, waiter);
-        self.order.push_back(id);
-        self.in_line += 1;
+        self.line.insert(id, waiter);
         id
     }
 
-    fn step(&mut self, _n: usize) {
-        #[cfg(test)]
-        {
-            self.steps += _n;
-        }
-    }
-
     /// The first in line.
-    pub(crate) fn front(&mut self) -> Option<u64> {
-        while let Some(&id) = self.order.front() {
-            if self.waiters.get(&id).is_some_and(|w| !w.skipped) {
-                return Some(id);
-            }
-            self.step(1);
-            self.order.pop_front();
-        }
-        None
+    pub(crate) fn front(&self) -> Option<u64> {
+        self.line.keys().next().copied()
     }
 
-    /// Waiter `id` polls: no longer due, and back at the front if skipped (it has waited
-    /// longest). `false` if it is not in the queue.
+    /// Waiter `id` polls: no longer due, and back in line if skipped. `false` if it is
+    /// not in the queue.
     pub(crate) fn polled(&mut self, id: u64, waker: &Waker) -> bool {
-        let Some(w) = self.waiters.get_mut(&id) else {
+        if let Some(waiter) = self.skipped.remove(&id) {
+            self.line.insert(id, waiter);
+        }
+        let Some(w) = self.line.get_mut(&id) else {
             return false;
         };
         if !w.waker.as_ref().is_some_and(|old| old.will_wake(waker)) {
             w.waker = Some(waker.clone());
         }
         w.expected_at = None;
-        if w.skipped {
-            w.skipped = false;
-            self.order.push_front(id);
-            self.in_line += 1;
-        }
         true
     }
 
     /// Waiter `id` will poll again at `at` (its slot).
     pub(crate) fn expect(&mut self, id: u64, at: Instant) {
-        if let Some(w) = self.waiters.get_mut(&id) {
+        if let Some(w) = self.line.get_mut(&id) {
             w.expected_at = Some(at);
         }
     }
 
-    /// What waiter `id`, not first in line, does: the next [`WATCHERS`] due to poll watch
-    /// the first, until its turn plus [`GRACE`]; the others sleep until woken.
+    /// What waiter `id` does: the next [`WATCHERS`] due to poll watch the first, until
+    /// its turn plus [`GRACE`]; the others sleep until woken.
     pub(crate) fn watch(&mut self, id: u64, now: Instant) -> Watch {
-        let Some(front) = self.front() else {
+        let mut line = self.line.iter();
+        let Some((&front, first)) = line.next() else {
             return Watch::Wait;
         };
-        let first = &self.waiters[&front];
-        if first.stalled(now) {
+        if front == id {
+            return Watch::First;
+        } else if first.stalled(now) {
             return Watch::SkipFront;
         }
-        let (mut earliest, mut watchers, mut found, mut steps) = (first.expected_at, 0, false, 0);
-        for other in self.order.iter().skip(1).take(WAKE_WALK) {
+        let (mut earliest, mut watchers, mut steps) = (first.expected_at, 0, 0);
+        for (&other, w) in line.take(WAKE_WALK) {
             steps += 1;
-            if *other == id {
-                found = true;
-                break;
+            if other == id {
+                self.step(steps);
+                return earliest.map_or(Watch::Wait, |at| Watch::At(instant_after(at, GRACE)));
             }
-            let w = self.waiters.get(other).filter(|w| !w.stalled(now));
-            if let Some(at) = w.and_then(|w| w.expected_at) {
+            if let Some(at) = w.expected_at.filter(|_| !w.stalled(now)) {
                 earliest = Some(earliest.map_or(at, |e| e.min(at)));
                 watchers += 1;
                 if watchers >= WATCHERS {
@@ -154,56 +132,34 @@ impl Queue {
             }
         }
         self.step(steps);
-        match earliest {
-            Some(at) if found => Watch::At(instant_after(at, GRACE)),
-            _ => Watch::Wait,
-        }
+        Watch::Wait
     }
 
     /// The first in line goes, or (`skip`) is passed over until it polls again.
     pub(crate) fn pop_front(&mut self, skip: bool) {
-        if let Some(id) = self.front() {
-            self.order.pop_front();
-            self.in_line -= 1;
-            if !skip {
-                self.waiters.remove(&id);
-            } else if let Some(w) = self.waiters.get_mut(&id) {
-                w.skipped = true;
-            }
+        if let Some((id, waiter)) = self.line.pop_first()
+            && skip
+        {
+            self.skipped.insert(id, waiter);
         }
     }
 
     /// Waiter `id` leaves (dropped, or failed); the next in line is woken if it was first.
     pub(crate) fn remove(&mut self, id: u64, now: Instant) {
-        let was_front = self.front() == Some(id);
-        let Some(waiter) = self.waiters.remove(&id) else {
-            return;
-        };
-        self.in_line -= usize::from(!waiter.skipped);
-        if was_front {
-            self.order.pop_front();
+        if self.front() == Some(id) {
+            self.line.remove(&id);
             self.wake(now, false);
-        } else if self.order.len() > 2 * self.in_line + 64 {
-            // Left ids outnumber the waiters: drop them all at once (constant per departure).
-            let (waiters, before) = (&self.waiters, self.order.len());
-            self.order
-                .retain(|id| waiters.get(id).is_some_and(|w| !w.skipped));
-            self.step(before);
+        } else if self.line.remove(&id).is_none() {
+            self.skipped.remove(&id);
         }
     }
 
     /// Wakes the first in line (unless `behind_front`) and the [`WATCHERS`] behind it,
     /// with any stalled waiters between.
     pub(crate) fn wake(&mut self, now: Instant, behind_front: bool) {
-        let (mut skip, mut live, mut steps) = (behind_front, usize::from(behind_front), 0);
-        for id in self.order.iter().take(WAKE_WALK) {
+        let (mut live, mut steps) = (usize::from(behind_front), 0);
+        for w in self.line.values_mut().skip(live).take(WAKE_WALK) {
             steps += 1;
-            let Some(w) = self.waiters.get_mut(id).filter(|w| !w.skipped) else {
-                continue;
-            };
-            if std::mem::take(&mut skip) {
-                continue;
-            }
             let stalled = w.stalled(now);
             if let Some(waker) = &w.waker {
                 waker.wake_by_ref();
@@ -223,8 +179,16 @@ impl Queue {
 
     /// Wakes every waiter, to check whether it can wait out a cool-down.
     pub(crate) fn wake_all(&mut self) {
-        for waker in self.waiters.values().filter_map(|w| w.waker.as_ref()) {
+        let waiters = self.line.values().chain(self.skipped.values());
+        for waker in waiters.filter_map(|w| w.waker.as_ref()) {
             waker.wake_by_ref();
+        }
+    }
+
+    fn step(&mut self, _n: usize) {
+        #[cfg(test)]
+        {
+            self.steps += _n;
         }
     }
 }

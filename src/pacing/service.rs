@@ -1,24 +1,25 @@
-//! The [`Pacing`] service, and the per-request [`PacingDeadline`].
+//! The [`Pacing`] service, its [`ResponseFuture`], and the per-request [`PacingDeadline`].
 
-use super::destination::{Admit, Destination, Limits};
+use super::destination::{Admit, Destination, Grant, Limits, Ticket, Turn};
 use super::destinations::Key;
-use super::future::ResponseFuture;
 use super::layer::Shared;
 use crate::error::BoxError;
 use crate::error::pacing::PacingError;
-use crate::time::WallClock;
+use crate::time::{ClockFn, WallClock};
 use http::{Request, Response};
+use pin_project_lite::pin_project;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use tokio::time::Instant;
+use std::task::{Context, Poll, ready};
+use tokio::time::{Instant, Sleep, sleep_until};
 use tower_service::Service;
 
 /// A request extension: the instant from which this request is no longer worth sending.
 ///
-/// Pacing never sends it then: it fails with
-/// [`PacingError::DeadlinePassed`](crate::PacingError::DeadlinePassed), or at once with
-/// [`WaitTooLong`](crate::PacingError::WaitTooLong) if it would wait past it. A retry
-/// layer puts its deadline into every attempt.
+/// Pacing fails it then with [`DeadlinePassed`](crate::PacingError::DeadlinePassed), or at
+/// once with [`WaitTooLong`](crate::PacingError::WaitTooLong) if it would wait past it.
+/// A retry layer puts its deadline into every attempt.
 ///
 /// ```
 /// # use std::time::Duration;
@@ -33,14 +34,11 @@ pub struct PacingDeadline(pub Instant);
 
 /// Paces the requests of a client, per destination; made by [`PacingLayer`](crate::PacingLayer).
 ///
-/// Its error is a [`BoxError`](Box): the inner service's, or a
-/// [`PacingError`](crate::PacingError) for a request turned away unsent.
-///
-/// # Readiness
+/// Its error is the inner service's, or a [`PacingError`] for a request turned away unsent.
 ///
 /// A request that must wait gives back the readiness [`poll_ready`](Service::poll_ready)
-/// reserved (a `Buffer` slot or a permit), and readies a clone of the inner service when
-/// its turn comes, within its max wait: hence `S: Clone`.
+/// reserved (a `Buffer` slot, a permit), and readies a clone of the inner service when its
+/// turn comes: hence `S: Clone`.
 #[derive(Debug, Clone)]
 pub struct Pacing<S> {
     inner: S,
@@ -100,22 +98,178 @@ where
                 let gauges = shared.series.gauges(&key, known.is_some());
                 Destination::new(key.clone(), shared.settings, known, gauges, now)
             });
-        let Some(destination) = destination else {
-            return ResponseFuture::calling(self.inner.call(request), None, clock);
-        };
         let limits = Limits::new(now, self.shared.settings.max_wait, deadline);
-        match destination.admit(&limits, now) {
-            Admit::Go(grant) => {
-                ResponseFuture::calling(self.inner.call(request), Some(grant), clock)
-            }
-            Admit::Queue(ticket) => {
+        // `None`: a destination not paced (too many are).
+        let grant = match destination.map(|d| d.admit(&limits, now)) {
+            None => None,
+            Some(Admit::Go(grant)) => Some(grant),
+            Some(Admit::Queue(ticket)) => {
                 // Give back the readiness reserved for this call, as a call uses it up.
-                let fresh = self.inner.clone();
-                drop(std::mem::replace(&mut self.inner, fresh));
+                self.inner = self.inner.clone();
                 crate::send_mark::hold(request.extensions());
-                ResponseFuture::queued(ticket, limits, (self.inner.clone(), request), clock)
+                let pending = (self.inner.clone(), request);
+                return ResponseFuture::queued(ticket, limits, pending, clock);
             }
-            Admit::Fail(error) => ResponseFuture::failed(error),
+            Some(Admit::Fail(error)) => return ResponseFuture::failed(error),
+        };
+        ResponseFuture::calling(self.inner.call(request), grant, clock)
+    }
+}
+
+/// The retry layer's wall clock, when it lent one: the response is read with it.
+type Clock = Option<Arc<ClockFn>>;
+
+pin_project! {
+    /// The response of a [`Pacing`] service: waits for the request's
+    /// turn at its destination, sends it, and teaches the pace from the response.
+    pub struct ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        state: State<S, Request<B>, S::Future>,
+        clock: Clock,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<S, R, F> {
+        // Turned away: the error, taken when polled.
+        Failed { error: Option<PacingError> },
+        // In its destination's queue while `ticket` is `Some`; then, its turn come,
+        // readying `pending`'s clone of the inner service until the end of its wait (a
+        // full `Buffer` or a concurrency limit must not hold it past that).
+        Waiting {
+            #[pin]
+            sleep: Sleep,
+            pending: Option<(S, R)>,
+            ticket: Option<Ticket>,
+            grant: Option<Grant>,
+            limits: Limits,
+        },
+        // Sent (`grant` is `None` for a destination not paced).
+        Calling {
+            #[pin]
+            future: F,
+            grant: Option<Grant>,
+        },
+    }
+}
+
+impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
+    pub(crate) fn calling(future: S::Future, grant: Option<Grant>, clock: Clock) -> Self {
+        let state = State::Calling { future, grant };
+        Self { state, clock }
+    }
+
+    pub(crate) fn queued(
+        ticket: Ticket,
+        limits: Limits,
+        pending: (S, Request<B>),
+        clock: Clock,
+    ) -> Self {
+        let state = State::Waiting {
+            sleep: sleep_until(limits.wake_by(Instant::now())),
+            pending: Some(pending),
+            ticket: Some(ticket),
+            grant: None,
+            limits,
+        };
+        Self { state, clock }
+    }
+
+    pub(crate) fn failed(error: PacingError) -> Self {
+        let state = State::Failed { error: Some(error) };
+        Self { state, clock: None }
+    }
+}
+
+impl<S, B, ResB> Future for ResponseFuture<S, B>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+{
+    type Output = Result<Response<ResB>, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        const DONE: &str = "ResponseFuture polled after completion";
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Failed { error } => {
+                    return Poll::Ready(Err(error.take().expect(DONE).into()));
+                }
+                StateProj::Waiting {
+                    mut sleep,
+                    pending,
+                    ticket,
+                    grant,
+                    limits,
+                } => {
+                    if let Some(held) = ticket {
+                        let at = match held.turn(limits, cx.waker()) {
+                            Turn::Go(go) => {
+                                (*ticket, *grant) = (None, Some(go));
+                                sleep.as_mut().reset(limits.end);
+                                continue;
+                            }
+                            Turn::Fail(error) => {
+                                this.state.set(State::Failed { error: Some(error) });
+                                continue;
+                            }
+                            Turn::At(at) => at.min(limits.wake_by(Instant::now())),
+                        };
+                        if sleep.deadline() != at {
+                            sleep.as_mut().reset(at);
+                        }
+                        ready!(sleep.poll(cx));
+                        continue;
+                    }
+                    let (service, _) = pending.as_mut().expect(DONE);
+                    let ready = service.poll_ready(cx).map_err(Into::into)?;
+                    let now = Instant::now();
+                    if ready.is_pending() || limits.deadline.is_some_and(|d| now >= d) {
+                        // Not ready by the end of its wait, or readied past its deadline.
+                        ready!(sleep.poll(cx));
+                        tracing::debug!("pacing: inner service not ready in time");
+                        let error = Some(limits.expired(Instant::now()));
+                        this.state.set(State::Failed { error });
+                        continue;
+                    }
+                    let (mut service, request) = pending.take().expect(DONE);
+                    crate::send_mark::send(request.extensions(), now);
+                    let grant = grant.take();
+                    let future = service.call(request);
+                    this.state.set(State::Calling { future, grant });
+                }
+                StateProj::Calling { future, grant } => {
+                    let mut result = ready!(future.poll(cx));
+                    // Transport errors leave the pace alone: they say nothing of the
+                    // server's load, and a dead host must not slow the others down.
+                    if let (Ok(response), Some(grant)) = (&mut result, grant.take()) {
+                        let (status, headers) = (response.status(), response.headers());
+                        let said = grant.finish(status, headers, this.clock.as_deref());
+                        // Read once: the retry layer above takes the delay from here.
+                        said.share(response.extensions_mut());
+                    }
+                    return Poll::Ready(result.map_err(Into::into));
+                }
+            }
         }
+    }
+}
+
+impl<S: Service<Request<B>>, B> std::fmt::Debug for ResponseFuture<S, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &self.state {
+            State::Failed { .. } => "Failed",
+            State::Waiting { ticket, .. } if ticket.is_some() => "Queued",
+            State::Waiting { .. } => "Ready",
+            State::Calling { .. } => "Calling",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish_non_exhaustive()
     }
 }

@@ -206,3 +206,106 @@ fn the_expected_wait_follows_the_start_up() {
     let wait = control.expected_wait(100, t0);
     assert!(wait < Duration::from_secs(1), "{wait:?}");
 }
+
+#[test]
+fn a_full_window_grows_with_successes_and_doubles_when_stalled() {
+    let t0 = Instant::now();
+    let mut control = Controller::new(2, config(), t0);
+    let first = control.send(t0);
+    control.send(t0);
+    assert_eq!(control.ready_at(t0), Some(t0 + STALL));
+    control.answered(first, Answer::Served, None, t0);
+    assert_eq!(control.ready_at(t0), None);
+    control.send(t0);
+    // Full at 3; a second without response: 6.
+    assert_eq!(control.ready_at(t0 + STALL), None);
+    assert_eq!(control.window, Some(6));
+    for _ in 0..5 {
+        let sent = control.send(t0 + STALL);
+        control.answered(sent, Answer::Served, None, t0 + STALL);
+    }
+    assert_eq!(control.window, Some(11));
+    for _ in 0..3 {
+        control.widen(control.window.map(|limit| limit * 2));
+    }
+    assert_eq!(control.window, None, "open at {OPEN_WINDOW}");
+    assert_eq!(Controller::new(0, config(), t0).window, None);
+}
+
+mod served {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_steady_rate_reads_as_itself_and_a_burst_as_a_few_in_a_second() {
+        let t0 = Instant::now();
+        let mut served = Served::new(t0);
+        for i in 0..10 {
+            served.add(true, t0 + ms(i));
+        }
+        assert_eq!(served.in_window(t0 + ms(10)), 10.0);
+        assert_eq!(served.rate(ms(100), t0 + ms(10)), 100.0);
+        let mut steady = Served::new(t0);
+        for i in 0..150 {
+            steady.add(true, t0 + ms(20 * i));
+        }
+        let rate = steady.rate(ms(100), t0 + ms(2990));
+        assert!((rate - 50.0).abs() < 1.5, "{rate}");
+    }
+
+    #[test]
+    fn a_quiet_destination_reads_zero_and_since_counts_from_the_last_take() {
+        let t0 = Instant::now();
+        let mut served = Served::new(t0);
+        served.add(true, t0);
+        served.add(true, t0 + ms(5));
+        assert_eq!(served.take_since(), 2);
+        assert_eq!(served.take_since(), 0);
+        assert_eq!(served.in_window(t0 + ms(5000)), 0.0);
+    }
+}
+
+mod room {
+    use super::*;
+
+    fn left(remaining: u64) -> QuotaLeft {
+        QuotaLeft {
+            remaining,
+            reset: Some(Duration::from_secs(1)),
+        }
+    }
+
+    #[test]
+    fn the_room_is_counted_down_by_later_sends_until_the_reset() {
+        let t0 = Instant::now();
+        let max = Duration::from_secs(60);
+        let room = Room::reported(None, 10, left(2), max, t0).unwrap();
+        assert_eq!(room.spent_until(11, t0), None);
+        let reset = t0 + Duration::from_secs(1);
+        assert_eq!(room.spent_until(12, t0), Some(reset));
+        assert_eq!(room.spent_until(12, reset), None);
+        assert_eq!(room.pace(10, t0), Some(2.0));
+        assert_eq!(room.pace(11, t0 + Duration::from_millis(500)), Some(2.0));
+        let no_reset = QuotaLeft {
+            remaining: 0,
+            reset: None,
+        };
+        assert!(Room::reported(None, 10, no_reset, max, t0).is_none());
+    }
+
+    #[test]
+    fn a_client_sharing_the_quota_counts_its_share_of_the_room() {
+        let t0 = Instant::now();
+        let max = Duration::from_secs(60);
+        let first = Room::reported(None, 1, left(40), max, t0);
+        // Two of this client's sends later, the quota lost 8: others took 6.
+        let later = Room::reported(first, 3, left(32), max, t0).unwrap();
+        assert_eq!(later.left(3), 8);
+        // A new window (the count went up) keeps the share until it is measured again.
+        let next = Room::reported(Some(later), 4, left(50), max, t0).unwrap();
+        assert_eq!(next.left(4), 12);
+    }
+}
