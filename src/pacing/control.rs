@@ -175,7 +175,9 @@ impl Controller {
             let delivered = self.served.rate(STARTUP_DOUBLING, now);
             rate = rate.min(2.0 * delivered.max(curve.base));
         }
-        let room = self.room.and_then(|room| room.pace(self.sends, now));
+        let room = self
+            .room
+            .and_then(|room| room.pace(self.sends, self.in_flight, now));
         let caps = [self.config.known, room].into_iter().flatten();
         Some(caps.fold(rate, f64::min).max(MIN_RATE))
     }
@@ -183,7 +185,9 @@ impl Controller {
     /// Until when nothing may leave: a cool-down, or the reported room spent.
     pub(crate) fn closed_until(&mut self, now: Instant) -> Option<Instant> {
         self.room = self.room.filter(|room| now < room.reset_at);
-        let spent = self.room.and_then(|room| room.spent_until(self.sends, now));
+        let spent = self
+            .room
+            .and_then(|room| room.spent_until(self.sends, self.in_flight, now));
         self.cooldown(now).max(spent)
     }
 
@@ -298,7 +302,9 @@ impl Controller {
 
     /// A refusal cuts the pace once per round (the sends since the last cut), as TCP does.
     fn refused(&mut self, sent: Sent, asked: Option<Duration>, now: Instant) -> Reaction {
-        let spent = self.room.and_then(|room| room.spent_until(self.sends, now));
+        let spent = self
+            .room
+            .and_then(|room| room.spent_until(self.sends, self.in_flight, now));
         if spent.is_some() {
             // The spent room explains it: no news of the pace.
             if let Some(asked) = asked {
@@ -489,20 +495,23 @@ impl Room {
         Some(room)
     }
 
-    /// What is left of this client's part of the room after the sends up to `sends`.
-    fn left(&self, sends: u64) -> u64 {
+    /// What is left of this client's part of the room after the sends up to `sends`,
+    /// `in_flight` of them unanswered: a request sent before the report may reach the
+    /// server after it, so every one in flight counts against the room.
+    fn left(&self, sends: u64, in_flight: u32) -> u64 {
         let part = (self.remaining as f64 * self.share).floor() as u64;
-        part.saturating_sub(sends.saturating_sub(self.number))
+        let since = sends.saturating_sub(self.number);
+        part.saturating_sub(since.max(u64::from(in_flight)))
     }
 
     /// The reset, if the sends up to number `sends` spent the room before it.
-    pub(crate) fn spent_until(&self, sends: u64, now: Instant) -> Option<Instant> {
-        (now < self.reset_at && self.left(sends) == 0).then_some(self.reset_at)
+    pub(crate) fn spent_until(&self, sends: u64, in_flight: u32, now: Instant) -> Option<Instant> {
+        (now < self.reset_at && self.left(sends, in_flight) == 0).then_some(self.reset_at)
     }
 
     /// The pace that spreads what is left until the reset (the IETF `RateLimit` draft's advice).
-    pub(crate) fn pace(&self, sends: u64, now: Instant) -> Option<f64> {
-        let left = self.left(sends);
+    pub(crate) fn pace(&self, sends: u64, in_flight: u32, now: Instant) -> Option<f64> {
+        let left = self.left(sends, in_flight);
         let until = self.reset_at.saturating_duration_since(now).as_secs_f64();
         (left > 0 && until > 0.0).then(|| left as f64 / until)
     }
