@@ -186,14 +186,20 @@ fn reported_room_holds_and_spreads() {
         control.send(t0);
     }
     assert_eq!(control.ready_at(t0), Some(t0 + Duration::from_secs(1)));
+    // One still in flight counts against the room: it may reach the server after.
+    control.release(t0);
+    assert_eq!(control.ready_at(t0), Some(t0 + Duration::from_secs(1)));
+    control.release(t0);
     // Once paced (a refusal the room does not explain), the room left is spread until
     // the reset: 10 in a second.
     let now = t0 + Duration::from_secs(1);
     let sent = control.send(now);
     control.answered(sent, Answer::Refused(None), None, now);
+    control.release(now);
     let later = now + Duration::from_millis(500);
     let sent = control.send(later);
     control.answered(sent, Answer::Served, Some(left(10)), later);
+    control.release(later);
     assert_eq!(control.rate(later), Some(10.0));
 }
 
