@@ -12,11 +12,12 @@
 //! | [`REOPEN_AFTER`] | 10 s | matrix row 4: the pace grows past any limit by then |
 //! | [`SERVED_WINDOW`] | 1 s | the window of most published limits (matrix row 1) |
 //! | [`OPEN_WINDOW`] | 64 | the slow start's end (TCP's initial `ssthresh` is of that order) |
-//! | [`STALL`] | 1 s | a slow server holds a burst back about a second (matrix row 6) |
+//! | [`STALL`] | 1 s | a request in flight longer leaves the slow start's count, as an answer would (RFC 6298's timer; matrix row 6) |
 //! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 5 s | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5) |
 
 use crate::retry_after::QuotaLeft;
 use crate::time::instant_after;
+use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -36,8 +37,9 @@ pub(crate) const FIRST_PROBE: Duration = Duration::from_millis(100);
 pub(crate) const MAX_PROBE: Duration = Duration::from_secs(5);
 /// The slow start ends once the window reaches this many requests in flight.
 pub(crate) const OPEN_WINDOW: u32 = 64;
-/// A full window with no response for this long doubles: a slow server holds a burst
-/// back a second or so, not until its slowest answer.
+/// A request in flight this long no longer counts against the slow-start window (a
+/// slow answer or a long-poll says nothing of a rate; TCP's timer, RFC 6298, likewise
+/// stops counting a segment as in flight).
 pub(crate) const STALL: Duration = Duration::from_secs(1);
 
 /// What an answer says of the destination's capacity.
@@ -123,11 +125,11 @@ pub(crate) struct Controller {
     /// `None`: not paced.
     curve: Option<Curve>,
     /// The slow start's limit on requests in flight, while it never refused: one more per
-    /// success, doubled per [`STALL`] spent full. `None` after a refusal or at [`OPEN_WINDOW`].
+    /// success. `None` after a refusal or at [`OPEN_WINDOW`].
     window: Option<u32>,
     in_flight: u32,
-    /// The last response, window growth or start.
-    progress_at: Instant,
+    /// The sends of the slow start still in flight, oldest first: (number, when).
+    starting: VecDeque<(u64, Instant)>,
     served: Served,
     round: u64,
     sends: u64,
@@ -148,7 +150,7 @@ impl Controller {
             curve: config.known.map(|rate| Curve::new(now, rate, rate, false)),
             window: (config.known.is_none() && initial_window > 0).then_some(initial_window),
             in_flight: 0,
-            progress_at: now,
+            starting: VecDeque::new(),
             served: Served::new(now),
             round: 0,
             sends: 0,
@@ -208,15 +210,21 @@ impl Controller {
             return Some(until);
         }
         let Some(rate) = self.rate(now) else {
-            while let Some(limit) = self.window.filter(|&limit| self.in_flight >= limit) {
-                let grow_at = instant_after(self.progress_at, STALL);
-                if now < grow_at {
-                    return Some(grow_at);
+            // One out of the count widens the window as an answer would: with no answer
+            // at all, the window doubles every second.
+            while let Some(&(_, at)) = self.starting.front() {
+                if instant_after(at, STALL) > now {
+                    break;
                 }
-                self.progress_at = now;
-                self.widen(Some(limit.saturating_mul(2)));
+                self.starting.pop_front();
+                self.widen(self.window.map(|limit| limit.saturating_add(1)));
             }
-            return None;
+            let limit = self.window? as usize;
+            let oldest = self
+                .starting
+                .front()
+                .map(|&(_, at)| instant_after(at, STALL));
+            return oldest.filter(|_| self.starting.len() >= limit);
         };
         let next = instant_after(self.last_send?, interval(rate));
         (next > now).then_some(next)
@@ -240,16 +248,21 @@ impl Controller {
         self.in_flight = self.in_flight.saturating_add(1);
         self.sends = self.sends.saturating_add(1);
         self.last_send = Some(now);
+        if self.window.is_some() {
+            self.starting.push_back((self.sends, now));
+        }
         Sent {
             round: self.round,
             number: self.sends,
         }
     }
 
-    /// A request is no longer in flight.
-    pub(crate) fn release(&mut self, now: Instant) {
+    /// Request `sent` is no longer in flight.
+    pub(crate) fn release(&mut self, sent: Sent) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        self.progress_at = now;
+        if let Some(i) = self.starting.iter().position(|&(n, _)| n == sent.number) {
+            self.starting.remove(i);
+        }
     }
 
     pub(crate) fn in_flight(&self) -> u32 {
@@ -264,6 +277,9 @@ impl Controller {
     /// Sets the slow start's window to `limit`: open from [`OPEN_WINDOW`] on.
     fn widen(&mut self, limit: Option<u32>) {
         self.window = limit.filter(|&limit| limit < OPEN_WINDOW);
+        if self.window.is_none() {
+            self.starting.clear();
+        }
     }
 
     /// Learns from the answer to `sent` and the quota it reported.
@@ -293,7 +309,7 @@ impl Controller {
             }
             Answer::Refused(asked) => {
                 self.last_refusal = Some(now);
-                self.window = None;
+                self.widen(None);
                 self.refused(sent, asked.filter(|delay| !delay.is_zero()), now)
             }
             Answer::Other => Reaction::Nothing,

@@ -39,9 +39,9 @@ impl State {
         self.gauges.set(queue, rate);
     }
 
-    /// A request is no longer in flight.
-    fn release(&mut self, now: Instant) {
-        self.control.release(now);
+    /// Request `sent` is no longer in flight.
+    fn release(&mut self, sent: Sent, now: Instant) {
+        self.control.release(sent);
         self.last_active = now;
         if self.control.starting() {
             self.queue.wake(now, false);
@@ -154,7 +154,7 @@ impl Grant {
                 tracing::debug!(to = %self.0.key, ?answer, ?rate, "pacing: destination slows down");
             }
         }
-        s.release(now);
+        s.release(sent, now);
         s.report(now);
         said
     }
@@ -162,8 +162,8 @@ impl Grant {
 
 impl Drop for Grant {
     fn drop(&mut self) {
-        if self.1.is_some() {
-            lock(&self.0.state).release(Instant::now());
+        if let Some(sent) = self.1.take() {
+            lock(&self.0.state).release(sent, Instant::now());
         }
     }
 }
