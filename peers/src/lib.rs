@@ -1,6 +1,6 @@
-//! tower-backoff against its peers on loopback servers and real rate limiters: the
-//! servers, clients, loads and tables of the `peers` binary (issue #30), and the matrix of
-//! the `matrix` binary (issue #29).
+//! tower-backoff against its peers on loopback servers and real rate limiters. The
+//! servers, clients, loads and tables serve the `peers` binary (issue #30). The matrix is
+//! the `matrix` binary's (issue #29).
 
 pub mod attempts;
 pub mod clients;

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 /// Longest any one request may take before it is counted as failed.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// One request as the client saw it: when it started and ended (from the scenario's
-/// origin) and its final status or why it has none.
+/// One request as the client saw it: its start and end (from the scenario's origin). Also
+/// its final status, or why it has none.
 pub struct Done {
     pub id: u64,
     pub start: Duration,

@@ -1,6 +1,6 @@
-//! The loopback servers: real hyper HTTP/1.1 servers on `127.0.0.1:0`, each counting what
-//! it was sent, per request id (the `x-peer-id` header the harness sets, which every
-//! library copies into its retries).
+//! The loopback servers: real hyper HTTP/1.1 servers on `127.0.0.1:0`. Each counts what it
+//! was sent, per request id. The id is the `x-peer-id` header the harness sets; every
+//! library copies it into its retries.
 
 use bytes::Bytes;
 use http::{Method, Response, StatusCode};

@@ -1,13 +1,14 @@
 //! Issue #29's matrix: the pacing stack against the retry layer alone and its peers.
 //!
 //! `cargo run -p tower-backoff-peers --release --bin matrix -- --runs 10` runs six rows on
-//! real servers on 127.0.0.1: four rate limiters, random failures, an outage, a changing
-//! limit, two destinations, a slow server. `--short` is one run at small sizes of the two
-//! tower-backoff stacks only (CI, under 90 s); `--row N` runs one row. Libraries alternate within a run, in an order rotated
-//! each run. Each row prints a markdown table (min–max over the runs), then the targets
-//! list says, per row, whether the pacing stack met them. Missed targets still exit 0.
-//! A limiter that cannot start (no haproxy, no node) is skipped, with its reason; under
-//! `CI=true` it is an error (exit 1).
+//! real servers on 127.0.0.1. They are four rate limiters, random failures, an outage, a
+//! changing limit, two destinations and a slow server. `--short` is one run of the two
+//! tower-backoff stacks at small sizes (CI, under 90 s). `--row N` runs one row.
+//!
+//! Libraries alternate within a run, in an order rotated each run. Each row prints a
+//! markdown table, min–max over the runs. The targets list then says, per row, whether the
+//! pacing stack met them. Missed targets still exit 0. A limiter that cannot start (no
+//! haproxy, no node) is skipped with its reason. Under `CI=true` that is an error (exit 1).
 
 use std::time::Instant;
 use tower_backoff_peers::clients::Lib;

@@ -1,9 +1,10 @@
-//! Row 4: a limit that changes, 100 r/s, then 25, then 100 again (a leaky bucket with a
-//! burst of 10, 429 with `Retry-After: 1`); 20 workers send GETs back to back.
+//! Row 4: a limit that changes, 100 r/s, then 25, then 100 again. The limiter is a leaky
+//! bucket with a burst of 10, answering 429 with `Retry-After: 1`. 20 workers send GETs
+//! back to back.
 //!
-//! Following a change: the send rate (attempts in the trailing 500 ms, sampled every
-//! 100 ms) falls to ≤ 1.2× a lower limit, or rises to ≥ 0.8× a higher one. The figure is
-//! the time from the change until the first such sample.
+//! The send rate counts attempts in the trailing 500 ms, sampled every 100 ms. It follows
+//! a change once it is ≤ 1.2× a lower limit, or ≥ 0.8× a higher one. The figure is the
+//! time from the change until the first such sample.
 
 use super::{CONCURRENCY, Figures, Sizes, Unavailable, measure, unavailable};
 use crate::attempts::{Attempt, AttemptLog};
@@ -69,7 +70,7 @@ pub async fn run(lib: Lib, sizes: &Sizes) -> Result<Figures, Unavailable> {
 }
 
 /// Seconds from the change at `at` (from `before` to `after` r/s) until the send rate
-/// follows it; infinite if it never does within the `phase` after it.
+/// follows it. Infinite if it never does within the `phase` after it.
 fn follows(
     attempts: &[Attempt],
     (at, phase): (Duration, Duration),

@@ -82,8 +82,8 @@ pub async fn run(other: Other, lib: Lib, sizes: &Sizes) -> Result<Figures, Unava
     Ok(figures)
 }
 
-/// The healthy load through a fresh client of `lib`, with the other load if `other`: the
-/// healthy requests, and the figures of both (requests: 0, not known).
+/// The healthy load through a fresh client of `lib`, with the other load if `other`.
+/// Returns the healthy requests, and the figures of both (requests: 0, not known).
 async fn healthy_load(
     lib: Lib,
     other: Option<&Server>,

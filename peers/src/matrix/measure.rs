@@ -34,7 +34,8 @@ pub fn completed_per_bucket(done: &[Done], bucket: Duration, until: Duration) ->
     let count = (until.as_secs_f64() / bucket.as_secs_f64()).ceil() as usize;
     let mut buckets = vec![0; count];
     for d in done.iter().filter(|d| d.ok() && d.end < until) {
-        buckets[(d.end.as_secs_f64() / bucket.as_secs_f64()) as usize] += 1;
+        let index = (d.end.as_secs_f64() / bucket.as_secs_f64()) as usize;
+        buckets[index.min(count - 1)] += 1;
     }
     buckets
 }

@@ -1,5 +1,5 @@
-//! Row 6: a slow healthy server (answers after 1 to 2 s) and long-polls to it, through one
-//! client: 100 GETs 20 at a time, and 10 long-polls of 10 s at once beside them.
+//! Row 6: a slow healthy server (answers after 1 to 2 s) and long-polls to it. One client
+//! sends 100 GETs 20 at a time, and 10 long-polls of 10 s at once beside them.
 
 use super::{CONCURRENCY, Figures, Sizes, Unavailable, measure, unavailable};
 use crate::attempts::AttemptLog;

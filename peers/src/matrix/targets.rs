@@ -141,8 +141,8 @@ pub fn label(case: Case) -> String {
     format!("row {}, {what}", case.row())
 }
 
-/// The targets' line of `case`: met or missed overall, then each target with its worst
-/// figure over the runs (and how many runs missed it).
+/// The targets' line of `case`: met or missed overall, then each target. Each shows its
+/// worst figure over the runs, and how many runs missed it.
 pub fn report(case: Case, results: &Results) -> String {
     let paced = LIBS
         .iter()
@@ -183,8 +183,13 @@ fn check(target: &Target, runs: &[Figures], alone: &[Figures]) -> (bool, String)
     } else {
         format!("missed in {missed}/{} runs", values.len())
     };
+    let worst = if worst.is_infinite() {
+        "never".to_owned()
+    } else {
+        format!("{worst:.3}")
+    };
     let text = format!(
-        "{} {}: {verdict} (worst {worst:.2})",
+        "{} {}: {verdict} (worst {worst})",
         target.what,
         target.bound.show()
     );
