@@ -1,5 +1,6 @@
 //! The libraries compared, each set up as its README or docs show, behind one `send`.
 
+use crate::attempts::AttemptLog;
 use crate::servers::ID_HEADER;
 use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
@@ -11,15 +12,27 @@ use hyper_util::rt::TokioExecutor;
 use reqwest_middleware::ClientBuilder;
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tower::retry::budget::{Budget, TpsBudget};
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt};
-use tower_backoff::{ExponentialBackOff, PacingLayer, RetryLayer};
+use tower_backoff::{ExponentialBackOff, PacingError, PacingLayer, RetryLayer};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type TowerClient = BoxCloneService<Request<Full<Bytes>>, Response<Incoming>, BoxError>;
+type HyperResult = Result<Response<Incoming>, hyper_util::client::legacy::Error>;
+
+/// Why a request got no final status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// tower-backoff's pacing refused it (a [`PacingError`] in its error's chain).
+    Pacing,
+    /// Any other error: transport, body, or the harness's timeout.
+    Other,
+}
 
 /// One row of every table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +69,15 @@ impl Lib {
 
     /// A fresh client (fresh connection pool, budget and pacing state).
     pub fn client(self) -> Client {
+        self.build(None)
+    }
+
+    /// [`client`](Self::client), logging every attempt it sends into `log`.
+    pub fn logged(self, log: Arc<AttemptLog>) -> Client {
+        self.build(Some(log))
+    }
+
+    fn build(self, log: Option<Arc<AttemptLog>>) -> Client {
         // reqwest reads proxy variables by default; hyper-util's client does not.
         let reqwest = || {
             reqwest::Client::builder()
@@ -63,18 +85,20 @@ impl Lib {
                 .build()
                 .expect("a reqwest client")
         };
-        let hyper = || HyperClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+        let hyper = || hyper_logged(log.clone());
         match self {
             Lib::ReqwestRetry => {
-                // reqwest-middleware's README, as is (but for its tracing middleware).
+                // reqwest-middleware's README, as is (but for its tracing middleware); the
+                // log under the retry sees each attempt.
                 let retry_policy = ExponentialBackoff::builder().build_with_max_retries(3);
-                Client::Middleware(
-                    ClientBuilder::new(reqwest())
-                        .with(RetryTransientMiddleware::new_with_policy(retry_policy))
-                        .build(),
-                )
+                let builder = ClientBuilder::new(reqwest())
+                    .with(RetryTransientMiddleware::new_with_policy(retry_policy));
+                Client::Middleware(match log {
+                    Some(log) => builder.with(LogMiddleware(log)).build(),
+                    None => builder.build(),
+                })
             }
-            Lib::Backon => Client::Backon(reqwest()),
+            Lib::Backon => Client::Backon(reqwest(), log),
             Lib::TowerRetry | Lib::TowerRetryBudget => {
                 let budget = (self == Lib::TowerRetryBudget)
                     .then(|| Arc::new(TpsBudget::new(Duration::from_secs(10), 10, 0.2)));
@@ -112,19 +136,83 @@ impl Lib {
     }
 }
 
+/// hyper-util's client, each attempt logged into `log` if any; its error type is kept, so
+/// that error classifiers see hyper-util's error.
+fn hyper_logged(
+    log: Option<Arc<AttemptLog>>,
+) -> impl tower::Service<
+    TowerReq,
+    Response = Response<Incoming>,
+    Error = hyper_util::client::legacy::Error,
+    Future = Pin<Box<dyn Future<Output = HyperResult> + Send>>,
+> + Clone
++ Send
++ 'static {
+    let client = HyperClient::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    tower::service_fn(move |req: TowerReq| {
+        let (sent, port) = (Instant::now(), req.uri().port_u16().unwrap_or(80));
+        let response = client.request(req);
+        let log = log.clone();
+        Box::pin(async move {
+            let result = response.await;
+            if let Some(log) = log {
+                log.record(
+                    sent,
+                    port,
+                    result.as_ref().map_or(0, |r| r.status().as_u16()),
+                );
+            }
+            result
+        }) as Pin<Box<dyn Future<Output = HyperResult> + Send>>
+    })
+}
+
+/// A reqwest-middleware middleware logging each attempt that passes it.
+struct LogMiddleware(Arc<AttemptLog>);
+
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for LogMiddleware {
+    async fn handle(
+        &self,
+        req: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        let (sent, port) = (Instant::now(), req.url().port_or_known_default());
+        let result = next.run(req, extensions).await;
+        let status = result.as_ref().map_or(0, |r| r.status().as_u16());
+        self.0.record(sent, port.unwrap_or(80), status);
+        result
+    }
+}
+
 /// A client of any row; cloned into each task.
 #[derive(Clone)]
 pub enum Client {
     Middleware(reqwest_middleware::ClientWithMiddleware),
-    Backon(reqwest::Client),
+    Backon(reqwest::Client, Option<Arc<AttemptLog>>),
     Tower(TowerClient),
 }
 
 /// Why a backon attempt failed: what its `.when(...)` looks at.
 #[derive(Debug)]
-enum Failure {
+enum AttemptFailure {
     Transport,
     Status(StatusCode),
+}
+
+/// A [`Failure`] of an error: pacing's if a [`PacingError`] is in its chain.
+fn failure_of(error: &(dyn std::error::Error + 'static)) -> Failure {
+    let mut next = Some(error);
+    // Bounded: error chains are short; 32 links at most are looked at.
+    for _ in 0..32 {
+        let Some(error) = next else { break };
+        if error.downcast_ref::<PacingError>().is_some() {
+            return Failure::Pacing;
+        }
+        next = error.source();
+    }
+    Failure::Other
 }
 
 /// The statuses every row retries: 5xx and 429.
@@ -136,6 +224,16 @@ impl Client {
     /// Sends one request (with its retries) and reads the final response's body; the
     /// final status, or `None` for an error.
     pub async fn send(self, method: Method, url: String, id: u64) -> Option<StatusCode> {
+        self.outcome(method, url, id).await.ok()
+    }
+
+    /// [`send`](Self::send), telling why a request failed.
+    pub async fn outcome(
+        self,
+        method: Method,
+        url: String,
+        id: u64,
+    ) -> Result<StatusCode, Failure> {
         let body = if method == Method::POST {
             Bytes::from_static(b"{\"order\":42}")
         } else {
@@ -149,12 +247,13 @@ impl Client {
                     .body(body)
                     .send()
                     .await
-                    .ok()?;
+                    .map_err(|_| Failure::Other)?;
                 let status = res.status();
-                res.bytes().await.ok()?;
-                Some(status)
+                res.bytes().await.map_err(|_| Failure::Other)?;
+                Ok(status)
             }
-            Client::Backon(client) => {
+            Client::Backon(client, log) => {
+                let port = port_of(&url);
                 // backon's README: a future factory, `.retry(ExponentialBuilder::default())`,
                 // `.sleep(tokio::time::sleep)`, `.when(...)`: here transport errors and
                 // 5xx/429, as a reqwest user would write it.
@@ -163,12 +262,19 @@ impl Client {
                         .request(method.clone(), &url)
                         .header(ID_HEADER, id)
                         .body(body.clone());
+                    let log = log.clone();
                     async move {
-                        let res = request.send().await.map_err(|_| Failure::Transport)?;
+                        let sent = Instant::now();
+                        let res = request.send().await;
+                        if let Some(log) = &log {
+                            let status = res.as_ref().map_or(0, |r| r.status().as_u16());
+                            log.record(sent, port, status);
+                        }
+                        let res = res.map_err(|_| AttemptFailure::Transport)?;
                         let status = res.status();
-                        res.bytes().await.map_err(|_| Failure::Transport)?;
+                        res.bytes().await.map_err(|_| AttemptFailure::Transport)?;
                         if retryable(status) {
-                            Err(Failure::Status(status))
+                            Err(AttemptFailure::Status(status))
                         } else {
                             Ok(status)
                         }
@@ -177,11 +283,11 @@ impl Client {
                 match attempt
                     .retry(ExponentialBuilder::default())
                     .sleep(tokio::time::sleep)
-                    .when(|e| matches!(e, Failure::Transport | Failure::Status(_)))
+                    .when(|e| matches!(e, AttemptFailure::Transport | AttemptFailure::Status(_)))
                     .await
                 {
-                    Ok(status) | Err(Failure::Status(status)) => Some(status),
-                    Err(Failure::Transport) => None,
+                    Ok(status) | Err(AttemptFailure::Status(status)) => Ok(status),
+                    Err(AttemptFailure::Transport) => Err(Failure::Other),
                 }
             }
             Client::Tower(service) => {
@@ -191,13 +297,24 @@ impl Client {
                     .header(ID_HEADER, id)
                     .body(Full::new(body))
                     .expect("a valid request");
-                let res = service.oneshot(req).await.ok()?;
+                let res = service.oneshot(req).await.map_err(|e| failure_of(&*e))?;
                 let status = res.status();
-                res.into_body().collect().await.ok()?;
-                Some(status)
+                res.into_body()
+                    .collect()
+                    .await
+                    .map_err(|_| Failure::Other)?;
+                Ok(status)
             }
         }
     }
+}
+
+/// The port of a loopback URL (80 if it names none).
+fn port_of(url: &str) -> u16 {
+    url.parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.port_u16())
+        .unwrap_or(80)
 }
 
 /// tower's `Retry` policy a user writes from tower's docs: retry errors, 5xx and 429 at

@@ -8,18 +8,13 @@
 //! `--scenario NAME` runs one scenario, `--short` one run at smaller sizes (CI, < 60 s).
 //! Only 127.0.0.1 is used; every loop is bounded in count and time.
 
-mod clients;
-mod servers;
-
-use clients::{Client, Lib};
-use http::{Method, StatusCode};
+use http::Method;
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-/// Longest any one request may take before it is counted as failed.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+use tower_backoff_peers::clients::Lib;
+use tower_backoff_peers::load::{Done, fixed_load, timed_load};
+use tower_backoff_peers::report::range;
+use tower_backoff_peers::servers;
 
 /// The four scenarios, by their command-line names.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -82,82 +77,6 @@ const BURST: f64 = 10.0;
 /// The share of answers that are 503 in the random-failures scenario.
 const FAILURE_SHARE: f64 = 0.2;
 
-/// One request as the client saw it: when it started and ended (from the scenario's
-/// origin) and its final status (`None`: an error or a timeout).
-struct Done {
-    id: u64,
-    start: Duration,
-    end: Duration,
-    status: Option<StatusCode>,
-}
-
-impl Done {
-    fn ok(&self) -> bool {
-        self.status == Some(StatusCode::OK)
-    }
-}
-
-/// Sends one request, bounded by `REQUEST_TIMEOUT`, and records it.
-async fn timed(client: Client, method: Method, url: String, id: u64, origin: Instant) -> Done {
-    let start = origin.elapsed();
-    let status = tokio::time::timeout(REQUEST_TIMEOUT, client.send(method, url, id))
-        .await
-        .ok()
-        .flatten();
-    Done {
-        id,
-        start,
-        end: origin.elapsed(),
-        status,
-    }
-}
-
-/// `n` requests, `CONCURRENCY` at a time, ids `0..n`.
-async fn fixed_load(
-    client: &Client,
-    method: Method,
-    url: &str,
-    n: u64,
-    origin: Instant,
-) -> Vec<Done> {
-    let next = Arc::new(AtomicU64::new(0));
-    let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..CONCURRENCY {
-        let (client, method, url, next) =
-            (client.clone(), method.clone(), url.to_owned(), next.clone());
-        workers.spawn(async move {
-            let mut done = Vec::new();
-            loop {
-                let id = next.fetch_add(1, Ordering::Relaxed);
-                if id >= n {
-                    return done;
-                }
-                done.push(timed(client.clone(), method.clone(), url.clone(), id, origin).await);
-            }
-        });
-    }
-    workers.join_all().await.into_iter().flatten().collect()
-}
-
-/// `CONCURRENCY` workers sending GETs back to back until `window` has passed since
-/// `origin`; requests in flight then are awaited (each bounded by `REQUEST_TIMEOUT`).
-async fn timed_load(client: &Client, url: &str, window: Duration, origin: Instant) -> Vec<Done> {
-    let next = Arc::new(AtomicU64::new(0));
-    let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..CONCURRENCY {
-        let (client, url, next) = (client.clone(), url.to_owned(), next.clone());
-        workers.spawn(async move {
-            let mut done = Vec::new();
-            while origin.elapsed() < window {
-                let id = next.fetch_add(1, Ordering::Relaxed);
-                done.push(timed(client.clone(), Method::GET, url.clone(), id, origin).await);
-            }
-            done
-        });
-    }
-    workers.join_all().await.into_iter().flatten().collect()
-}
-
 /// The figures of one scenario for one library in one run, by column.
 type Figures = Vec<f64>;
 
@@ -168,7 +87,14 @@ async fn run_one(scenario: Scenario, lib: Lib, sizes: Sizes, run: u64) -> std::i
             let (server, counts) = servers::rate_limiter(RATE, BURST).await?;
             let url = format!("http://{}/", server.addr);
             let origin = Instant::now();
-            let done = fixed_load(&client, Method::GET, &url, sizes.rate_requests, origin).await;
+            let done = fixed_load(
+                &client,
+                Method::GET,
+                &url,
+                (sizes.rate_requests, CONCURRENCY),
+                origin,
+            )
+            .await;
             let time = origin.elapsed().as_secs_f64();
             let ideal = sizes.rate_requests as f64 / RATE;
             let ok = done.iter().filter(|d| d.ok()).count();
@@ -184,7 +110,14 @@ async fn run_one(scenario: Scenario, lib: Lib, sizes: Sizes, run: u64) -> std::i
             let (server, counts) = servers::random_failures(FAILURE_SHARE, run).await?;
             let url = format!("http://{}/", server.addr);
             let origin = Instant::now();
-            let done = fixed_load(&client, Method::GET, &url, sizes.random_requests, origin).await;
+            let done = fixed_load(
+                &client,
+                Method::GET,
+                &url,
+                (sizes.random_requests, CONCURRENCY),
+                origin,
+            )
+            .await;
             let time = origin.elapsed().as_secs_f64();
             let ok = done.iter().filter(|d| d.ok()).count();
             vec![ok as f64, time, counts.attempts() as f64]
@@ -193,7 +126,7 @@ async fn run_one(scenario: Scenario, lib: Lib, sizes: Sizes, run: u64) -> std::i
             let origin = Instant::now();
             let (server, counts) = servers::outage(origin, sizes.outage).await?;
             let url = format!("http://{}/", server.addr);
-            let done = timed_load(&client, &url, sizes.outage_window, origin).await;
+            let done = timed_load(&client, &url, (sizes.outage_window, CONCURRENCY), origin).await;
             let per_id = counts.per_id();
             let in_outage: Vec<&Done> = done.iter().filter(|d| d.start < sizes.outage).collect();
             let attempts: u64 = in_outage
@@ -220,11 +153,18 @@ async fn run_one(scenario: Scenario, lib: Lib, sizes: Sizes, run: u64) -> std::i
             let (server, counts) = servers::post_hang_up().await?;
             let url = format!("http://{}/orders", server.addr);
             let origin = Instant::now();
-            let done = fixed_load(&client, Method::POST, &url, sizes.posts, origin).await;
+            let done = fixed_load(
+                &client,
+                Method::POST,
+                &url,
+                (sizes.posts, CONCURRENCY),
+                origin,
+            )
+            .await;
             let per_id = counts.per_id();
             let processed: u64 = per_id.values().map(|&n| u64::from(n)).sum();
             let most = per_id.values().copied().max().unwrap_or(0);
-            let answered = done.iter().filter(|d| d.status.is_some()).count();
+            let answered = done.iter().filter(|d| d.status().is_some()).count();
             vec![
                 processed as f64,
                 f64::from(most),
@@ -234,17 +174,6 @@ async fn run_one(scenario: Scenario, lib: Lib, sizes: Sizes, run: u64) -> std::i
             ]
         }
     })
-}
-
-/// `min–max` of `values` with `decimals` decimals (one value when they agree).
-fn range(values: &[f64], decimals: usize) -> String {
-    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if !min.is_finite() {
-        return "–".into();
-    }
-    let (a, b) = (format!("{min:.decimals$}"), format!("{max:.decimals$}"));
-    if a == b { a } else { format!("{a}–{b}") }
 }
 
 /// The markdown table of one scenario: one row per library, min–max over runs per column.

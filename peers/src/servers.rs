@@ -1,6 +1,6 @@
-//! The four loopback servers: real hyper HTTP/1.1 servers on `127.0.0.1:0`, each counting
-//! what it was sent, per request id (the `x-peer-id` header the harness sets, which every
-//! library copies into its retries).
+//! The loopback servers: real hyper HTTP/1.1 servers on `127.0.0.1:0`. Each counts what it
+//! was sent, per request id. The id is the `x-peer-id` header the harness sets; every
+//! library copies it into its retries.
 
 use bytes::Bytes;
 use http::{Method, Response, StatusCode};
@@ -24,6 +24,9 @@ pub const ID_HEADER: &str = "x-peer-id";
 
 /// What a handler answers: a response, or `None` to close the connection unanswered.
 type Handler = Arc<dyn Fn(&Method, u64) -> Option<Response<Full<Bytes>>> + Send + Sync>;
+
+/// How long the server waits before answering a request for a path.
+type Delay = Arc<dyn Fn(&str) -> Duration + Send + Sync>;
 
 /// A running server; dropping it stops it and every connection it holds.
 pub struct Server {
@@ -52,6 +55,11 @@ impl std::error::Error for HangUp {}
 /// Serves `handler` on a fresh loopback port. The request body is read in full first, so
 /// that a request the handler sees was received whole (a POST is "processed").
 async fn serve(handler: Handler) -> std::io::Result<Server> {
+    serve_after(handler, Arc::new(|_: &str| Duration::ZERO)).await
+}
+
+/// [`serve`], each answer sent `delay(path)` after the request was read.
+async fn serve_after(handler: Handler, delay: Delay) -> std::io::Result<Server> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let task = tokio::spawn(async move {
@@ -64,12 +72,16 @@ async fn serve(handler: Handler) -> std::io::Result<Server> {
                         tokio::time::sleep(Duration::from_millis(10)).await;
                         continue;
                     };
-                    let handler = handler.clone();
+                    let (handler, delay) = (handler.clone(), delay.clone());
                     let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
-                        let handler = handler.clone();
+                        let (handler, delay) = (handler.clone(), delay.clone());
                         async move {
                             let (parts, body) = req.into_parts();
                             body.collect().await.map_err(BoxError::from)?;
+                            let pause = delay(parts.uri.path());
+                            if !pause.is_zero() {
+                                tokio::time::sleep(pause).await;
+                            }
                             let id = parts
                                 .headers
                                 .get(ID_HEADER)
@@ -128,6 +140,15 @@ impl Counts {
 /// A token bucket of `rate` per second holding at most `burst`: 200 while a token is
 /// left, else 429 with `Retry-After: 1`. `refused` counts the 429s.
 pub async fn rate_limiter(rate: f64, burst: f64) -> std::io::Result<(Server, Arc<Counts>)> {
+    changing_rate_limiter(Instant::now(), Arc::new(move |_| rate), burst).await
+}
+
+/// [`rate_limiter`] whose rate is `rate(t)` at `t` after `origin`: a limit that changes.
+pub async fn changing_rate_limiter(
+    origin: Instant,
+    rate: Arc<dyn Fn(Duration) -> f64 + Send + Sync>,
+    burst: f64,
+) -> std::io::Result<(Server, Arc<Counts>)> {
     let counts = Arc::new(Counts::default());
     let bucket = Mutex::new((burst, Instant::now()));
     let c = counts.clone();
@@ -135,7 +156,8 @@ pub async fn rate_limiter(rate: f64, burst: f64) -> std::io::Result<(Server, Arc
         c.record(id);
         let mut b = bucket.lock().unwrap();
         let now = Instant::now();
-        b.0 = (b.0 + now.duration_since(b.1).as_secs_f64() * rate).min(burst);
+        let per_second = rate(now.saturating_duration_since(origin));
+        b.0 = (b.0 + now.duration_since(b.1).as_secs_f64() * per_second).min(burst);
         b.1 = now;
         if b.0 >= 1.0 {
             b.0 -= 1.0;
@@ -205,4 +227,40 @@ pub async fn post_hang_up() -> std::io::Result<(Server, Arc<Counts>)> {
     }))
     .await?;
     Ok((server, counts))
+}
+
+/// 200 to everything, at once.
+pub async fn healthy() -> std::io::Result<(Server, Arc<Counts>)> {
+    let counts = Arc::new(Counts::default());
+    let c = counts.clone();
+    let server = serve(Arc::new(move |_: &Method, id| {
+        c.record(id);
+        Some(reply(StatusCode::OK))
+    }))
+    .await?;
+    Ok((server, counts))
+}
+
+/// 200 to everything, after a pause: `long_poll` for paths starting with `/poll`, else a
+/// duration drawn uniformly from `slow` (seeded with `seed`).
+pub async fn slow(
+    slow: std::ops::Range<Duration>,
+    long_poll: Duration,
+    seed: u64,
+) -> std::io::Result<(Server, Arc<Counts>)> {
+    let counts = Arc::new(Counts::default());
+    let c = counts.clone();
+    let rng = Mutex::new(StdRng::seed_from_u64(seed));
+    let delay = Arc::new(move |path: &str| {
+        if path.starts_with("/poll") {
+            long_poll
+        } else {
+            rng.lock().unwrap().random_range(slow.clone())
+        }
+    });
+    let handler = Arc::new(move |_: &Method, id| {
+        c.record(id);
+        Some(reply(StatusCode::OK))
+    });
+    Ok((serve_after(handler, delay).await?, counts))
 }

@@ -1,0 +1,94 @@
+//! Row 4: a limit that changes, 100 r/s, then 25, then 100 again. The limiter is a leaky
+//! bucket with a burst of 10, answering 429 with `Retry-After: 1`. 20 workers send GETs
+//! back to back.
+//!
+//! The send rate counts attempts in the trailing 500 ms, sampled every 100 ms. It follows
+//! a change once it is ≤ 1.2× a lower limit, or ≥ 0.8× a higher one. The figure is the
+//! time from the change until the first such sample.
+
+use super::{CONCURRENCY, Figures, Sizes, Unavailable, measure, unavailable};
+use crate::attempts::{Attempt, AttemptLog};
+use crate::clients::Lib;
+use crate::load::timed_load;
+use crate::servers;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The three limits, each for one phase.
+pub const RATES: [f64; 3] = [100.0, 25.0, 100.0];
+const BURST: f64 = 10.0;
+/// The trailing window of the send rate, and the step of its samples.
+const WINDOW: Duration = Duration::from_millis(500);
+const STEP: Duration = Duration::from_millis(100);
+
+pub const COLUMNS: &[(&str, usize)] = &[
+    ("follows 100→25 s", 2),
+    ("follows 25→100 s", 2),
+    ("sent r/s, 2nd half of phase 1", 0),
+    ("phase 2", 0),
+    ("phase 3", 0),
+];
+
+pub fn title(sizes: &Sizes) -> String {
+    format!(
+        "Row 4, a limit that changes: {} r/s, then {}, then {}, {} s each (leaky bucket, burst {BURST}, 429 + Retry-After: 1); \
+         {CONCURRENCY} workers, GETs back to back. Follows: from the change until the send rate \
+         (attempts in the trailing 500 ms, every 100 ms) is ≤ 1.2× a lower limit or ≥ 0.8× a higher one",
+        RATES[0],
+        RATES[1],
+        RATES[2],
+        sizes.phase.as_secs_f64()
+    )
+}
+
+pub async fn run(lib: Lib, sizes: &Sizes) -> Result<Figures, Unavailable> {
+    let origin = Instant::now();
+    let phase = sizes.phase;
+    let rate = Arc::new(move |t: Duration| {
+        let index = (t.as_secs_f64() / phase.as_secs_f64()) as usize;
+        RATES[index.min(RATES.len() - 1)]
+    });
+    let (server, _) = servers::changing_rate_limiter(origin, rate, BURST)
+        .await
+        .map_err(|e| unavailable("changing limit", e))?;
+    let url = format!("http://{}/", server.addr);
+    let log = AttemptLog::new(origin);
+    let client = lib.logged(log.clone());
+    let done = timed_load(&client, &url, (phase * 3, CONCURRENCY), origin).await;
+    let attempts = log.snapshot();
+    let mut figures = measure::common(&done, &attempts);
+    figures.specific = vec![
+        follows(&attempts, (phase, phase), RATES[0], RATES[1]),
+        follows(&attempts, (phase * 2, phase), RATES[1], RATES[2]),
+    ];
+    for k in 0..RATES.len() as u32 {
+        let start = phase * k;
+        let rate = measure::send_rate(&attempts, start + phase / 2, start + phase);
+        figures.specific.push(rate);
+    }
+    Ok(figures)
+}
+
+/// Seconds from the change at `at` (from `before` to `after` r/s) until the send rate
+/// follows it. Infinite if it never does within the `phase` after it.
+fn follows(
+    attempts: &[Attempt],
+    (at, phase): (Duration, Duration),
+    before: f64,
+    after: f64,
+) -> f64 {
+    let samples = (phase.as_secs_f64() / STEP.as_secs_f64()) as u32;
+    for k in 1..=samples {
+        let t = at + STEP * k;
+        let rate = measure::send_rate(attempts, t.saturating_sub(WINDOW), t);
+        let followed = if after < before {
+            rate <= 1.2 * after
+        } else {
+            rate >= 0.8 * after
+        };
+        if followed {
+            return (STEP * k).as_secs_f64();
+        }
+    }
+    f64::INFINITY
+}

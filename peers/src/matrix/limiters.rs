@@ -1,0 +1,96 @@
+//! Row 1: four real rate limiters of four algorithms at 50 r/s, 300 GETs 20 at a time.
+//! Three are the lab's (tower_governor, express-rate-limit on Node, HAProxy); the leaky
+//! bucket with a burst of 10 is the peers' own server.
+
+use super::{CONCURRENCY, Figures, Sizes, Unavailable, measure, unavailable};
+use crate::attempts::AttemptLog;
+use crate::clients::Lib;
+use crate::load::fixed_load;
+use crate::servers;
+use http::Method;
+use std::time::Instant;
+use tower_backoff_lab::limiters::{Kind, Limiter, RateLimit};
+
+/// The limit of every limiter: 50 r/s (bursts of 10 where the algorithm has them).
+pub const LIMIT: RateLimit = RateLimit::TARGET;
+
+pub const COLUMNS: &[(&str, usize)] = &[("× ideal", 2)];
+
+/// A limiter's algorithm, and which server implements it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Algorithm {
+    Gcra,
+    FixedWindow,
+    SlidingWindow,
+    LeakyBucket,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 4] = [
+        Algorithm::Gcra,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::LeakyBucket,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Gcra => {
+                "token bucket / GCRA: tower_governor, burst 10, Retry-After rounded down"
+            }
+            Algorithm::FixedWindow => {
+                "fixed 1 s window: express-rate-limit (Node), Retry-After rounded up"
+            }
+            Algorithm::SlidingWindow => {
+                "sliding 1 s window counting refusals: HAProxy, Retry-After: 1"
+            }
+            Algorithm::LeakyBucket => "leaky bucket, burst 10: the peers' server, Retry-After: 1",
+        }
+    }
+
+    /// Starts the limiter: its URL, and what keeps it running until dropped.
+    async fn start(self) -> Result<(String, Box<dyn Send>), Unavailable> {
+        let kind = match self {
+            Algorithm::Gcra => Kind::Governor,
+            Algorithm::FixedWindow => Kind::Express,
+            Algorithm::SlidingWindow => Kind::Haproxy,
+            Algorithm::LeakyBucket => {
+                let rate = f64::from(LIMIT.per_second);
+                let (server, _) = servers::rate_limiter(rate, f64::from(LIMIT.burst))
+                    .await
+                    .map_err(|e| unavailable("leaky bucket", e))?;
+                return Ok((format!("http://{}/", server.addr), Box::new(server)));
+            }
+        };
+        let limiter = Limiter::start(kind, LIMIT).await?;
+        Ok((limiter.url("/"), Box::new(limiter)))
+    }
+}
+
+pub fn title(algorithm: Algorithm, sizes: &Sizes) -> String {
+    format!(
+        "Row 1, {}: {} GETs, {CONCURRENCY} at a time, limit {} r/s (ideal {:.1} s)",
+        algorithm.name(),
+        sizes.limiter_requests,
+        LIMIT.per_second,
+        ideal(sizes)
+    )
+}
+
+/// The time the limit allows the load: requests / rate.
+fn ideal(sizes: &Sizes) -> f64 {
+    sizes.limiter_requests as f64 / f64::from(LIMIT.per_second)
+}
+
+/// `lib` against a fresh limiter of `algorithm`.
+pub async fn run(algorithm: Algorithm, lib: Lib, sizes: &Sizes) -> Result<Figures, Unavailable> {
+    let (url, _running) = algorithm.start().await?;
+    let origin = Instant::now();
+    let log = AttemptLog::new(origin);
+    let client = lib.logged(log.clone());
+    let load = (sizes.limiter_requests, CONCURRENCY);
+    let done = fixed_load(&client, Method::GET, &url, load, origin).await;
+    let mut figures = measure::common(&done, &log.snapshot());
+    figures.specific = vec![figures.time / ideal(sizes)];
+    Ok(figures)
+}

@@ -1,0 +1,60 @@
+//! Row 3: 503 (no `Retry-After`) to everything for 5 s, then 200; 20 workers send GETs
+//! back to back for 10 s.
+//!
+//! Recovery: from the end of the outage until the first 100 ms in which the requests
+//! completed reach 90 % of the steady rate. The steady rate is the mean per 100 ms over
+//! the second half of the time after the outage.
+
+use super::{CONCURRENCY, Figures, Sizes, Unavailable, measure, unavailable};
+use crate::attempts::AttemptLog;
+use crate::clients::Lib;
+use crate::load::{Done, timed_load};
+use crate::servers;
+use std::time::{Duration, Instant};
+
+pub const COLUMNS: &[(&str, usize)] = &[("recovery s", 2), ("steady completed/s", 0)];
+
+/// The buckets the completion rate is counted in.
+const BUCKET: Duration = Duration::from_millis(100);
+/// The share of the steady rate that counts as recovered.
+const RECOVERED: f64 = 0.9;
+
+pub fn title(sizes: &Sizes) -> String {
+    format!(
+        "Row 3, outage: 503 (no Retry-After) for {} s, then 200; {CONCURRENCY} workers, GETs back to back for {} s. \
+         Recovery: from the outage's end until completions per 100 ms first reach 90 % of the steady rate \
+         (mean per 100 ms over the second half after the outage)",
+        sizes.outage.as_secs_f64(),
+        sizes.outage_window.as_secs_f64()
+    )
+}
+
+pub async fn run(lib: Lib, sizes: &Sizes) -> Result<Figures, Unavailable> {
+    let origin = Instant::now();
+    let (server, _) = servers::outage(origin, sizes.outage)
+        .await
+        .map_err(|e| unavailable("outage", e))?;
+    let url = format!("http://{}/", server.addr);
+    let log = AttemptLog::new(origin);
+    let client = lib.logged(log.clone());
+    let done = timed_load(&client, &url, (sizes.outage_window, CONCURRENCY), origin).await;
+    let mut figures = measure::common(&done, &log.snapshot());
+    let (recovery, steady) = recovery(&done, sizes);
+    figures.specific = vec![recovery, steady];
+    Ok(figures)
+}
+
+/// Seconds from the outage's end until the rate was recovered (infinite: never), and the
+/// steady rate per second.
+fn recovery(done: &[Done], sizes: &Sizes) -> (f64, f64) {
+    let buckets = measure::completed_per_bucket(done, BUCKET, sizes.outage_window);
+    let first = (sizes.outage.as_secs_f64() / BUCKET.as_secs_f64()).ceil() as usize;
+    let after = buckets.get(first..).unwrap_or(&[]);
+    let tail = &after[after.len() / 2..];
+    let steady = tail.iter().sum::<u64>() as f64 / tail.len().max(1) as f64;
+    let reached = after
+        .iter()
+        .position(|&n| steady > 0.0 && n as f64 >= RECOVERED * steady);
+    let recovery = reached.map_or(f64::INFINITY, |k| (k + 1) as f64 * BUCKET.as_secs_f64());
+    (recovery, steady / BUCKET.as_secs_f64())
+}
