@@ -11,7 +11,7 @@
 //! | [`STARTUP_DOUBLING`] | 100 ms | TCP slow start and BBR's start-up double per round |
 //! | [`REOPEN_AFTER`] | 10 s | matrix row 4: the pace grows past any limit by then |
 //! | [`SERVED_WINDOW`] | 1 s | the window of most published limits (matrix row 1) |
-//! | [`OPEN_WINDOW`] | 64 | the slow start's end (TCP's initial `ssthresh` is of that order) |
+//! | [`OPEN_WINDOW`] | 64 | where the slow start ends: past the 20 in flight of every matrix row |
 //! | [`STALL`] | 1 s | a request in flight longer leaves the slow start's count, as an answer would (RFC 6298's timer; matrix row 6) |
 //! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 5 s | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5) |
 
