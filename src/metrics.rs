@@ -14,6 +14,7 @@
 //! | `tower_backoff.retry_throttle.refusals` | counter | — | retries the throttle refused |
 //! | `tower_backoff.pacing.queue` | gauge | `server.address` | requests waiting for a destination's pace |
 //! | `tower_backoff.pacing.rate` | gauge | `server.address` | a destination's send rate (requests per second; 0 while it is not paced) |
+//! | `tower_backoff.pacing.store_failures` | counter | — | calls to Redis that failed or timed out (feature `redis`): those requests were paced in-process |
 //!
 //! Labels are fixed words (`status_503`, `connect`, `retry_budget`, …) or a destination's
 //! host and port, never a whole URI: no credentials reach a metrics backend.
@@ -54,6 +55,8 @@ pub mod names {
     pub const PACING_QUEUE: &str = "tower_backoff.pacing.queue";
     /// A destination's send rate in requests per second, labelled `server.address`.
     pub const PACING_RATE: &str = "tower_backoff.pacing.rate";
+    /// Calls to Redis that failed or timed out (feature `redis`).
+    pub const PACING_STORE_FAILURES: &str = "tower_backoff.pacing.store_failures";
 }
 
 /// The label of destinations past a layer's named ones.
@@ -306,6 +309,14 @@ pub(crate) fn budget_refusal() {
 pub(crate) fn throttle_refusal() {
     #[cfg(feature = "metrics")]
     metrics::counter!(names::THROTTLE_REFUSALS).increment(1);
+}
+
+/// A call to the pacing store failed (feature `redis`).
+#[cfg(feature = "redis")]
+#[inline]
+pub(crate) fn pacing_store_failure() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::PACING_STORE_FAILURES).increment(1);
 }
 
 #[cfg(test)]

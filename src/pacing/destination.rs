@@ -89,7 +89,7 @@ impl Limits {
     }
 
     /// The error of a request that would wait `more` from `now` on.
-    fn too_long(&self, more: Duration, now: Instant) -> PacingError {
+    pub(crate) fn too_long(&self, more: Duration, now: Instant) -> PacingError {
         let waited = now.saturating_duration_since(self.since);
         let max_wait = self.end.saturating_duration_since(self.since);
         PacingError::WaitTooLong {
@@ -108,10 +108,10 @@ pub(crate) enum Admit {
     Fail(PacingError),
 }
 
-/// What a waiting request does now.
+/// What a waiting request does now: go with `G`, look again later, or fail.
 #[derive(Debug)]
-pub(crate) enum Turn {
-    Go(Grant),
+pub(crate) enum Turn<G = Grant> {
+    Go(G),
     /// Look again then, or when woken.
     At(Instant),
     Fail(PacingError),
@@ -130,18 +130,7 @@ impl Grant {
         headers: &HeaderMap,
         clock: Option<&ClockFn>,
     ) -> ServerSaid {
-        let slow_down = self.0.settings.slow_down.contains(status);
-        let said = ServerSaid::read(status, headers, slow_down, clock);
-        // Only an explicit rate signal is a refusal: a 429, or another slow-down status that
-        // says when to come back. A bare 503 is a failing server, the retry budget's concern.
-        let asked = said.retry_after().flatten().filter(|_| slow_down);
-        let answer = if slow_down && (status == StatusCode::TOO_MANY_REQUESTS || asked.is_some()) {
-            Answer::Refused(asked)
-        } else if status.is_server_error() || slow_down {
-            Answer::Other
-        } else {
-            Answer::Served
-        };
+        let (said, answer) = read_answer(&self.0.settings, status, headers, clock);
         let sent = self.1.take().expect("a grant is finished once");
         let now = Instant::now();
         let mut s = lock(&self.0.state);
@@ -166,6 +155,28 @@ impl Drop for Grant {
             lock(&self.0.state).release(sent, Instant::now());
         }
     }
+}
+
+/// What a response says, read with `clock`, and what it says of the destination's capacity.
+pub(crate) fn read_answer(
+    settings: &Settings,
+    status: StatusCode,
+    headers: &HeaderMap,
+    clock: Option<&ClockFn>,
+) -> (ServerSaid, Answer) {
+    let slow_down = settings.slow_down.contains(status);
+    let said = ServerSaid::read(status, headers, slow_down, clock);
+    // Only an explicit rate signal is a refusal: a 429, or another slow-down status that
+    // says when to come back. A bare 503 is a failing server, the retry budget's concern.
+    let asked = said.retry_after().flatten().filter(|_| slow_down);
+    let answer = if slow_down && (status == StatusCode::TOO_MANY_REQUESTS || asked.is_some()) {
+        Answer::Refused(asked)
+    } else if status.is_server_error() || slow_down {
+        Answer::Other
+    } else {
+        Answer::Served
+    };
+    (said, answer)
 }
 
 /// A place in a destination's queue, by id; dropping it leaves the queue.

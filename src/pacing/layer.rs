@@ -1,6 +1,7 @@
 //! The [`tower_layer::Layer`], its builder, and the state its clones share.
 
 use super::control::{Controller, FIRST_PROBE, MAX_PROBE, OPEN_WINDOW, interval};
+use super::destination::Destination;
 use super::destinations::{Destinations, Key};
 use super::service::Pacing;
 use crate::classify::StatusSet;
@@ -183,6 +184,21 @@ pub(crate) struct Shared {
     pub(crate) known: HashMap<Key, f64>,
     /// The labels of the destinations' gauges, bounded as the table is.
     pub(crate) series: PacingSeries,
+    /// The fleet's shared state, if kept in Redis.
+    #[cfg(feature = "redis")]
+    pub(crate) fleet: Option<super::fleet::Store>,
+}
+
+impl Shared {
+    /// The in-process state of `key`; `None` when too many destinations are paced.
+    pub(crate) fn destination(&self, key: &Key, now: Instant) -> Option<Arc<Destination>> {
+        let known = self.known.get(key).copied();
+        self.destinations
+            .get_or_insert(key, known.is_some(), now, || {
+                let gauges = self.series.gauges(key, known.is_some());
+                Destination::new(key.clone(), self.settings, known, gauges, now)
+            })
+    }
 }
 
 /// Settings of a [`PacingLayer`]; each defaults to the matching `DEFAULT_*` constant.
@@ -207,6 +223,8 @@ pub struct PacingBuilder {
     slow_down: Vec<StatusCode>,
     /// `with_known_rate`'s destinations, requests and periods, as given.
     known: Vec<(String, u32, Duration)>,
+    #[cfg(feature = "redis")]
+    redis: Option<super::RedisPacing>,
 }
 
 impl Default for PacingBuilder {
@@ -226,6 +244,8 @@ impl Default for PacingBuilder {
             },
             slow_down: PacingLayer::DEFAULT_SLOW_DOWN.to_vec(),
             known: Vec::new(),
+            #[cfg(feature = "redis")]
+            redis: None,
         }
     }
 }
@@ -296,6 +316,18 @@ impl PacingBuilder {
         self
     }
 
+    /// Keeps the pacing state in Redis (feature `redis`), shared by every process built so:
+    /// a fleet calling one API paces as one client. A rate given by
+    /// [`with_known_rate`](Self::with_known_rate) is then the whole fleet's.
+    ///
+    /// Requests go on with in-process pacing while Redis fails or is slow (see
+    /// [`RedisPacing::with_timeout`](super::RedisPacing::with_timeout)).
+    #[cfg(feature = "redis")]
+    pub fn with_redis(mut self, redis: super::RedisPacing) -> Self {
+        self.redis = Some(redis);
+        self
+    }
+
     /// Validates the settings.
     ///
     /// # Errors
@@ -335,11 +367,23 @@ impl PacingBuilder {
             let why = "names a destination given a rate already (userinfo is not part of it)";
             ensure(new, "known_rate", destination, why)?;
         }
+        #[cfg(feature = "redis")]
+        if let Some(redis) = &self.redis {
+            let why = "must be greater than zero: every call to Redis would time out";
+            ensure(
+                !redis.timeout.is_zero(),
+                "redis_timeout",
+                redis.timeout,
+                why,
+            )?;
+        }
         let shared = Arc::new(Shared {
             settings: Settings { slow_down, ..s },
             destinations: Destinations::new(s.max_destinations, s.idle_timeout),
             known,
             series: PacingSeries::new(s.max_destinations),
+            #[cfg(feature = "redis")]
+            fleet: self.redis.map(super::fleet::Store::new),
         });
         Ok(PacingLayer { shared })
     }

@@ -77,10 +77,15 @@
 mod control;
 mod destination;
 mod destinations;
+#[cfg(feature = "redis")]
+mod fleet;
 mod layer;
 mod queue;
 mod service;
 
 pub use crate::error::pacing::PacingError;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use fleet::RedisPacing;
 pub use layer::{PacingBuilder, PacingLayer};
 pub use service::{Pacing, PacingDeadline, ResponseFuture};

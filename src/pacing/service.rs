@@ -1,16 +1,21 @@
 //! The [`Pacing`] service, its [`ResponseFuture`], and the per-request [`PacingDeadline`].
 
-use super::destination::{Admit, Destination, Grant, Limits, Ticket, Turn};
+use super::destination::{Admit, Grant, Limits, Ticket, Turn};
 use super::destinations::Key;
+#[cfg(feature = "redis")]
+use super::fleet::{FleetGrant, FleetTicket, FleetTurn};
 use super::layer::Shared;
 use crate::error::BoxError;
 use crate::error::pacing::PacingError;
+use crate::retry_after::ServerSaid;
 use crate::time::{ClockFn, WallClock};
+use http::{HeaderMap, StatusCode};
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Waker;
 use std::task::{Context, Poll, ready};
 use tokio::time::{Instant, Sleep, sleep_until};
 use tower_service::Service;
@@ -90,29 +95,100 @@ where
             tracing::debug!(to = %key, "pacing: request past its deadline");
             return ResponseFuture::failed(PacingError::DeadlinePassed);
         }
-        let shared = &self.shared;
-        let known = shared.known.get(&key).copied();
-        let destination = shared
-            .destinations
-            .get_or_insert(&key, known.is_some(), now, || {
-                let gauges = shared.series.gauges(&key, known.is_some());
-                Destination::new(key.clone(), shared.settings, known, gauges, now)
-            });
         let limits = Limits::new(now, self.shared.settings.max_wait, deadline);
+        #[cfg(feature = "redis")]
+        if let Some(store) = &self.shared.fleet
+            && store.usable(now)
+        {
+            let known = self.shared.known.get(&key).copied();
+            let ticket = FleetTicket::new(Arc::clone(&self.shared), key, known, now);
+            return self.wait(Waiter::Fleet(Box::new(ticket)), limits, request, clock);
+        }
         // `None`: a destination not paced (too many are).
-        let grant = match destination.map(|d| d.admit(&limits, now)) {
+        let grant = match self
+            .shared
+            .destination(&key, now)
+            .map(|d| d.admit(&limits, now))
+        {
             None => None,
-            Some(Admit::Go(grant)) => Some(grant),
+            Some(Admit::Go(grant)) => Some(Pass::Local(grant)),
             Some(Admit::Queue(ticket)) => {
-                // Give back the readiness reserved for this call, as a call uses it up.
-                self.inner = self.inner.clone();
-                crate::send_mark::hold(request.extensions());
-                let pending = (self.inner.clone(), request);
-                return ResponseFuture::queued(ticket, limits, pending, clock);
+                return self.wait(Waiter::Local(ticket), limits, request, clock);
             }
             Some(Admit::Fail(error)) => return ResponseFuture::failed(error),
         };
         ResponseFuture::calling(self.inner.call(request), grant, clock)
+    }
+}
+
+impl<S: Clone> Pacing<S> {
+    /// The request waits for its turn, with a clone of the inner service.
+    fn wait<B>(
+        &mut self,
+        waiter: Waiter,
+        limits: Limits,
+        request: Request<B>,
+        clock: Clock,
+    ) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        // Give back the readiness reserved for this call, as a call uses it up.
+        self.inner = self.inner.clone();
+        crate::send_mark::hold(request.extensions());
+        let pending = (self.inner.clone(), request);
+        ResponseFuture::queued(waiter, limits, pending, clock)
+    }
+}
+
+/// A request waiting for its turn: in its destination's queue, or for the fleet's slot.
+#[derive(Debug)]
+pub(crate) enum Waiter {
+    Local(Ticket),
+    #[cfg(feature = "redis")]
+    Fleet(Box<FleetTicket>),
+}
+
+impl Waiter {
+    /// Whether the request may go now (`None`: unpaced), else when to look again.
+    fn turn(&mut self, limits: &Limits, waker: &Waker) -> Turn<Option<Pass>> {
+        match self {
+            Self::Local(ticket) => match ticket.turn(limits, waker) {
+                Turn::Go(grant) => Turn::Go(Some(Pass::Local(grant))),
+                Turn::At(at) => Turn::At(at),
+                Turn::Fail(error) => Turn::Fail(error),
+            },
+            #[cfg(feature = "redis")]
+            Self::Fleet(ticket) => match ticket.turn(limits, waker) {
+                FleetTurn::Go(grant) => Turn::Go(Some(Pass::Fleet(grant))),
+                FleetTurn::Local(grant) => Turn::Go(grant.map(Pass::Local)),
+                FleetTurn::At(at) => Turn::At(at),
+                FleetTurn::Fail(error) => Turn::Fail(error),
+            },
+        }
+    }
+}
+
+/// A request let through, in flight until finished or dropped.
+#[derive(Debug)]
+pub(crate) enum Pass {
+    Local(Grant),
+    #[cfg(feature = "redis")]
+    Fleet(FleetGrant),
+}
+
+impl Pass {
+    fn finish(
+        self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        clock: Option<&ClockFn>,
+    ) -> ServerSaid {
+        match self {
+            Self::Local(grant) => grant.finish(status, headers, clock),
+            #[cfg(feature = "redis")]
+            Self::Fleet(grant) => grant.finish(status, headers, clock),
+        }
     }
 }
 
@@ -144,27 +220,27 @@ pin_project! {
             #[pin]
             sleep: Sleep,
             pending: Option<(S, R)>,
-            ticket: Option<Ticket>,
-            grant: Option<Grant>,
+            ticket: Option<Waiter>,
+            grant: Option<Pass>,
             limits: Limits,
         },
         // Sent (`grant` is `None` for a destination not paced).
         Calling {
             #[pin]
             future: F,
-            grant: Option<Grant>,
+            grant: Option<Pass>,
         },
     }
 }
 
 impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
-    pub(crate) fn calling(future: S::Future, grant: Option<Grant>, clock: Clock) -> Self {
+    pub(crate) fn calling(future: S::Future, grant: Option<Pass>, clock: Clock) -> Self {
         let state = State::Calling { future, grant };
         Self { state, clock }
     }
 
     pub(crate) fn queued(
-        ticket: Ticket,
+        ticket: Waiter,
         limits: Limits,
         pending: (S, Request<B>),
         clock: Clock,
@@ -210,7 +286,7 @@ where
                     if let Some(held) = ticket {
                         let at = match held.turn(limits, cx.waker()) {
                             Turn::Go(go) => {
-                                (*ticket, *grant) = (None, Some(go));
+                                (*ticket, *grant) = (None, go);
                                 sleep.as_mut().reset(limits.end);
                                 continue;
                             }

@@ -4,6 +4,8 @@ pub mod backoffs;
 pub mod echo;
 pub mod fairness;
 pub mod pacing;
+#[cfg(feature = "redis")]
+pub mod redis;
 pub mod scripted;
 pub mod sliding_count;
 pub mod time;

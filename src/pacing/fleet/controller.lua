@@ -1,0 +1,219 @@
+-- The pacing controller of one destination, shared by a fleet: the rules of
+-- `src/pacing/control.rs`, on state kept in Redis, on Redis's clock, in one atomic call.
+--
+-- KEYS[1]: the state (a hash). KEYS[2]: the sends in flight (a sorted set: number by send time).
+-- ARGV[1]: "reserve", "answer" or "release". ARGV[2..13]: the constants and settings (see
+-- `fleet/store.rs`). Then, for "reserve": the longest wait (ms). For "answer": the send's
+-- round and number, the answer (0 served, 1 refused, 2 other), the delay asked (ms, or -1),
+-- the quota's remaining count and reset (ms; -1 for none). For "release": the send's number.
+-- Times are milliseconds; rates are requests per second.
+
+local K, F = KEYS[1], KEYS[2]
+local op = ARGV[1]
+local BETA, C, MIN_RATE, DOUBLING = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local REOPEN, WINDOW, OPEN_WINDOW, STALL = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local FIRST_PROBE, MAX_PROBE, MAX_COOLDOWN = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
+local KNOWN, INITIAL_WINDOW, TTL = tonumber(ARGV[13]), tonumber(ARGV[14]), math.ceil(tonumber(ARGV[15]))
+
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
+
+local s = {}
+local raw = redis.call('HGETALL', K)
+for i = 1, #raw, 2 do s[raw[i]] = tonumber(raw[i + 1]) end
+if s.born == nil then
+  -- A new destination (or Redis restarted empty): a slow start, or the known pace.
+  s.born, s.ss, s.sc, s.sp, s.sn, s.rd, s.sends, s.pr, s.cir = now, now, 0, 0, 0, 0, 0, 0, 0
+  s.mark = now - STALL
+  if KNOWN > 0 then
+    s.cs, s.cb, s.cc, s.cu = now, KNOWN, KNOWN, 0
+  elseif INITIAL_WINDOW > 0 then
+    s.w = INITIAL_WINDOW
+  end
+end
+-- Sends unanswered for a minute belong to a process that is gone.
+redis.call('ZREMRANGEBYSCORE', F, '-inf', now - 60000)
+
+-- The delivery rate: a sliding-window count of successes.
+local function roll()
+  local elapsed = now - s.ss
+  if elapsed < WINDOW then return end
+  local windows = math.floor(elapsed / WINDOW)
+  s.sp = (windows == 1) and s.sc or 0
+  s.sc = 0
+  s.ss = s.ss + windows * WINDOW
+end
+local function in_window()
+  roll()
+  return s.sp * (1 - (now - s.ss) / WINDOW) + s.sc
+end
+local function served_rate(min_span)
+  local span = math.min(math.max(now - s.born, min_span), math.max(WINDOW, min_span))
+  return in_window() / (span / 1000)
+end
+
+local function in_flight() return redis.call('ZCARD', F) end
+
+-- The reported room left, after the sends since its report.
+local function room_left()
+  if s.rt == nil or now >= s.rt then
+    s.rn, s.rr, s.rt = nil, nil, nil
+    return nil
+  end
+  return math.max(s.rr - math.max(s.sends - s.rn, in_flight()), 0)
+end
+
+local function curve_rate()
+  local t = (now - s.cs) / 1000
+  if s.cu == 1 then return s.cb * 2 ^ (t / (DOUBLING / 1000)) end
+  local gap = math.max(s.cc - s.cb, 0)
+  local k = (gap / (C * s.cc)) ^ (1 / 3)
+  local x = t - k
+  return math.max(s.cc * (1 + C * x * x * x), s.cb)
+end
+
+local function rate()
+  if s.lr ~= nil and now >= s.lr + REOPEN and KNOWN <= 0 then s.cs = nil end
+  if s.cs == nil then return nil end
+  local r = curve_rate()
+  if s.cu == 1 then r = math.min(r, 2 * math.max(served_rate(DOUBLING), s.cb)) end
+  local left = room_left()
+  if left ~= nil and left > 0 then r = math.min(r, left / ((s.rt - now) / 1000)) end
+  if KNOWN > 0 then r = math.min(r, KNOWN) end
+  return math.max(r, MIN_RATE)
+end
+
+local function closed_until()
+  local until_ = nil
+  if s.cl ~= nil and s.cl > now then until_ = s.cl end
+  if room_left() == 0 then until_ = math.max(until_ or 0, s.rt) end
+  return until_
+end
+
+local function set_curve(base, ceiling, startup)
+  s.cs, s.cb, s.cc, s.cu = now, math.max(base, MIN_RATE), math.max(ceiling, MIN_RATE), startup
+end
+
+local function widen(limit)
+  if limit ~= nil and limit < OPEN_WINDOW then s.w = limit else s.w = nil end
+end
+
+local function close_for(delay)
+  local until_ = now + math.min(delay, MAX_COOLDOWN)
+  if s.cl ~= nil and s.cl >= until_ then return end
+  s.cl, s.ls = until_, nil
+  if s.cs ~= nil then s.cs = math.max(s.cs, until_) end
+end
+
+-- The pace after a refusal: a start-up first, then CUBIC's cuts.
+local function cut()
+  local paced, r = s.cs ~= nil, rate()
+  if paced and r ~= nil and s.cu == 1 then
+    set_curve(BETA * r, r, 0)
+  elseif paced and r ~= nil then
+    local served = math.min(served_rate(DOUBLING), r)
+    set_curve(BETA * served, served, 0)
+  else
+    local served = math.max(in_window(), 1000 / FIRST_PROBE, MIN_RATE)
+    set_curve(served, served, 1)
+  end
+end
+
+local function probe(asked)
+  s.pr = math.min(math.max(s.pr * 2, FIRST_PROBE), MAX_PROBE)
+  if in_window() == 0 then set_curve(1000 / s.pr, 1000 / s.pr, 1) end
+  local spacing = (KNOWN > 0) and 1000 / KNOWN or 0
+  close_for(math.max(asked or s.pr, spacing))
+end
+
+local function refused(round, asked)
+  if room_left() == 0 then
+    if asked ~= nil then close_for(asked) end
+    return
+  end
+  if round ~= s.rd then return end
+  s.rd = s.rd + 1
+  local served = s.sn > 0
+  s.sn = 0
+  if served or s.cs == nil then
+    s.cir = 0
+    cut()
+  end
+  if served then return end
+  if not (in_window() == 0 and s.cir == 0) then asked = nil end
+  if asked ~= nil then s.cir = 1 end
+  probe(asked)
+end
+
+-- When the next send may leave, and whether it is held by a pace (else by the window).
+local function slot()
+  local closed = closed_until()
+  local r = rate()
+  if r ~= nil then
+    local next = now
+    if s.ls ~= nil then next = math.max(next, s.ls + 1000 / r) end
+    return math.max(next, closed or now), true
+  end
+  if closed ~= nil then return closed, true end
+  if s.w == nil then return now, false end
+  -- Each send stalled for STALL since the last look widens the window, as an answer would.
+  local stalled = redis.call('ZCOUNT', F, '(' .. s.mark, now - STALL)
+  s.mark = now - STALL
+  if stalled > 0 then widen(s.w + stalled) end
+  if s.w == nil then return now, false end
+  local starting = redis.call('ZRANGEBYSCORE', F, '(' .. s.mark, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if redis.call('ZCOUNT', F, '(' .. s.mark, '+inf') < s.w then return now, false end
+  return tonumber(starting[2]) + STALL, false
+end
+
+local result
+if op == 'reserve' then
+  local max_wait = tonumber(ARGV[16])
+  local at, throttled = slot()
+  local wait = at - now
+  if throttled and wait > max_wait then
+    result = {2, math.floor(wait * 1000), 0, 0}
+  elseif not throttled and wait > 0 then
+    result = {1, math.floor(wait * 1000), 0, 0}
+  else
+    s.sends = s.sends + 1
+    s.ls = at
+    redis.call('ZADD', F, at, s.sends)
+    result = {0, math.floor(wait * 1000), s.rd, s.sends}
+  end
+elseif op == 'answer' then
+  local round, number, answer = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
+  local asked, remaining, reset = tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[21])
+  if asked < 0 or asked == 0 then asked = nil end
+  redis.call('ZREM', F, number)
+  if remaining >= 0 and reset >= 0 and (s.rn == nil or number >= s.rn) then
+    s.rn, s.rr, s.rt = number, remaining, now + math.min(reset, MAX_COOLDOWN)
+  end
+  if answer == 0 then
+    roll()
+    s.sc = s.sc + 1
+    if round == s.rd then s.sn = s.sn + 1 end
+    s.pr = 0
+    if s.cs == nil and s.w ~= nil and remaining ~= 0 then widen(s.w + 1) end
+  elseif answer == 1 then
+    s.lr = now
+    widen(nil)
+    refused(round, asked)
+  end
+  result = {0, 0, 0, 0}
+else
+  redis.call('ZREM', F, tonumber(ARGV[16]))
+  result = {0, 0, 0, 0}
+end
+
+-- Written back whole; both keys expire with the destination's idleness.
+redis.call('DEL', K)
+local fields = {}
+for name, value in pairs(s) do
+  fields[#fields + 1] = name
+  fields[#fields + 1] = string.format('%.17g', value)
+end
+redis.call('HSET', K, unpack(fields))
+redis.call('PEXPIRE', K, TTL)
+redis.call('PEXPIRE', F, TTL)
+return result

@@ -1,0 +1,86 @@
+//! Pacing state kept in Redis (feature `redis`): many processes calling one API pace as
+//! one client would.
+//!
+//! Each destination's controller lives in one Redis hash, with its sends in flight beside
+//! it. One atomic script per request reserves a send time on Redis's clock (a GCRA slot at
+//! the shared pace); each answer updates the shared pace in the background. The rules are
+//! the [in-process controller's](crate::pacing), so a refusal seen by one process slows all.
+//!
+//! Redis is never in the way: a call that fails or takes longer than
+//! [`with_timeout`](RedisPacing::with_timeout) sends the request through in-process pacing,
+//! and the process tries Redis again a second later. Idle destinations expire from Redis.
+
+mod store;
+mod ticket;
+
+pub(crate) use store::Store;
+pub(crate) use ticket::{FleetGrant, FleetTicket, FleetTurn};
+
+use std::fmt;
+use std::time::Duration;
+
+/// Where a fleet keeps its pacing state: a Redis server, and the prefix of its keys.
+///
+/// Give it to [`PacingBuilder::with_redis`](crate::pacing::PacingBuilder::with_redis). Every
+/// process built with the same server and prefix paces each destination as one client.
+///
+/// ```
+/// use tower_backoff::PacingLayer;
+/// use tower_backoff::pacing::RedisPacing;
+///
+/// let redis = redis::Client::open("redis://127.0.0.1:6379/")?;
+/// let pacing = PacingLayer::builder()
+///     .with_redis(RedisPacing::new(redis).with_prefix("billing:pacing:"))
+///     .build()?;
+/// # drop(pacing);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct RedisPacing {
+    pub(crate) client: redis::Client,
+    pub(crate) prefix: String,
+    pub(crate) timeout: Duration,
+}
+
+impl RedisPacing {
+    /// The prefix of every key: `tower-backoff:pacing:`.
+    pub const DEFAULT_PREFIX: &'static str = "tower-backoff:pacing:";
+    /// The longest a request waits for Redis before it is paced in-process: 100 ms.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(100);
+
+    /// State kept on `client`'s server. It connects on first use, and reconnects by itself.
+    pub fn new(client: redis::Client) -> Self {
+        Self {
+            client,
+            prefix: Self::DEFAULT_PREFIX.to_owned(),
+            timeout: Self::DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// The prefix of the keys, so that unrelated fleets on one server keep apart.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The longest a call to Redis may take (over zero); past it, the request is paced
+    /// in-process.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+impl fmt::Debug for RedisPacing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The client's address may hold a password: only its host is shown.
+        f.debug_struct("RedisPacing")
+            .field(
+                "server",
+                &self.client.get_connection_info().addr().to_string(),
+            )
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}

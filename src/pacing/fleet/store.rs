@@ -1,0 +1,198 @@
+//! The calls to Redis: one script, its arguments, and the store's health.
+
+use super::RedisPacing;
+use crate::pacing::control::{
+    BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, STALL, STARTUP_DOUBLING,
+    Sent,
+};
+use crate::pacing::destinations::{Key, lock};
+use crate::pacing::layer::Settings;
+use crate::time::instant_after;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::sync::{LazyLock, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// After a failed call, the process paces alone this long before it tries Redis again.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
+
+static SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("controller.lua")));
+
+/// What a reservation says.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Reserved {
+    /// Send after `wait`; the slot is taken.
+    At(Duration, Sent),
+    /// The slow start's window is full: ask again within `wait`.
+    Later(Duration),
+    /// A paced send would wait `wait`, past the longest wait.
+    TooLong(Duration),
+}
+
+/// What one process knows of the shared state: how to reach it, and whether it lately could.
+pub(crate) struct Store {
+    config: RedisPacing,
+    connection: OnceLock<Result<ConnectionManager, String>>,
+    /// Until when Redis is not asked, after a failure.
+    down_until: Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    pub(crate) fn new(config: RedisPacing) -> Self {
+        Self {
+            config,
+            connection: OnceLock::new(),
+            down_until: Mutex::new(None),
+        }
+    }
+
+    /// Whether Redis may be asked now (it is, or is thought, reachable).
+    pub(crate) fn usable(&self, now: Instant) -> bool {
+        lock(&self.down_until).is_none_or(|until| now >= until)
+    }
+
+    /// The keys of `key`'s state and of its sends, in one Redis Cluster slot.
+    pub(crate) fn keys(&self, key: &Key) -> [String; 2] {
+        let state = format!("{}{{{key}}}", self.config.prefix);
+        let sent = format!("{state}:sent");
+        [state, sent]
+    }
+
+    /// Reserves a send, waiting at most `max_wait` if paced.
+    pub(crate) async fn reserve(
+        &self,
+        keys: &[String; 2],
+        args: &Args,
+        max_wait: Duration,
+    ) -> Result<Reserved, ()> {
+        let reply = self
+            .call(keys, args, "reserve", &[millis(max_wait)])
+            .await?;
+        let wait = Duration::from_micros(reply[1].max(0).unsigned_abs());
+        let sent = Sent {
+            round: reply[2].max(0).unsigned_abs(),
+            number: reply[3].max(0).unsigned_abs(),
+        };
+        Ok(match reply[0] {
+            0 => Reserved::At(wait, sent),
+            1 => Reserved::Later(wait),
+            _ => Reserved::TooLong(wait),
+        })
+    }
+
+    /// Tells the shared controller the answer to `sent` (the values `controller.lua` reads).
+    pub(crate) async fn answer(&self, keys: &[String; 2], args: &Args, answer: [f64; 6]) {
+        let _ = self.call(keys, args, "answer", &answer).await;
+    }
+
+    /// Takes `sent` out of the sends in flight: it was dropped unanswered.
+    pub(crate) async fn release(&self, keys: &[String; 2], args: &Args, sent: Sent) {
+        let _ = self
+            .call(keys, args, "release", &[sent.number as f64])
+            .await;
+    }
+
+    async fn call(
+        &self,
+        keys: &[String; 2],
+        args: &Args,
+        op: &str,
+        extra: &[f64],
+    ) -> Result<[i64; 4], ()> {
+        let result = match self.connection() {
+            Ok(mut connection) => {
+                let mut invocation = SCRIPT.prepare_invoke();
+                invocation.key(&keys[0]).key(&keys[1]).arg(op);
+                for value in args.0.iter().chain(extra) {
+                    invocation.arg(*value);
+                }
+                let call = invocation.invoke_async::<Vec<i64>>(&mut connection);
+                match tokio::time::timeout(self.config.timeout, call).await {
+                    Ok(Ok(reply)) if reply.len() == 4 => {
+                        Ok([reply[0], reply[1], reply[2], reply[3]])
+                    }
+                    Ok(Ok(reply)) => Err(format!("unexpected reply {reply:?}")),
+                    Ok(Err(error)) => Err(error.to_string()),
+                    Err(_) => Err(format!("no reply within {:?}", self.config.timeout)),
+                }
+            }
+            Err(error) => Err(error),
+        };
+        self.note(result.as_ref().err());
+        result.map_err(drop)
+    }
+
+    /// The connection, made on first use (inside a runtime).
+    fn connection(&self) -> Result<ConnectionManager, String> {
+        let made = self.connection.get_or_init(|| {
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(Some(self.config.timeout))
+                .set_response_timeout(Some(self.config.timeout))
+                .set_number_of_retries(1);
+            ConnectionManager::new_lazy_with_config(self.config.client.clone(), config)
+                .map_err(|error| error.to_string())
+        });
+        made.clone()
+    }
+
+    /// Records a call's outcome: a failure holds Redis off for a while, and says so once.
+    fn note(&self, error: Option<&String>) {
+        let now = Instant::now();
+        let mut down = lock(&self.down_until);
+        match (error, *down) {
+            (Some(error), None) => {
+                tracing::warn!(%error, "pacing: Redis unavailable, each process paces alone");
+                crate::metrics::pacing_store_failure();
+                *down = Some(instant_after(now, RETRY_AFTER_FAILURE));
+            }
+            (Some(_), Some(_)) => {
+                crate::metrics::pacing_store_failure();
+                *down = Some(instant_after(now, RETRY_AFTER_FAILURE));
+            }
+            (None, Some(_)) => {
+                tracing::info!("pacing: Redis is back, the fleet's pacing is shared again");
+                *down = None;
+            }
+            (None, None) => {}
+        }
+    }
+}
+
+/// The script's constants and settings (`ARGV[2..=15]`), one destination's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Args([f64; 14]);
+
+impl Args {
+    pub(crate) fn new(settings: &Settings, known: Option<f64>) -> Self {
+        Self([
+            BETA,
+            CUBIC_C,
+            MIN_RATE,
+            millis(STARTUP_DOUBLING),
+            millis(REOPEN_AFTER),
+            millis(SERVED_WINDOW),
+            f64::from(OPEN_WINDOW),
+            millis(STALL),
+            millis(settings.first_probe),
+            millis(settings.max_probe),
+            millis(settings.max_cooldown),
+            known.unwrap_or(0.0),
+            f64::from(settings.initial_window),
+            millis(settings.idle_timeout).max(1.0),
+        ])
+    }
+}
+
+/// `duration` in milliseconds, as the script counts time.
+pub(crate) fn millis(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}

@@ -1,0 +1,229 @@
+//! A request paced by the fleet's shared state: its reservation, then its send.
+
+use super::store::{Args, Reserved, Store, millis};
+use crate::error::pacing::PacingError;
+use crate::pacing::control::{Answer, Sent};
+use crate::pacing::destination::{Admit, Grant, Limits, Ticket, Turn, read_answer};
+use crate::pacing::destinations::Key;
+use crate::pacing::layer::Shared;
+use crate::retry_after::ServerSaid;
+use crate::time::{ClockFn, instant_after};
+use http::{HeaderMap, StatusCode};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A request whose slow-start window is full asks Redis again at least this often.
+const ASK_AGAIN: Duration = Duration::from_millis(10);
+
+type Reply = Pin<Box<dyn Future<Output = Result<Reserved, ()>> + Send>>;
+
+/// What a waiting request does now.
+pub(crate) enum FleetTurn {
+    Go(FleetGrant),
+    /// Sent by the in-process pacing (`None`: a destination not paced, too many are).
+    Local(Option<Grant>),
+    At(Instant),
+    Fail(PacingError),
+}
+
+/// One destination's place in the shared state: its keys and script arguments.
+#[derive(Debug, Clone)]
+struct Place {
+    shared: Arc<Shared>,
+    key: Key,
+    keys: Arc<[String; 2]>,
+    args: Args,
+}
+
+impl Place {
+    fn store(&self) -> &Store {
+        self.shared
+            .fleet
+            .as_ref()
+            .expect("a fleet ticket has a store")
+    }
+}
+
+/// A request waiting for the slot Redis gives it, or, if Redis fails, for in-process pacing.
+pub(crate) struct FleetTicket {
+    place: Place,
+    reply: Option<Reply>,
+    slot: Option<(Instant, Sent)>,
+    ask_at: Instant,
+    local: Option<Ticket>,
+}
+
+impl std::fmt::Debug for FleetTicket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetTicket")
+            .field("to", &self.place.key.to_string())
+            .field("slot", &self.slot.map(|(at, _)| at))
+            .finish_non_exhaustive()
+    }
+}
+
+impl FleetTicket {
+    pub(crate) fn new(shared: Arc<Shared>, key: Key, known: Option<f64>, now: Instant) -> Self {
+        let store = shared.fleet.as_ref().expect("a fleet ticket has a store");
+        let keys = Arc::new(store.keys(&key));
+        let args = Args::new(&shared.settings, known);
+        let place = Place {
+            shared,
+            key,
+            keys,
+            args,
+        };
+        Self {
+            place,
+            reply: None,
+            slot: None,
+            ask_at: now,
+            local: None,
+        }
+    }
+
+    /// Whether the request may go now; otherwise `waker` is woken when that may change.
+    pub(crate) fn turn(&mut self, limits: &Limits, waker: &Waker) -> FleetTurn {
+        if let Some(local) = &self.local {
+            return match local.turn(limits, waker) {
+                Turn::Go(grant) => FleetTurn::Local(Some(grant)),
+                Turn::At(at) => FleetTurn::At(at),
+                Turn::Fail(error) => FleetTurn::Fail(error),
+            };
+        }
+        let now = Instant::now();
+        if let Some((at, sent)) = self.slot {
+            if at > now {
+                return FleetTurn::At(at);
+            }
+            self.slot = None;
+            return FleetTurn::Go(FleetGrant::new(self.place.clone(), sent));
+        }
+        if limits.deadline.is_some_and(|deadline| now >= deadline) {
+            return FleetTurn::Fail(PacingError::DeadlinePassed);
+        }
+        if self.reply.is_none() {
+            if now < self.ask_at {
+                return FleetTurn::At(self.ask_at);
+            }
+            let place = self.place.clone();
+            let max_wait = limits.end.saturating_duration_since(now);
+            self.reply = Some(Box::pin(async move {
+                place
+                    .store()
+                    .reserve(&place.keys, &place.args, max_wait)
+                    .await
+            }));
+        }
+        let reply = self.reply.as_mut().expect("asked above");
+        let Poll::Ready(reply) = reply.as_mut().poll(&mut Context::from_waker(waker)) else {
+            return FleetTurn::At(limits.wake_by(now));
+        };
+        self.reply = None;
+        let now = Instant::now();
+        match reply {
+            Ok(Reserved::At(wait, sent)) => {
+                self.slot = Some((instant_after(now, wait), sent));
+                self.turn(limits, waker)
+            }
+            Ok(Reserved::Later(wait)) => {
+                self.ask_at = instant_after(now, wait.min(ASK_AGAIN));
+                FleetTurn::At(self.ask_at)
+            }
+            Ok(Reserved::TooLong(wait)) => FleetTurn::Fail(limits.too_long(wait, now)),
+            Err(()) => self.alone(limits, waker, now),
+        }
+    }
+
+    /// Redis failed: the request is paced in-process from now on.
+    fn alone(&mut self, limits: &Limits, waker: &Waker, now: Instant) -> FleetTurn {
+        let Place { shared, key, .. } = &self.place;
+        let Some(destination) = shared.destination(key, now) else {
+            return FleetTurn::Local(None);
+        };
+        match destination.admit(limits, now) {
+            Admit::Go(grant) => FleetTurn::Local(Some(grant)),
+            Admit::Queue(ticket) => {
+                self.local = Some(ticket);
+                self.turn(limits, waker)
+            }
+            Admit::Fail(error) => FleetTurn::Fail(error),
+        }
+    }
+}
+
+impl Drop for FleetTicket {
+    fn drop(&mut self) {
+        // A slot taken but never used leaves the sends in flight.
+        if let Some((_, sent)) = self.slot.take() {
+            drop(FleetGrant::new(self.place.clone(), sent));
+        }
+    }
+}
+
+/// A request sent on a slot of the shared state, in flight until finished or dropped.
+#[derive(Debug)]
+pub(crate) struct FleetGrant {
+    place: Place,
+    sent: Option<Sent>,
+}
+
+impl FleetGrant {
+    fn new(place: Place, sent: Sent) -> Self {
+        Self {
+            place,
+            sent: Some(sent),
+        }
+    }
+
+    /// Tells the shared state the answer, in the background. Returns what the response
+    /// said, read with `clock`.
+    pub(crate) fn finish(
+        mut self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        clock: Option<&ClockFn>,
+    ) -> ServerSaid {
+        let (said, answer) = read_answer(&self.place.shared.settings, status, headers, clock);
+        let sent = self.sent.take().expect("a grant is finished once");
+        let (kind, asked) = match answer {
+            Answer::Served => (0.0, -1.0),
+            Answer::Refused(asked) => (1.0, asked.map_or(-1.0, millis)),
+            Answer::Other => (2.0, -1.0),
+        };
+        let quota = said.quota();
+        let remaining = quota.map_or(-1.0, |left| left.remaining as f64);
+        let reset = quota.and_then(|left| left.reset).map_or(-1.0, millis);
+        let values = [
+            sent.round as f64,
+            sent.number as f64,
+            kind,
+            asked,
+            remaining,
+            reset,
+        ];
+        let place = self.place.clone();
+        spawn(async move { place.store().answer(&place.keys, &place.args, values).await });
+        said
+    }
+}
+
+impl Drop for FleetGrant {
+    fn drop(&mut self) {
+        if let Some(sent) = self.sent.take() {
+            let place = self.place.clone();
+            spawn(async move { place.store().release(&place.keys, &place.args, sent).await });
+        }
+    }
+}
+
+/// Runs `task` on the current runtime, if there is one (a drop may happen outside any).
+fn spawn(task: impl Future<Output = ()> + Send + 'static) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(task);
+    }
+}

@@ -1,0 +1,273 @@
+//! Pacing state shared in Redis (feature `redis`): layers built apart, as processes would
+//! be, pace one destination as one client, and go on alone while Redis is down. Each test
+//! starts its own `redis-server` on 127.0.0.1 and runs in real time.
+#![cfg(feature = "redis")]
+
+mod support;
+
+use support::pacing::*;
+use support::redis::RedisServer;
+use tokio::time::Instant;
+use tower::Layer;
+use tower_backoff::PacingError;
+use tower_backoff::pacing::{PacingBuilder, RedisPacing};
+
+/// A pacing layer sharing its state through `redis`, under this test's own prefix.
+fn fleet_member(
+    redis: &RedisServer,
+    test: &str,
+    builder: PacingBuilder,
+) -> tower_backoff::PacingLayer {
+    let shared = RedisPacing::new(redis.client()).with_prefix(format!("{test}:"));
+    builder.with_redis(shared).build().unwrap()
+}
+
+/// The fields of the state Redis keeps for `authority`, under `test`'s prefix.
+async fn state(redis: &RedisServer, test: &str, authority: &str) -> Vec<String> {
+    redis
+        .query(&["HKEYS", &format!("{test}:{{{authority}}}")])
+        .await
+        .unwrap()
+}
+
+/// Waits until the state of `authority` has `field` (answers are told in the background).
+async fn until_state_has(redis: &RedisServer, test: &str, authority: &str, field: &str) {
+    for _ in 0..100 {
+        if state(redis, test, authority)
+            .await
+            .iter()
+            .any(|f| f == field)
+        {
+            return;
+        }
+        tokio::time::sleep(ms(10)).await;
+    }
+    panic!("the state of {authority} never had {field}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn a_refusal_seen_by_one_process_holds_the_others() {
+    let redis = RedisServer::start().await;
+    let test = "refusal";
+    let log = Log::default();
+    let mut a = fleet_member(&redis, test, builder()).layer(scripted(&log));
+    let b_builder = builder().with_max_wait(ms(500));
+    let mut b = fleet_member(&redis, test, b_builder).layer(scripted(&log));
+    let mut alone = builder()
+        .with_max_wait(ms(500))
+        .build()
+        .unwrap()
+        .layer(scripted(&log));
+
+    let refused = send(&mut a, get_ra("http://api.test/429", "2"))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    until_state_has(&redis, test, "api.test", "cl").await;
+
+    // B never saw the 429, but the fleet's cool-down (2 s) is past its longest wait.
+    let error = send(&mut b, get("http://api.test/200")).await.unwrap_err();
+    assert!(
+        matches!(pacing_error(&error), PacingError::WaitTooLong { .. }),
+        "{error}"
+    );
+    // A layer of its own goes on.
+    assert_eq!(
+        send(&mut alone, get("http://api.test/200"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(log.count("/200"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn a_known_rate_is_the_whole_fleets() {
+    let redis = RedisServer::start().await;
+    let log = Log::default();
+    let told = || builder().with_known_rate("api.test", 20, secs(1));
+    let a = fleet_member(&redis, "known", told()).layer(scripted(&log));
+    let b = fleet_member(&redis, "known", told()).layer(scripted(&log));
+
+    let start = Instant::now();
+    let sends: Vec<_> = (0..20)
+        .map(|i| {
+            let mut client = if i % 2 == 0 { a.clone() } else { b.clone() };
+            tokio::spawn(async move { send(&mut client, get("http://api.test/200")).await })
+        })
+        .collect();
+    for sent in sends {
+        assert_eq!(sent.await.unwrap().unwrap().status(), 200);
+    }
+    // 20 sends at 20 r/s between both: one every 50 ms, 0.95 s from first to last.
+    let offsets = log.offsets(start);
+    let span = offsets[19] - offsets[0];
+    assert!(
+        span >= ms(900),
+        "20 sends in {span:?}: each process paced alone"
+    );
+    assert!(
+        gaps(&offsets).iter().all(|gap| *gap >= ms(40)),
+        "{offsets:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn a_new_destinations_slow_start_is_the_whole_fleets() {
+    let redis = RedisServer::start().await;
+    let log = Log::default();
+    let a = fleet_member(&redis, "window", builder()).layer(scripted(&log));
+    let b = fleet_member(&redis, "window", builder()).layer(scripted(&log));
+
+    let start = Instant::now();
+    let sends: Vec<_> = (0..12)
+        .map(|i| {
+            let mut client = if i % 2 == 0 { a.clone() } else { b.clone() };
+            tokio::spawn(async move { send(&mut client, get("http://api.test/?sleep=300")).await })
+        })
+        .collect();
+    for sent in sends {
+        assert_eq!(sent.await.unwrap().unwrap().status(), 200);
+    }
+    // The first 4 go at once (the initial window, for both), the next as answers come.
+    let offsets = log.offsets(start);
+    let first = offsets.iter().filter(|at| **at < ms(200)).count();
+    assert_eq!(first, 4, "{offsets:?}");
+    assert_eq!(offsets.len(), 12);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn requests_go_on_while_redis_is_down_and_rejoin_when_it_is_back() {
+    let mut redis = RedisServer::start().await;
+    let test = "fault";
+    let log = Log::default();
+    let client = fleet_member(&redis, test, builder()).layer(scripted(&log));
+    let burst = |n: usize| {
+        let client = client.clone();
+        async move {
+            let sends: Vec<_> = (0..n)
+                .map(|_| {
+                    let mut client = client.clone();
+                    tokio::spawn(async move { send(&mut client, get("http://api.test/200")).await })
+                })
+                .collect();
+            for sent in sends {
+                assert_eq!(sent.await.unwrap().unwrap().status(), 200);
+            }
+        }
+    };
+    burst(5).await;
+    until_state_has(&redis, test, "api.test", "born").await;
+
+    redis.kill();
+    let start = Instant::now();
+    burst(20).await;
+    // One call to Redis times out or fails (100 ms); the others do not ask it.
+    assert!(start.elapsed() < secs(1), "{:?}", start.elapsed());
+
+    // Back empty: after a second, the process asks Redis again, as a new destination.
+    redis.restart().await;
+    tokio::time::sleep(ms(1100)).await;
+    burst(1).await;
+    until_state_has(&redis, test, "api.test", "born").await;
+    let window: Option<String> = redis
+        .query(&["HGET", &format!("{test}:{{api.test}}"), "w"])
+        .await
+        .unwrap();
+    assert_eq!(
+        window.as_deref(),
+        Some("5"),
+        "a slow start from 4, one success in"
+    );
+    assert_eq!(log.count("/200"), 26);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn a_silent_redis_costs_one_timeout_then_none() {
+    // A server that accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = received.clone();
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut buffer = [0; 4096];
+                while let Ok(n @ 1..) = socket.read(&mut buffer).await {
+                    counted.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    let silent = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let log = Log::default();
+    let pacing = builder()
+        .with_redis(RedisPacing::new(silent))
+        .build()
+        .unwrap();
+    let mut client = pacing.layer(scripted(&log));
+
+    let start = Instant::now();
+    assert_eq!(
+        send(&mut client, get("http://api.test/200"))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let first = start.elapsed();
+    assert!(first >= ms(90) && first < ms(600), "{first:?}");
+    let asked = received.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(asked > 0, "the script was sent");
+    for _ in 0..10 {
+        assert_eq!(
+            send(&mut client, get("http://api.test/200"))
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+    }
+    assert_eq!(
+        received.load(std::sync::atomic::Ordering::SeqCst),
+        asked,
+        "Redis asked again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn idle_destinations_expire_and_keys_hold_no_credentials() {
+    let redis = RedisServer::start().await;
+    let log = Log::default();
+    let idle = builder().with_idle_timeout(ms(300));
+    let mut client = fleet_member(&redis, "idle", idle).layer(scripted(&log));
+
+    let request = get("http://user:secret@api.test/200");
+    assert_eq!(send(&mut client, request).await.unwrap().status(), 200);
+    until_state_has(&redis, "idle", "api.test", "sc").await;
+    let keys: Vec<String> = redis.query(&["KEYS", "idle:*"]).await.unwrap();
+    assert!(
+        !keys.is_empty() && keys.iter().all(|k| k.contains("{api.test}")),
+        "{keys:?}"
+    );
+    assert!(
+        keys.iter()
+            .all(|k| !k.contains("secret") && !k.contains("user"))
+    );
+    let ttl: i64 = redis.query(&["PTTL", "idle:{api.test}"]).await.unwrap();
+    assert!((1..=300).contains(&ttl), "{ttl}");
+
+    tokio::time::sleep(ms(400)).await;
+    let keys: Vec<String> = redis.query(&["KEYS", "idle:*"]).await.unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
