@@ -2,10 +2,11 @@
 -- `src/pacing/control.rs`, on state kept in Redis, on Redis's clock, in one atomic call.
 --
 -- KEYS[1]: the state (a hash). KEYS[2]: the sends in flight (a sorted set: number by send time).
--- ARGV[1]: "reserve", "answer" or "release". ARGV[2..13]: the constants and settings (see
--- `fleet/store.rs`). Then, for "reserve": the longest wait (ms). For "answer": the send's
--- round and number, the answer (0 served, 1 refused, 2 other), the delay asked (ms, or -1),
--- the quota's remaining count and reset (ms; -1 for none). For "release": the send's number.
+-- ARGV[1]: "reserve", "answer" or "release". ARGV[2..15]: the constants and settings (see
+-- `fleet/store.rs`). ARGV[16]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
+-- the longest wait (ms). For "answer": the send's round and number, the answer (0 served,
+-- 1 refused, 2 other), the delay asked (ms, or -1), the quota's remaining count and reset
+-- (ms; -1 for none). For "release": the send's number.
 -- Times are milliseconds; rates are requests per second.
 
 local K, F = KEYS[1], KEYS[2]
@@ -15,8 +16,11 @@ local REOPEN, WINDOW, OPEN_WINDOW, STALL = tonumber(ARGV[6]), tonumber(ARGV[7]),
 local FIRST_PROBE, MAX_PROBE, MAX_COOLDOWN = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
 local KNOWN, INITIAL_WINDOW, TTL = tonumber(ARGV[13]), tonumber(ARGV[14]), math.ceil(tonumber(ARGV[15]))
 
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
+local now = tonumber(ARGV[16])
+if now < 0 then
+  local clock = redis.call('TIME')
+  now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
+end
 
 local s = {}
 local raw = redis.call('HGETALL', K)
@@ -91,7 +95,7 @@ local function closed_until()
 end
 
 local function set_curve(base, ceiling, startup)
-  s.cs, s.cb, s.cc, s.cu = now, math.max(base, MIN_RATE), math.max(ceiling, MIN_RATE), startup
+  s.cs, s.cb, s.cc, s.cu = now, base, ceiling, startup
 end
 
 local function widen(limit)
@@ -109,10 +113,10 @@ end
 local function cut()
   local paced, r = s.cs ~= nil, rate()
   if paced and r ~= nil and s.cu == 1 then
-    set_curve(BETA * r, r, 0)
+    set_curve(math.max(BETA * r, MIN_RATE), math.max(r, MIN_RATE), 0)
   elseif paced and r ~= nil then
     local served = math.min(served_rate(DOUBLING), r)
-    set_curve(BETA * served, served, 0)
+    set_curve(math.max(BETA * served, MIN_RATE), math.max(served, MIN_RATE), 0)
   else
     local served = math.max(in_window(), 1000 / FIRST_PROBE, MIN_RATE)
     set_curve(served, served, 1)
@@ -168,7 +172,7 @@ end
 
 local result
 if op == 'reserve' then
-  local max_wait = tonumber(ARGV[16])
+  local max_wait = tonumber(ARGV[17])
   local at, throttled = slot()
   local wait = at - now
   if throttled and wait > max_wait then
@@ -182,10 +186,9 @@ if op == 'reserve' then
     result = {0, math.floor(wait * 1000), s.rd, s.sends}
   end
 elseif op == 'answer' then
-  local round, number, answer = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[18])
-  local asked, remaining, reset = tonumber(ARGV[19]), tonumber(ARGV[20]), tonumber(ARGV[21])
-  if asked < 0 or asked == 0 then asked = nil end
-  redis.call('ZREM', F, number)
+  local round, number, answer = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[19])
+  local asked, remaining, reset = tonumber(ARGV[20]), tonumber(ARGV[21]), tonumber(ARGV[22])
+  if asked <= 0 then asked = nil end
   if remaining >= 0 and reset >= 0 and (s.rn == nil or number >= s.rn) then
     s.rn, s.rr, s.rt = number, remaining, now + math.min(reset, MAX_COOLDOWN)
   end
@@ -200,9 +203,11 @@ elseif op == 'answer' then
     widen(nil)
     refused(round, asked)
   end
+  -- Released after: a refusal counts the answered send in flight, as in-process.
+  redis.call('ZREM', F, number)
   result = {0, 0, 0, 0}
 else
-  redis.call('ZREM', F, tonumber(ARGV[16]))
+  redis.call('ZREM', F, tonumber(ARGV[17]))
   result = {0, 0, 0, 0}
 end
 

@@ -84,3 +84,6 @@ impl fmt::Debug for RedisPacing {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests;

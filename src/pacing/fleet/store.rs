@@ -16,7 +16,10 @@ use tokio::time::Instant;
 /// After a failed call, the process paces alone this long before it tries Redis again.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 
-static SCRIPT: LazyLock<redis::Script> =
+/// The script's time argument that makes it read Redis's clock.
+const REDIS_CLOCK: f64 = -1.0;
+
+pub(super) static SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("controller.lua")));
 
 /// What a reservation says.
@@ -112,7 +115,7 @@ impl Store {
             Ok(mut connection) => {
                 let mut invocation = SCRIPT.prepare_invoke();
                 invocation.key(&keys[0]).key(&keys[1]).arg(op);
-                for value in args.0.iter().chain(extra) {
+                for value in args.0.iter().chain(&[REDIS_CLOCK]).chain(extra) {
                     invocation.arg(*value);
                 }
                 let call = invocation.invoke_async::<Vec<i64>>(&mut connection);
@@ -169,7 +172,7 @@ impl Store {
 
 /// The script's constants and settings (`ARGV[2..=15]`), one destination's.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Args([f64; 14]);
+pub(crate) struct Args(pub(super) [f64; 14]);
 
 impl Args {
     pub(crate) fn new(settings: &Settings, known: Option<f64>) -> Self {

@@ -1,0 +1,171 @@
+//! The script against the in-process controller: the same sends and answers at the same
+//! times give the same send times, on a real `redis-server`.
+
+use super::store::{Args, SCRIPT};
+use crate::pacing::control::{Answer, Config, Controller, Sent};
+use crate::pacing::layer::Settings;
+use crate::pacing::{PacingBuilder, PacingLayer};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::time::Duration;
+use tokio::time::Instant;
+
+#[path = "../../../tests/support/redis.rs"]
+mod redis_server;
+
+/// What a reservation gave: (status, wait in µs, round, number), as the script returns it.
+type Reply = [i64; 4];
+
+/// The script on its own keys, on a clock the test sets (ms since the start).
+struct Script {
+    connection: redis::aio::MultiplexedConnection,
+    args: Args,
+}
+
+impl Script {
+    async fn call(&mut self, now: f64, op: &str, extra: &[f64]) -> Reply {
+        let mut invocation = SCRIPT.prepare_invoke();
+        invocation.key("t:{a}").key("t:{a}:sent").arg(op);
+        for value in self.args.0.iter().chain(&[now]).chain(extra) {
+            invocation.arg(*value);
+        }
+        let reply: Vec<i64> = invocation.invoke_async(&mut self.connection).await.unwrap();
+        [reply[0], reply[1], reply[2], reply[3]]
+    }
+}
+
+/// What the in-process destination says of a request at `now`, first in its queue: go
+/// after a wait (status 0), ask again (1: the slow start's window is full), or fail (2).
+fn turn(control: &mut Controller, now: Instant, max_wait: Duration) -> (i64, Duration) {
+    let throttled = control.is_throttled(now);
+    let wait = control.ready_at(now).map_or(Duration::ZERO, |at| at - now);
+    let status = match () {
+        _ if throttled && wait > max_wait => 2,
+        _ if !throttled && !wait.is_zero() => 1,
+        _ => 0,
+    };
+    (status, wait)
+}
+
+fn settings() -> Settings {
+    let layer: PacingLayer = PacingBuilder::default().build().unwrap();
+    layer.shared.settings
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_script_sends_when_the_controller_would() {
+    let server = redis_server::RedisServer::start().await;
+    let settings = settings();
+    let connection = server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    for seed in 0..20 {
+        let mut script = Script {
+            connection: connection.clone(),
+            args: Args::new(&settings, None),
+        };
+        let _: () = redis::cmd("FLUSHALL")
+            .query_async(&mut script.connection)
+            .await
+            .unwrap();
+        let start = Instant::now();
+        let config = Config {
+            known: None,
+            max_cooldown: settings.max_cooldown,
+            first_probe: settings.first_probe,
+            max_probe: settings.max_probe,
+        };
+        let mut control = Controller::new(settings.initial_window, config, start);
+        let mut rng = SmallRng::seed_from_u64(seed);
+        // Sends made, with the time they leave (ms).
+        let mut in_flight: Vec<(Sent, u64)> = Vec::new();
+        let mut t = 0u64;
+        // The latest slot taken (ms): a request reserving before it is behind others, and
+        // the queue in-process gives it no slot until they left.
+        let mut latest = 0.0f64;
+        for step in 0..400 {
+            // Both are born at the first reservation, at 0 ms.
+            t += if step == 0 {
+                0
+            } else {
+                rng.random_range(0..=120)
+            };
+            let now = start + Duration::from_millis(t);
+            let at = |what: &str| format!("seed {seed}, step {step}, {t} ms: {what}");
+            match if step == 0 {
+                0
+            } else {
+                rng.random_range(0..10)
+            } {
+                0..5 => {
+                    let max_wait = settings.max_wait;
+                    let (status, wait) = turn(&mut control, now, max_wait);
+                    let got = script
+                        .call(t as f64, "reserve", &[max_wait.as_millis() as f64])
+                        .await;
+                    let queued = latest > t as f64;
+                    let micros = i64::try_from(wait.as_micros()).unwrap();
+                    let close = queued || (got[1] - micros).abs() <= 5;
+                    assert!(
+                        got[0] == status && close,
+                        "{}",
+                        at(&format!("{got:?} for {status}, {wait:?}"))
+                    );
+                    if status == 0 {
+                        let slot = Duration::from_micros(got[1] as u64);
+                        let sent = control.send(now + slot);
+                        assert_eq!(
+                            [sent.round as i64, sent.number as i64],
+                            got[2..],
+                            "{}",
+                            at("sent")
+                        );
+                        latest = t as f64 + got[1] as f64 / 1000.0;
+                        in_flight.push((sent, t + (got[1] as u64).div_ceil(1000)));
+                    }
+                }
+                kind => {
+                    let answerable: Vec<usize> = (0..in_flight.len())
+                        .filter(|&i| in_flight[i].1 <= t)
+                        .collect();
+                    if answerable.is_empty() {
+                        continue;
+                    }
+                    let (sent, _) =
+                        in_flight.swap_remove(answerable[rng.random_range(0..answerable.len())]);
+                    if kind == 9 {
+                        control.release(sent);
+                        script
+                            .call(t as f64, "release", &[sent.number as f64])
+                            .await;
+                        continue;
+                    }
+                    let asked = rng.random_bool(0.5).then_some(Duration::from_secs(1));
+                    // Half the runs never refuse: their slow start's window grows and stalls.
+                    let refusals = if seed % 2 == 0 { 20 } else { 14 };
+                    let (answer, code) = match rng.random_range(0..20) {
+                        _ if refusals == 20 && rng.random_bool(0.7) => continue,
+                        n if n >= refusals && n < 19 => (Answer::Refused(asked), 1.0),
+                        0..19 => (Answer::Served, 0.0),
+                        _ => (Answer::Other, 2.0),
+                    };
+                    control.answered(sent, answer, None, now);
+                    control.release(sent);
+                    let asked = asked.map_or(-1.0, |d| d.as_millis() as f64);
+                    let values = [
+                        sent.round as f64,
+                        sent.number as f64,
+                        code,
+                        asked,
+                        -1.0,
+                        -1.0,
+                    ];
+                    script.call(t as f64, "answer", &values).await;
+                }
+            }
+        }
+    }
+}
