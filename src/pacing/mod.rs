@@ -32,6 +32,8 @@
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.
+//! - **A fleet** (feature `redis`, `PacingBuilder::with_redis`) keeps these rules' state in
+//!   Redis: many processes pace a destination as one client.
 //!
 //! Paced requests wait in one queue per destination, in order; a waiter whose future is
 //! not polled is passed over. A request that would wait past
