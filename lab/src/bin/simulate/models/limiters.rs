@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
-use tower::ServiceExt;
+use tower::{Layer, ServiceExt};
 
 #[path = "../../../../../tests/support/fairness.rs"]
 mod fairness;
@@ -454,7 +454,99 @@ pub fn run(seed: u64, seeds: u64, seconds: u64, out: &mut String) -> Vec<ModelRo
     }
     let _ = writeln!(out);
     rows.extend(told(seed, last, seconds, out));
+    shared(seed, last, seconds, out);
     rows
+}
+
+type Hop =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<super::Res, BoxError>> + Send>>;
+
+/// A store round trip, modelled: tokio's timer rounds loopback's 0.1–0.3 ms up to 1 ms.
+const STORE_HOP: Duration = Duration::from_millis(1);
+
+/// A fleet sharing its pacing in Redis (feature `redis`), modelled: `processes` clients,
+/// each its own retry layer and 4 workers, over one pacing layer (the script runs the
+/// in-process controller's rules: `src/pacing/fleet/tests.rs`), a store round trip
+/// before each attempt. `told`: the layer knows the fleet's rate, 49 r/s.
+fn shared_fleet(
+    model: Model,
+    processes: u64,
+    told: bool,
+    seconds: u64,
+    seed: u64,
+) -> (Vec<f64>, u64, u64) {
+    virtual_time(async move {
+        let limiter = Arc::new(Mutex::new(Limiter::new(model)));
+        let builder = tower_backoff::PacingLayer::builder();
+        let builder = match told {
+            true => builder.with_known_rate("api.example", 49, SEC),
+            false => builder,
+        };
+        let pacing = builder.build().unwrap();
+        let mut starts = SmallRng::seed_from_u64(seed ^ 0x5747);
+        let runs: Vec<_> = (0..processes)
+            .map(|i| {
+                let seed = seed.wrapping_mul(31).wrapping_add(i);
+                let paced = pacing.clone().layer(server(&limiter, i as usize, seed));
+                let paced: super::Client = tower::util::BoxCloneService::new(paced);
+                let hop = tower::service_fn(move |request: Req| -> Hop {
+                    let paced = paced.clone();
+                    Box::pin(async move {
+                        sleep(STORE_HOP).await;
+                        paced.oneshot(request).await
+                    })
+                });
+                let (client, _) = client(Variant::Budget, hop, seed);
+                let start = Duration::from_millis(starts.random_range(0..=FLEET_STAGGER_MS));
+                tokio::spawn(async move {
+                    sleep(start).await;
+                    workers(client, 4, None, Some(SEC * seconds as u32)).await
+                })
+            })
+            .collect();
+        let mut shares = Vec::new();
+        for r in runs {
+            shares.push(r.await.unwrap().0 as f64);
+        }
+        let l = limiter.lock().unwrap();
+        (shares, l.answers(), l.refused())
+    })
+}
+
+/// Issue #31's fleets, modelled: 8 and 100 processes sharing their pacing, learning the
+/// limit or told it once for the whole fleet.
+fn shared(seed: u64, last: u64, seconds: u64, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "### Fleets sharing their pacing in Redis, modelled: each process its retry layer and 4 workers, one pacing state, a 1 ms store round trip, {seconds} s\n"
+    );
+    let _ = writeln!(
+        out,
+        "| limiter model | processes | pacing | capacity used | refused / attempts | Jain |"
+    );
+    let _ = writeln!(out, "|---|---:|---|---:|---:|---:|");
+    for model in [Model::Gcra, Model::FixedWindow, Model::SlidingWindow] {
+        for (processes, told) in [(8, false), (8, true), (100, false), (100, true)] {
+            let mut cells: [Vec<f64>; 3] = Default::default();
+            for seed in seed..=last {
+                let (shares, attempts, refused) =
+                    shared_fleet(model, processes, told, seconds, seed);
+                cells[0].push(shares.iter().sum::<f64>() * 100.0 / (RATE * seconds as f64));
+                cells[1].push(refused as f64 * 100.0 / attempts.max(1) as f64);
+                cells[2].push(jain(&shares));
+            }
+            let _ = writeln!(
+                out,
+                "| {} | {processes} | {} | {} % | {} % | {} |",
+                model.name(),
+                if told { "told 49 r/s once" } else { "learning" },
+                range(&cells[0], 1),
+                range(&cells[1], 1),
+                range(&cells[2], 3)
+            );
+        }
+    }
+    let _ = writeln!(out);
 }
 
 /// The reference the real runs set beside the crate's stacks: target 3's fleet told its
