@@ -1,7 +1,7 @@
 -- The pacing controller of one destination, shared by a fleet: the rules of
 -- `src/pacing/control.rs`, on state kept in Redis, on Redis's clock, in one atomic call.
 --
--- KEYS[1]: the state (a hash). KEYS[2]: the sends in flight (a sorted set: number by send time).
+-- KEYS[1]: the state (a MessagePack map). KEYS[2]: the sends in flight (a sorted set: number by send time).
 -- ARGV[1]: "reserve", "answer" or "release". ARGV[2..15]: the constants and settings (see
 -- `fleet/store.rs`). ARGV[16]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
 -- the longest wait (ms). For "answer": the send's round and number, the answer (0 served,
@@ -22,9 +22,8 @@ if now < 0 then
   now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
 end
 
-local s = {}
-local raw = redis.call('HGETALL', K)
-for i = 1, #raw, 2 do s[raw[i]] = tonumber(raw[i + 1]) end
+local packed = redis.call('GET', K)
+local s = packed and cmsgpack.unpack(packed) or {}
 if s.born == nil then
   -- A new destination (or Redis restarted empty): a slow start, or the known pace.
   s.born, s.ss, s.sc, s.sp, s.sn, s.rd, s.sends, s.pr, s.cir = now, now, 0, 0, 0, 0, 0, 0, 0
@@ -212,13 +211,6 @@ else
 end
 
 -- Written back whole; both keys expire with the destination's idleness.
-redis.call('DEL', K)
-local fields = {}
-for name, value in pairs(s) do
-  fields[#fields + 1] = name
-  fields[#fields + 1] = string.format('%.17g', value)
-end
-redis.call('HSET', K, unpack(fields))
-redis.call('PEXPIRE', K, TTL)
+redis.call('SET', K, cmsgpack.pack(s), 'PX', TTL)
 redis.call('PEXPIRE', F, TTL)
 return result
