@@ -105,7 +105,13 @@ mod time;
 pub use error::ConfigError;
 
 /// The README's Rust snippets, compiled and run as doc-tests (they use every feature).
-#[cfg(all(doctest, feature = "hyper", feature = "reqwest", feature = "tonic", feature = "redis"))]
+#[cfg(all(
+    doctest,
+    feature = "hyper",
+    feature = "reqwest",
+    feature = "tonic",
+    feature = "redis"
+))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
