@@ -202,3 +202,44 @@ fn a_retry_cut_short_by_a_timeout_above_is_not_counted() {
     let cancelled = format!("{}{{why=cancelled}}", names::GIVE_UPS);
     assert_eq!(metrics[&cancelled], DebugValue::Counter(1));
 }
+
+/// A Redis that refuses connections: requests go on in-process, and the failure is
+/// counted once, not once per request (Redis is left alone for a second).
+#[cfg(feature = "redis")]
+#[test]
+fn a_failing_redis_is_counted_and_requests_go_on() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("redis://{}/", closed.local_addr().unwrap());
+    drop(closed);
+    let recorder = DebuggingRecorder::new();
+    let statuses = metrics::with_local_recorder(&recorder, || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let redis = redis::Client::open(url).unwrap();
+            let shared = tower_backoff::pacing::RedisPacing::new(redis);
+            let pacing = tower_backoff::PacingLayer::builder()
+                .with_redis(shared)
+                .build()
+                .unwrap();
+            let client = pacing.layer(tower::service_fn(|_: Request<String>| async {
+                Ok::<_, Infallible>(Response::new(String::new()))
+            }));
+            let mut statuses = Vec::new();
+            for _ in 0..5 {
+                let request = Request::get("http://api.example/")
+                    .body(String::new())
+                    .unwrap();
+                statuses.push(client.clone().oneshot(request).await.unwrap().status());
+            }
+            statuses
+        })
+    });
+    assert!(statuses.iter().all(|status| *status == 200), "{statuses:?}");
+    match &snapshot(&recorder)[names::PACING_STORE_FAILURES] {
+        DebugValue::Counter(failures) => assert_eq!(*failures, 1),
+        other => panic!("not a counter: {other:?}"),
+    }
+}
