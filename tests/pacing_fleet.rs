@@ -34,7 +34,9 @@ async fn state(redis: &RedisServer, test: &str, authority: &str) -> Vec<String> 
 /// The value of `field` in `state`.
 fn field<'a>(state: &'a [String], field: &str) -> Option<&'a str> {
     let mut pairs = state.chunks(2);
-    pairs.find(|pair| pair[0] == field).map(|pair| pair[1].as_str())
+    pairs
+        .find(|pair| pair[0] == field)
+        .map(|pair| pair[1].as_str())
 }
 
 /// Waits until the state of `authority` has `field` (answers are told in the background).

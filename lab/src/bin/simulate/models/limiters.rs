@@ -509,6 +509,11 @@ fn shared_fleet(
             shares.push(r.await.unwrap().0 as f64);
         }
         let l = limiter.lock().unwrap();
+        if super::TIMELINE.load(Ordering::Relaxed) {
+            let what = if told { "told" } else { "learning" };
+            eprintln!("{} / {processes} sharing, {what}, seed {seed}: served/refused per 250 ms:", model.name());
+            eprintln!("  {}", super::timeline(&l.log, 0.25));
+        }
         (shares, l.answers(), l.refused())
     })
 }
