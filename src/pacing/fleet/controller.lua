@@ -2,6 +2,9 @@
 -- `src/pacing/control.rs`, on state kept in Redis, on Redis's clock, in one atomic call.
 --
 -- KEYS[1]: the state (a MessagePack map). KEYS[2]: the sends in flight (a sorted set: number by send time).
+-- "reserve" answers {0, wait, round, number}: the slot is taken, send after `wait` (µs);
+-- {1, wait}: the slow start's window is full; {2, wait}: a paced wait past the longest;
+-- {3, wait}: not next, ask again after `wait`.
 -- ARGV[1]: "reserve", "answer" or "release". ARGV[2..15]: the constants and settings (see
 -- `fleet/store.rs`). ARGV[16]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
 -- the longest wait (ms). For "answer": the send's round and number, the answer (0 served,
@@ -67,7 +70,7 @@ local function room_left()
 end
 
 local function curve_rate()
-  local t = (now - s.cs) / 1000
+  local t = math.max(now - s.cs, 0) / 1000
   if s.cu == 1 then return s.cb * 2 ^ (t / (DOUBLING / 1000)) end
   local gap = math.max(s.cc - s.cb, 0)
   local k = (gap / (C * s.cc)) ^ (1 / 3)
@@ -148,36 +151,42 @@ local function refused(round, asked)
   probe(asked)
 end
 
--- When the next send may leave, and whether it is held by a pace (else by the window).
+-- When the next send may leave, whether it is held by a pace (else by the window), and
+-- the spacing of sends at that pace (ms; 0 when not paced).
 local function slot()
   local closed = closed_until()
   local r = rate()
   if r ~= nil then
     local next = now
     if s.ls ~= nil then next = math.max(next, s.ls + 1000 / r) end
-    return math.max(next, closed or now), true
+    return math.max(next, closed or now), true, 1000 / r
   end
-  if closed ~= nil then return closed, true end
-  if s.w == nil then return now, false end
+  if closed ~= nil then return closed, true, 0 end
+  if s.w == nil then return now, false, 0 end
   -- Each send stalled for STALL since the last look widens the window, as an answer would.
   local stalled = redis.call('ZCOUNT', F, '(' .. s.mark, now - STALL)
   s.mark = now - STALL
   if stalled > 0 then widen(s.w + stalled) end
-  if s.w == nil then return now, false end
+  if s.w == nil then return now, false, 0 end
   local starting = redis.call('ZRANGEBYSCORE', F, '(' .. s.mark, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  if redis.call('ZCOUNT', F, '(' .. s.mark, '+inf') < s.w then return now, false end
-  return tonumber(starting[2]) + STALL, false
+  if redis.call('ZCOUNT', F, '(' .. s.mark, '+inf') < s.w then return now, false, 0 end
+  return tonumber(starting[2]) + STALL, false, 0
 end
 
 local result
 if op == 'reserve' then
   local max_wait = tonumber(ARGV[17])
-  local at, throttled = slot()
+  local at, throttled, spacing = slot()
   local wait = at - now
   if throttled and wait > max_wait then
     result = {2, math.floor(wait * 1000), 0, 0}
   elseif not throttled and wait > 0 then
     result = {1, math.floor(wait * 1000), 0, 0}
+  elseif wait > spacing + 0.001 then
+    -- Only the next slot is given (GCRA's burst of one): a later request asks again when
+    -- its slot is next, at the pace of then. Slots given ahead could not be taken back.
+    -- (The microsecond absorbs rounding: a slot exactly one spacing ahead is next.)
+    result = {3, math.floor((wait - spacing) * 1000), 0, 0}
   else
     s.sends = s.sends + 1
     s.ls = at

@@ -31,6 +31,8 @@ pub(crate) enum Reserved {
     Later(Duration),
     /// A paced send would wait `wait`, past the longest wait.
     TooLong(Duration),
+    /// Another send is next: ask again after `wait`, when this one may be.
+    NotNext(Duration),
 }
 
 /// What one process knows of the shared state: how to reach it, and whether it lately could.
@@ -88,6 +90,7 @@ impl Store {
         Ok(match reply[0] {
             0 => Reserved::At(wait, sent),
             1 => Reserved::Later(wait),
+            3 => Reserved::NotNext(wait),
             _ => Reserved::TooLong(wait),
         })
     }

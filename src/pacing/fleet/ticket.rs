@@ -2,7 +2,7 @@
 
 use super::store::{Args, Reserved, Store, millis};
 use crate::error::pacing::PacingError;
-use crate::pacing::control::{Answer, Sent};
+use crate::pacing::control::{Answer, STARTUP_DOUBLING, Sent};
 use crate::pacing::destination::{Admit, Grant, Limits, Ticket, Turn, read_answer};
 use crate::pacing::destinations::Key;
 use crate::pacing::layer::Shared;
@@ -132,6 +132,11 @@ impl FleetTicket {
             }
             Ok(Reserved::Later(wait)) => {
                 self.ask_at = instant_after(now, wait.min(ASK_AGAIN));
+                FleetTurn::At(self.ask_at)
+            }
+            // The pace may double meanwhile (the start-up): ask again by then at the latest.
+            Ok(Reserved::NotNext(wait)) => {
+                self.ask_at = instant_after(now, wait.min(STARTUP_DOUBLING));
                 FleetTurn::At(self.ask_at)
             }
             Ok(Reserved::TooLong(wait)) => FleetTurn::Fail(limits.too_long(wait, now)),
