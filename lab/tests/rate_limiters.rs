@@ -7,16 +7,18 @@
 //! targets are `lab/src/bin/limiters.rs`; their figures are in `docs/BENCHMARKS.md`.
 //!
 //! The cases against tower_governor need nothing outside and always run. Those against
-//! express-rate-limit (node, `npm ci` in `lab/fixtures/express-limiter`) and HAProxy are
-//! `#[ignore = "needs ..."]`: `.ci/run` installs both and runs them with `--ignored`; run
-//! that way without them, a case fails saying what is missing.
+//! express-rate-limit (node, `npm ci` in `lab/fixtures/express-limiter`) and HAProxy, and
+//! those sharing pacing in `redis-server`, are `#[ignore = "needs ..."]`: `.ci/run`
+//! installs them and runs them with `--ignored`; run that way without them, a case fails
+//! saying what is missing.
 
 use tower_backoff_lab::limiters;
 
 use http::StatusCode;
 use http::header::RETRY_AFTER;
-use limiters::client::{Counts, Stack};
+use limiters::client::{Counts, HttpClient, SharedPacing, Stack};
 use limiters::drive::{self, Summary};
+use limiters::redis_server::RedisServer;
 use limiters::{Kind, RateLimit, start_for_test};
 use std::time::{Duration, SystemTime};
 
@@ -394,6 +396,11 @@ struct Fleet {
     used: f64,
     attempts: u64,
     refused: u64,
+    /// Requests that did not succeed, whenever they ended.
+    failed: usize,
+    /// Those of them that ended in an error, not in an answer of the limiter (a pacing
+    /// error, a timeout, a transport error).
+    errors: usize,
 }
 
 impl Fleet {
@@ -442,8 +449,14 @@ async fn fleet(
                     drive::saturate_after(phase, client, &url, 4, time, TIMEOUT).await;
                 // Only what succeeded within the time counts, as in the real runs.
                 let in_time = drive::succeeded_within(&outcomes, time);
-                let late = Summary::of(&outcomes).ok - in_time;
-                (in_time as f64, late, counts.total())
+                let summary = Summary::of(&outcomes);
+                let failed = summary.requests - summary.ok;
+                if failed > 0 {
+                    eprintln!("{}: failed {:?}", kind.name(), summary.failures);
+                }
+                let errors = outcomes.iter().filter(|o| o.status.is_none()).count();
+                let late = summary.ok - in_time;
+                (in_time as f64, late, [failed, errors], counts.total())
             })
         })
         .collect();
@@ -452,23 +465,28 @@ async fn fleet(
         used: 0.0,
         attempts: 0,
         refused: 0,
+        failed: 0,
+        errors: 0,
     };
     let mut late = 0;
     for client in clients {
-        let (ok, after, count) = client.await.unwrap();
+        let (ok, after, [failed, errors], count) = client.await.unwrap();
         fleet.shares.push(ok);
         late += after;
+        fleet.failed += failed;
+        fleet.errors += errors;
         fleet.attempts += count.attempts;
         fleet.refused += count.refused;
     }
     fleet.used = fleet.shares.iter().sum::<f64>() / (50.0 * seconds as f64);
     // In CI's log, beside the real runs the docs give.
     eprintln!(
-        "{}: {seconds} s, {:.3} of the capacity used ({late} more succeeded after the time), {} of {} refused, Jain {:.3}",
+        "{}: {seconds} s, {:.3} of the capacity used ({late} more succeeded after the time), {} of {} refused, {} failed, Jain {:.3}",
         kind.name(),
         fleet.used,
         fleet.refused,
         fleet.attempts,
+        fleet.failed,
         drive::jain(&fleet.shares)
     );
     fleet
@@ -566,4 +584,150 @@ async fn tower_rate_limit_told_its_share_uses_haproxy_without_learning_it() {
 #[ignore = "needs haproxy: .ci/run, or see CONTRIBUTING.md"]
 async fn pacing_told_its_share_uses_haproxy_without_learning_it() {
     told_its_share_within(limiters::client::at_known_rate).await;
+}
+
+// ---- Issue #31: fleets sharing their pacing in a real redis-server, in short form: 8
+// ---- layers in one process, each its own `PacingLayer` and Redis client, so that they
+// ---- share nothing but Redis (`limiters -- redis-fleet` runs 8 processes). The names
+// ---- avoid "fleet": `.ci/run` skips that word, and runs these. The targets not met today
+// ---- have it, and are run by hand.
+
+/// Clients of `stack` keeping their pacing in `redis`, under a prefix of the limiter's URL:
+/// the 8 clients of one fleet share it, the next fleet (a new limiter) starts afresh.
+fn in_redis(redis: &RedisServer, stack: Stack) -> impl Fn(&Counts, &str) -> HttpClient + use<> {
+    let server = redis.url();
+    move |counts, url| {
+        let run = format!("test-{}-{url}", std::process::id());
+        stack.build_shared(counts, url, &SharedPacing::new(server.clone(), &run))
+    }
+}
+
+/// 8 layers of `stack` sharing their pacing in Redis on `kind` for `seconds`, held to
+/// `bounds` by the median of up to three fleets.
+async fn shared_in_redis_within(kind: Kind, stack: Stack, seconds: u64, bounds: Bounds) {
+    let _alone = one_at_a_time().await;
+    let redis = RedisServer::start_for_test().await;
+    let client = in_redis(&redis, stack);
+    fleets_within(kind, seconds, bounds, client, Duration::ZERO).await;
+}
+
+/// tower_governor, learned by one controller in Redis: 72–79 % of the capacity used,
+/// 8–12 % refused, Jain's index 0.987–0.999 in 12 fleets here. The bounds hold that, not
+/// issue #31's targets (the test below); Jain's index checks the sharing itself: 8
+/// independent layers score 0.74–0.88.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: .ci/run, or see CONTRIBUTING.md"]
+async fn shared_pacing_in_redis_learns_the_governor_limit() {
+    let bounds = Bounds {
+        used: 0.6,
+        refused: 0.15,
+        jain: 0.95,
+    };
+    shared_in_redis_within(Kind::Governor, Stack::RetryPacingRedis, 10, bounds).await;
+}
+
+/// HAProxy (it counts refusals and reports nothing), learned by one controller in Redis:
+/// 52–65 % used, 28–33 % refused, Jain's index 0.93–0.98 in 12 fleets here; held to
+/// that, with margin, not to issue #31's targets (the test below).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server and haproxy: .ci/run, or see CONTRIBUTING.md"]
+async fn shared_pacing_in_redis_learns_the_haproxy_limit() {
+    let bounds = Bounds {
+        used: 0.4,
+        refused: 0.4,
+        jain: 0.85,
+    };
+    shared_in_redis_within(Kind::Haproxy, Stack::RetryPacingRedis, 10, bounds).await;
+}
+
+/// Issue #31's targets for a fleet learning a limit in Redis: ≥ 95 % used, < 3 % refused,
+/// Jain's index ≥ 0.95.
+const LEARNED_IN_REDIS: Bounds = Bounds {
+    used: 0.95,
+    refused: 0.03,
+    jain: 0.95,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "issue #31, not met: 72-79 % used, 8-12 % refused (8 layers); 8 processes 76-81 %, 11-12 % (limiters -- redis-fleet)"]
+async fn redis_fleet_learns_the_governor_limit_to_the_targets() {
+    let (kind, stack) = (Kind::Governor, Stack::RetryPacingRedis);
+    shared_in_redis_within(kind, stack, 10, LEARNED_IN_REDIS).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "issue #31, not met: 52-65 % used, 28-33 % refused (8 layers); 8 processes 52-63 %, 31-32 % (limiters -- redis-fleet)"]
+async fn redis_fleet_learns_the_haproxy_limit_to_the_targets() {
+    let (kind, stack) = (Kind::Haproxy, Stack::RetryPacingRedis);
+    shared_in_redis_within(kind, stack, 10, LEARNED_IN_REDIS).await;
+}
+
+/// express-rate-limit reports its quota (`RateLimit: r=...; t=...`): told 49 r/s once,
+/// the fleet should use it as on the other limiters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "issue #31, not met: 31 % used, no refusal (8 layers, 5 s); 8 processes 25 % (limiters -- redis-fleet express --parts told)"]
+async fn redis_fleet_told_once_uses_the_express_limit() {
+    let bounds = Bounds {
+        used: 0.95,
+        refused: 0.01,
+        jain: 0.95,
+    };
+    shared_in_redis_within(Kind::Express, Stack::ToldRedis, 5, bounds).await;
+}
+
+/// The fleet told HAProxy's rate once (49 r/s for all 8 layers) uses it without a
+/// refusal: 98.0 % used, none refused here, as by 8 processes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server and haproxy: .ci/run, or see CONTRIBUTING.md"]
+async fn shared_pacing_in_redis_told_once_uses_the_haproxy_limit() {
+    let bounds = Bounds {
+        used: 0.95,
+        refused: 0.01,
+        jain: 0.95,
+    };
+    shared_in_redis_within(Kind::Haproxy, Stack::ToldRedis, 5, bounds).await;
+}
+
+/// 8 layers learning tower_governor's limit in Redis for 6 s; Redis killed 2 s in and
+/// started again (empty) 2 s later: each layer paces alone meanwhile, then rejoins.
+async fn through_a_redis_restart() -> Fleet {
+    let mut redis = RedisServer::start_for_test().await;
+    let client = in_redis(&redis, Stack::RetryPacingRedis);
+    let outage = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        redis.kill();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        redis.restart().await.expect("redis-server starts again");
+    };
+    let (fleet, ()) = tokio::join!(fleet(Kind::Governor, 6, &client, Duration::ZERO, 1), outage);
+    fleet
+}
+
+/// Through a Redis restart, no request fails for Redis: no error (a pacing error, a
+/// timeout) reaches a caller. While Redis is down the layers pace alone, and as 8
+/// independent layers do, the retry layer now and then gives up on a request refused
+/// once too often: 1 such request in 4 of 19 runs here (a final 429), held to 2. 18–23 %
+/// of the attempts were refused, held under 35 %.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: .ci/run, or see CONTRIBUTING.md"]
+async fn shared_pacing_in_redis_requests_outlive_a_redis_restart() {
+    let _alone = one_at_a_time().await;
+    let fleet = through_a_redis_restart().await;
+    assert_eq!(fleet.errors, 0, "requests failed with an error");
+    assert!(fleet.failed <= 2, "{} requests failed", fleet.failed);
+    assert!(
+        (fleet.refused as f64) < 0.35 * fleet.attempts as f64,
+        "{} of {} refused",
+        fleet.refused,
+        fleet.attempts
+    );
+}
+
+/// Issue #31's target: no request at all fails through a Redis restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "issue #31, not met in 4 of 19 runs: a request refused too often while the layers pace alone (a final 429)"]
+async fn redis_fleet_loses_no_request_through_a_redis_restart() {
+    let _alone = one_at_a_time().await;
+    let fleet = through_a_redis_restart().await;
+    assert_eq!(fleet.failed, 0, "requests failed");
 }

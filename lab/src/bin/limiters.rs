@@ -12,7 +12,13 @@
 //! cargo run --release -p tower-backoff-lab --bin limiters -- fleet haproxy --stack told
 //! cargo run --release -p tower-backoff-lab --bin limiters -- all --reps 5 --record real.txt
 //! cargo run --release -p tower-backoff-lab --bin simulate -- limiters --seeds 8 --compare real.txt
+//! cargo run --release -p tower-backoff-lab --bin limiters -- redis-fleet all --reps 3
+//! cargo run --release -p tower-backoff-lab --bin limiters -- redis-fleet haproxy --parts learning,faults
 //! ```
+//!
+//! `redis-fleet` (issue #31, needs `redis-server`): fleets of 8 processes sharing their
+//! pacing in Redis, learning the limit, told it once, joining and leaving, and losing
+//! Redis for 5 s; see `limiters/redis_fleet.rs` for the targets.
 //!
 //! `--record FILE` appends one line per run of targets 1 and 3 to `FILE` (limiter, stack
 //! and figures); `simulate -- limiters --compare FILE` sets the model's figures beside
@@ -53,6 +59,9 @@
 //! Real time, real sockets: a run takes a few minutes. Every figure is measured, none is
 //! asserted: the fast properties are asserted by `lab/tests/rate_limiters.rs`.
 
+#[path = "limiters/redis_fleet.rs"]
+mod redis_fleet;
+
 use tower_backoff_lab::limiters;
 
 use limiters::client::{Count, Counts, Stack};
@@ -72,6 +81,12 @@ async fn main() -> Result<(), BoxError> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("fleet-client") {
         return fleet_client(&args[1..]).await;
+    }
+    if args.first().map(String::as_str) == Some("fleet-member") {
+        return redis_fleet::member(&args[1..]).await;
+    }
+    if args.first().map(String::as_str) == Some("redis-fleet") {
+        return redis_fleet::main(&args[1..]).await;
     }
     let what = args.first().map_or("all", String::as_str);
     let kinds: Vec<Kind> = match args.get(1).filter(|a| !a.starts_with("--")) {
@@ -100,6 +115,9 @@ async fn main() -> Result<(), BoxError> {
             .collect(),
         None => Stack::MEASURED.to_vec(),
     };
+    if let Some(stack) = stacks.iter().find(|s| s.needs_redis()) {
+        return Err(format!("{} runs in `limiters -- redis-fleet`", stack.name()).into());
+    }
     if stacks.contains(&Stack::ToldPacing) && flag(&args, "--record").is_some() {
         return Err("--record: the models have no told-pacing client to compare it with".into());
     }
@@ -116,7 +134,9 @@ async fn main() -> Result<(), BoxError> {
         let _ = writeln!(out, "the told fleet at {told_share} of its share\n");
     }
     if !matches!(what, "all" | "burst" | "two" | "fleet") {
-        return Err(format!("unknown experiment {what}: all, burst, two, fleet").into());
+        return Err(
+            format!("unknown experiment {what}: all, burst, two, fleet, redis-fleet").into(),
+        );
     }
     for kind in kinds {
         if Limiter::start(kind, LIMIT).await.is_err() {

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tower::util::BoxCloneService;
 use tower::{Layer, ServiceBuilder, ServiceExt};
+use tower_backoff::pacing::{PacingBuilder, RedisPacing};
 use tower_backoff::{ExponentialBackOff, PacingLayer, RetryLayer};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -42,6 +43,12 @@ pub enum Stack {
     /// `PacingLayer` told the destination's rate ([`at_known_rate`]), from a random phase
     /// of its spacing. Built for a destination ([`Stack::build_to`]).
     ToldPacing,
+    /// [`RetryPacing`](Stack::RetryPacing) with its pacing state in Redis
+    /// ([`SharedPacing`]): a fleet's processes learn one pace together (issue #31).
+    RetryPacingRedis,
+    /// [`RetryPacingRedis`](Stack::RetryPacingRedis) told the whole fleet's rate,
+    /// [`FLEET_RATE`](super::told::FLEET_RATE), once: the same value in every process.
+    ToldRedis,
 }
 
 impl Stack {
@@ -57,6 +64,7 @@ impl Stack {
     /// spacing. Processes started together and spaced alike send in step; 8 requests at
     /// once then meet a sliding window (HAProxy's) just after its period turns, when the
     /// last period still counts whole, and are refused (3 fleets in step: 86–90 % used).
+    /// The Redis stacks need none: one schedule in Redis spaces the whole fleet.
     pub fn told_phase(self) -> std::time::Duration {
         match self {
             Stack::Told | Stack::ToldPacing => {
@@ -75,6 +83,8 @@ impl Stack {
             Stack::RetryNoBudgetPacing => "retry-nobudget+pacing",
             Stack::Told => "told",
             Stack::ToldPacing => "told-pacing",
+            Stack::RetryPacingRedis => "retry+pacing+redis",
+            Stack::ToldRedis => "told-redis",
         }
     }
 
@@ -93,23 +103,72 @@ impl Stack {
             Stack::ToldPacing => {
                 "(e) told its share, RetryLayer default over PacingLayer with_known_rate at 6.25 r/s"
             }
+            Stack::RetryPacingRedis => {
+                "(f) RetryLayer default + PacingLayer with_redis inside (the fleet learns one pace)"
+            }
+            Stack::ToldRedis => {
+                "(g) RetryLayer default + PacingLayer with_redis, with_known_rate 49 r/s for the whole fleet"
+            }
         }
     }
 
     pub fn parse(name: &str) -> Option<Stack> {
         [Stack::Bare, Stack::Told, Stack::ToldPacing]
             .into_iter()
+            .chain(Stack::REDIS)
             .chain(Stack::MEASURED)
             .find(|s| s.name() == name)
     }
 
+    /// The stacks that share their pacing in Redis.
+    pub const REDIS: [Stack; 2] = [Stack::RetryPacingRedis, Stack::ToldRedis];
+
+    /// Whether the stack keeps its pacing in Redis: it is built by
+    /// [`build_shared`](Self::build_shared).
+    pub fn needs_redis(self) -> bool {
+        Stack::REDIS.contains(&self)
+    }
+
     /// [`build`](Self::build) for requests to `url`: [`Stack::ToldPacing`] is told the
-    /// rate of its destination.
+    /// rate of its destination. The Redis stacks read their [`SharedPacing`] from the
+    /// environment ([`SharedPacing::from_env`]), as a fleet's processes get it.
     pub fn build_to(self, counts: &Counts, url: &str) -> HttpClient {
         match self {
             Stack::ToldPacing => at_known_rate(counts, url, super::told::told_spacing()),
+            Stack::RetryPacingRedis | Stack::ToldRedis => {
+                let shared = SharedPacing::from_env().unwrap_or_else(|| {
+                    panic!(
+                        "{} needs {} and {} (limiters -- redis-fleet sets them)",
+                        self.name(),
+                        SharedPacing::URL_VAR,
+                        SharedPacing::PREFIX_VAR
+                    )
+                });
+                self.build_shared(counts, url, &shared)
+            }
             _ => self.build(counts),
         }
+    }
+
+    /// [`build_to`](Self::build_to), the Redis stacks keeping their state in `shared`
+    /// (other stacks ignore it). Each call makes its own `PacingLayer` and Redis client:
+    /// layers of one process share nothing but Redis, as processes would.
+    pub fn build_shared(self, counts: &Counts, url: &str, shared: &SharedPacing) -> HttpClient {
+        let told = |builder: PacingBuilder| {
+            let rate = super::told::FLEET_RATE;
+            builder.with_known_rate(authority(url), rate, std::time::Duration::from_secs(1))
+        };
+        let pacing = match self {
+            Stack::RetryPacingRedis => shared.layer(PacingLayer::builder()),
+            Stack::ToldRedis => shared.layer(told(PacingLayer::builder())),
+            _ => return self.build_to(counts, url),
+        };
+        boxed(
+            ServiceBuilder::new()
+                .layer(RetryLayer::new(ExponentialBackOff::default()))
+                .layer(pacing)
+                .service(counts.client()),
+        )
     }
 
     /// A new client of this stack (its own connection pool, budget and pacing state),
@@ -135,8 +194,53 @@ impl Stack {
                     .service(inner),
             ),
             Stack::Told => known_share(inner, super::told::told_spacing()),
+            Stack::RetryPacingRedis | Stack::ToldRedis => {
+                panic!("{} is built for a destination (build_to)", self.name())
+            }
         }
     }
+}
+
+/// Where the Redis stacks keep their pacing: a server, and a key prefix fresh for each
+/// fleet run, so that runs share no state.
+#[derive(Clone, Debug)]
+pub struct SharedPacing {
+    pub url: String,
+    pub prefix: String,
+}
+
+impl SharedPacing {
+    /// The environment that gives a fleet's processes their [`SharedPacing`].
+    pub const URL_VAR: &'static str = "LIMITERS_REDIS_URL";
+    pub const PREFIX_VAR: &'static str = "LIMITERS_REDIS_PREFIX";
+
+    /// The server at `url`, under a prefix of `run` (a fresh name per fleet run).
+    pub fn new(url: String, run: &str) -> Self {
+        let prefix = format!("limiters:{run}:");
+        Self { url, prefix }
+    }
+
+    pub fn from_env() -> Option<Self> {
+        let url = std::env::var(Self::URL_VAR).ok()?;
+        let prefix = std::env::var(Self::PREFIX_VAR).ok()?;
+        Some(Self { url, prefix })
+    }
+
+    /// `builder`'s layer with its state on this server, under this prefix.
+    fn layer(&self, builder: PacingBuilder) -> PacingLayer {
+        let client = redis::Client::open(self.url.as_str()).expect("a valid Redis URL");
+        let redis = RedisPacing::new(client).with_prefix(self.prefix.clone());
+        builder
+            .with_redis(redis)
+            .build()
+            .expect("valid pacing settings")
+    }
+}
+
+/// The destination (`host:port`) of an absolute URL, as `with_known_rate` names it.
+fn authority(url: &str) -> String {
+    let uri: http::Uri = url.parse().expect("a limiter's URL");
+    uri.authority().expect("an absolute URL").to_string()
 }
 
 /// A client for a known share of a limit by tower's means (the README's alternative to
@@ -206,9 +310,10 @@ pub fn wall_clock_ms() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
 }
 
-/// Attempts as they reach the network, per destination (the request's authority).
+/// Attempts as they reach the network, per destination (the request's authority), and
+/// when each refusal came (a fleet's refusals set on one timeline).
 #[derive(Clone, Default)]
-pub struct Counts(Arc<Mutex<HashMap<String, Count>>>);
+pub struct Counts(Arc<Mutex<HashMap<String, Count>>>, Arc<Mutex<Vec<f64>>>);
 
 /// What one destination was sent.
 #[derive(Clone, Copy, Debug, Default)]
@@ -250,7 +355,10 @@ impl Counts {
                 let count = map.entry(authority).or_default();
                 count.attempts += 1;
                 match &result {
-                    Ok(res) if res.status() == StatusCode::TOO_MANY_REQUESTS => count.refused += 1,
+                    Ok(res) if res.status() == StatusCode::TOO_MANY_REQUESTS => {
+                        count.refused += 1;
+                        counts.1.lock().unwrap().push(wall_clock_ms());
+                    }
                     Ok(_) => {}
                     Err(_) => count.errors += 1,
                 }
@@ -268,6 +376,11 @@ impl Counts {
             .get(authority)
             .copied()
             .unwrap_or_default()
+    }
+
+    /// When each refusal came, in milliseconds since the Unix epoch.
+    pub fn refused_at(&self) -> Vec<f64> {
+        self.1.lock().unwrap().clone()
     }
 
     /// What every destination was sent, added up.

@@ -10,7 +10,8 @@
 //! | [`Kind::HaproxyRateLimit`] (an experiment, no target's): the same HAProxy | the same | the same, and every answer carries `RateLimit: "50-in-1sec"; r=<50 − its count>; t=1`, as a naive configuration writes it |
 //!
 //! Every limiter has one key for all clients (all come from 127.0.0.1 anyway): a fleet of
-//! clients shares one limit, as the clients of one API key do.
+//! clients shares one limit, as the clients of one API key do. A fleet's stacks may share
+//! their pacing in a real `redis-server` ([`redis_server`], issue #31).
 
 #![allow(dead_code)]
 
@@ -22,6 +23,7 @@ pub mod express;
 pub mod fairness;
 pub mod governor;
 pub mod haproxy;
+pub mod redis_server;
 pub mod told;
 
 use std::fmt;

@@ -511,7 +511,10 @@ fn shared_fleet(
         let l = limiter.lock().unwrap();
         if super::TIMELINE.load(Ordering::Relaxed) {
             let what = if told { "told" } else { "learning" };
-            eprintln!("{} / {processes} sharing, {what}, seed {seed}: served/refused per 250 ms:", model.name());
+            eprintln!(
+                "{} / {processes} sharing, {what}, seed {seed}: served/refused per 250 ms:",
+                model.name()
+            );
             eprintln!("  {}", super::timeline(&l.log, 0.25));
         }
         (shares, l.answers(), l.refused())
