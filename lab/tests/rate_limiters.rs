@@ -611,31 +611,31 @@ async fn shared_in_redis_within(kind: Kind, stack: Stack, seconds: u64, bounds: 
     fleets_within(kind, seconds, bounds, client, Duration::ZERO).await;
 }
 
-/// tower_governor, learned by one controller in Redis: 72–79 % of the capacity used,
-/// 8–12 % refused, Jain's index 0.987–0.999 in 12 fleets here. The bounds hold that, not
-/// issue #31's targets (the test below); Jain's index checks the sharing itself: 8
-/// independent layers score 0.74–0.88.
+/// tower_governor, learned by one controller in Redis: issue #31's targets (the test
+/// below) were met by the median of three fleets here, 8 processes used 101 % with
+/// 2.9–3.2 % refused. Held with margin for CI; Jain's index checks the sharing itself: 8
+/// independent layers score 0.74–0.88, and refuse 16–19 %.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server: .ci/run, or see CONTRIBUTING.md"]
 async fn shared_pacing_in_redis_learns_the_governor_limit() {
     let bounds = Bounds {
-        used: 0.6,
-        refused: 0.15,
+        used: 0.9,
+        refused: 0.08,
         jain: 0.95,
     };
     shared_in_redis_within(Kind::Governor, Stack::RetryPacingRedis, 10, bounds).await;
 }
 
 /// HAProxy (it counts refusals and reports nothing), learned by one controller in Redis:
-/// 52–65 % used, 28–33 % refused, Jain's index 0.93–0.98 in 12 fleets here; held to
-/// that, with margin, not to issue #31's targets (the test below).
+/// 88 % used, 6.5–7.1 % refused, Jain's index 0.96–0.97 here (8 independent layers:
+/// 74–79 %, 21–23 %); held to that, with margin, not to issue #31's targets (below).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server and haproxy: .ci/run, or see CONTRIBUTING.md"]
 async fn shared_pacing_in_redis_learns_the_haproxy_limit() {
     let bounds = Bounds {
-        used: 0.4,
-        refused: 0.4,
-        jain: 0.85,
+        used: 0.75,
+        refused: 0.15,
+        jain: 0.9,
     };
     shared_in_redis_within(Kind::Haproxy, Stack::RetryPacingRedis, 10, bounds).await;
 }
@@ -649,14 +649,14 @@ const LEARNED_IN_REDIS: Bounds = Bounds {
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue #31, not met: 72-79 % used, 8-12 % refused (8 layers); 8 processes 76-81 %, 11-12 % (limiters -- redis-fleet)"]
+#[ignore = "needs redis-server; issue #31's targets at the edge: met by the median of 3 (8 layers), 8 processes 2.9-3.2 % refused, Jain 0.94-0.97"]
 async fn redis_fleet_learns_the_governor_limit_to_the_targets() {
     let (kind, stack) = (Kind::Governor, Stack::RetryPacingRedis);
     shared_in_redis_within(kind, stack, 10, LEARNED_IN_REDIS).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue #31, not met: 52-65 % used, 28-33 % refused (8 layers); 8 processes 52-63 %, 31-32 % (limiters -- redis-fleet)"]
+#[ignore = "issue #31, not met: 88 % used, 7 % refused (8 layers); 8 processes 91 %, 6 % (limiters -- redis-fleet)"]
 async fn redis_fleet_learns_the_haproxy_limit_to_the_targets() {
     let (kind, stack) = (Kind::Haproxy, Stack::RetryPacingRedis);
     shared_in_redis_within(kind, stack, 10, LEARNED_IN_REDIS).await;
@@ -665,7 +665,7 @@ async fn redis_fleet_learns_the_haproxy_limit_to_the_targets() {
 /// express-rate-limit reports its quota (`RateLimit: r=...; t=...`): told 49 r/s once,
 /// the fleet should use it as on the other limiters.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue #31, not met: 31 % used, no refusal (8 layers, 5 s); 8 processes 25 % (limiters -- redis-fleet express --parts told)"]
+#[ignore = "issue #31, not met: 63 % used, no refusal (8 layers, 5 s); 8 processes 62 %: a quota's whole-second reset caps the pace (limiters -- redis-fleet express --parts told)"]
 async fn redis_fleet_told_once_uses_the_express_limit() {
     let bounds = Bounds {
         used: 0.95,
