@@ -192,7 +192,16 @@ pub(crate) struct Shared {
 impl Shared {
     /// The in-process state of `key`; `None` when too many destinations are paced.
     pub(crate) fn destination(&self, key: &Key, now: Instant) -> Option<Arc<Destination>> {
-        let known = self.known.get(key).copied();
+        self.destination_at(key, self.known.get(key).copied(), now)
+    }
+
+    /// [`destination`](Self::destination), paced at `known` if new.
+    pub(crate) fn destination_at(
+        &self,
+        key: &Key,
+        known: Option<f64>,
+        now: Instant,
+    ) -> Option<Arc<Destination>> {
         self.destinations
             .get_or_insert(key, known.is_some(), now, || {
                 let gauges = self.series.gauges(key, known.is_some());

@@ -8,7 +8,8 @@
 //!
 //! Redis is never in the way: a call that fails or takes longer than
 //! [`with_timeout`](RedisPacing::with_timeout) sends the request through in-process pacing,
-//! and the process tries Redis again a second later. Idle destinations expire from Redis.
+//! at this process's share of the fleet's last pace, and the process tries Redis again a
+//! second later. Idle destinations expire from Redis.
 
 mod store;
 mod ticket;

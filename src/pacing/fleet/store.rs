@@ -1,6 +1,7 @@
 //! The calls to Redis: one script, its arguments, and the store's health.
 
 use super::RedisPacing;
+use crate::pacing::PacingLayer;
 use crate::pacing::control::{
     BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, STALL, STARTUP_DOUBLING,
     Sent,
@@ -9,6 +10,7 @@ use crate::pacing::destinations::{Key, lock};
 use crate::pacing::layer::Settings;
 use crate::time::instant_after;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -25,8 +27,8 @@ pub(super) static SCRIPT: LazyLock<redis::Script> =
 /// What a reservation says.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Reserved {
-    /// Send after `wait`; the slot is taken.
-    At(Duration, Sent),
+    /// Send after `wait`; the slot is taken. The fleet's pace, if paced.
+    At(Duration, Sent, Option<f64>),
     /// The slow start's window is full: ask again within `wait`.
     Later(Duration),
     /// A paced send would wait `wait`, past the longest wait.
@@ -35,12 +37,40 @@ pub(crate) enum Reserved {
     NotNext(Duration),
 }
 
-/// What one process knows of the shared state: how to reach it, and whether it lately could.
+/// What one process knows of the shared state: how to reach it, whether it lately could,
+/// and each destination's pace and this process's share of it.
 pub(crate) struct Store {
     config: RedisPacing,
     connection: OnceLock<Result<ConnectionManager, String>>,
     /// Until when Redis is not asked, after a failure.
     down_until: Mutex<Option<Instant>>,
+    views: Mutex<HashMap<Key, View>>,
+}
+
+/// A destination as this process last saw it in the shared state.
+#[derive(Debug, Clone, Copy)]
+struct View {
+    /// The fleet's pace, if paced.
+    pace: Option<f64>,
+    /// This process's share of the fleet's sends, over the last whole window.
+    share: f64,
+    /// The current window: its start, the fleet's first send number in it, and this
+    /// process's sends.
+    start: Instant,
+    first: u64,
+    own: u64,
+}
+
+impl View {
+    fn new(first: u64, now: Instant) -> Self {
+        Self {
+            pace: None,
+            share: 1.0,
+            start: now,
+            first,
+            own: 0,
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -57,7 +87,37 @@ impl Store {
             config,
             connection: OnceLock::new(),
             down_until: Mutex::new(None),
+            views: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// This process took send `number` of `key`, the fleet paced at `pace`.
+    pub(crate) fn took(&self, key: &Key, number: u64, pace: Option<f64>, now: Instant) {
+        let mut views = lock(&self.views);
+        if views.len() >= PacingLayer::DEFAULT_MAX_DESTINATIONS && !views.contains_key(key) {
+            views.clear();
+        }
+        let view = views.entry(key.clone()).or_insert(View::new(number, now));
+        view.pace = pace;
+        view.own += 1;
+        if now.saturating_duration_since(view.start) >= SERVED_WINDOW {
+            let fleet = number.saturating_sub(view.first) + 1;
+            view.share = (view.own as f64 / fleet as f64).min(1.0);
+            *view = View {
+                pace,
+                share: view.share,
+                ..View::new(number + 1, now)
+            };
+        }
+    }
+
+    /// The pace this process keeps for `key` while Redis is away: its share of the fleet's
+    /// last pace, as if told it (`None`: the fleet was not paced).
+    pub(crate) fn alone_pace(&self, key: &Key) -> Option<f64> {
+        let views = lock(&self.views);
+        views
+            .get(key)
+            .and_then(|view| Some(view.pace? * view.share))
     }
 
     /// Whether Redis may be asked now (it is, or is thought, reachable).
@@ -87,8 +147,9 @@ impl Store {
             round: reply[2].max(0).unsigned_abs(),
             number: reply[3].max(0).unsigned_abs(),
         };
+        let pace = (reply[4] > 0).then(|| reply[4] as f64 / 1000.0);
         Ok(match reply[0] {
-            0 => Reserved::At(wait, sent),
+            0 => Reserved::At(wait, sent, pace),
             1 => Reserved::Later(wait),
             3 => Reserved::NotNext(wait),
             _ => Reserved::TooLong(wait),
@@ -113,7 +174,7 @@ impl Store {
         args: &Args,
         op: &str,
         extra: &[f64],
-    ) -> Result<[i64; 4], ()> {
+    ) -> Result<[i64; 5], ()> {
         let result = match self.connection() {
             Ok(mut connection) => {
                 let mut invocation = SCRIPT.prepare_invoke();
@@ -123,10 +184,9 @@ impl Store {
                 }
                 let call = invocation.invoke_async::<Vec<i64>>(&mut connection);
                 match tokio::time::timeout(self.config.timeout, call).await {
-                    Ok(Ok(reply)) if reply.len() == 4 => {
-                        Ok([reply[0], reply[1], reply[2], reply[3]])
-                    }
-                    Ok(Ok(reply)) => Err(format!("unexpected reply {reply:?}")),
+                    Ok(Ok(reply)) => reply
+                        .try_into()
+                        .map_err(|reply| format!("unexpected reply {reply:?}")),
                     Ok(Err(error)) => Err(error.to_string()),
                     Err(_) => Err(format!("no reply within {:?}", self.config.timeout)),
                 }

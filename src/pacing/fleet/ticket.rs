@@ -126,7 +126,10 @@ impl FleetTicket {
         self.reply = None;
         let now = Instant::now();
         match reply {
-            Ok(Reserved::At(wait, sent)) => {
+            Ok(Reserved::At(wait, sent, pace)) => {
+                self.place
+                    .store()
+                    .took(&self.place.key, sent.number, pace, now);
                 self.slot = Some((instant_after(now, wait), sent));
                 self.turn(limits, waker)
             }
@@ -144,10 +147,14 @@ impl FleetTicket {
         }
     }
 
-    /// Redis failed: the request is paced in-process from now on.
+    /// Redis failed: the request is paced in-process from now on, at this process's
+    /// share of the fleet's last pace if it was paced.
     fn alone(&mut self, limits: &Limits, waker: &Waker, now: Instant) -> FleetTurn {
         let Place { shared, key, .. } = &self.place;
-        let Some(destination) = shared.destination(key, now) else {
+        let known = shared.known.get(key).copied();
+        let share = self.place.store().alone_pace(key);
+        let pace = [known, share].into_iter().flatten().reduce(f64::min);
+        let Some(destination) = shared.destination_at(key, pace, now) else {
             return FleetTurn::Local(None);
         };
         match destination.admit(limits, now) {
