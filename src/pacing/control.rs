@@ -164,6 +164,14 @@ impl Controller {
         }
     }
 
+    /// From now on paced at `known`, as if the user had told it (a fleet's share, alone).
+    #[cfg(feature = "redis")]
+    pub(crate) fn retell(&mut self, known: f64, now: Instant) {
+        self.config.known = Some(known);
+        self.curve = Some(Curve::new(now, known, known, false));
+        self.widen(None);
+    }
+
     /// The pace, in requests per second, while paced.
     pub(crate) fn rate(&mut self, now: Instant) -> Option<f64> {
         let reopen_at = self.last_refusal.map(|at| instant_after(at, REOPEN_AFTER));

@@ -313,6 +313,14 @@ impl Destination {
         Admit::Queue(Ticket(Arc::clone(self), id))
     }
 
+    /// From now on paced at `known` requests per second, as if told it first.
+    #[cfg(feature = "redis")]
+    pub(crate) fn retell(&self, known: f64, now: Instant) {
+        let mut s = lock(&self.state);
+        s.control.retell(known, now);
+        s.queue.wake_all();
+    }
+
     /// Reads the controller now, for the layer's accessors.
     pub(crate) fn control<T>(&self, read: impl FnOnce(&mut Controller, Instant) -> T) -> T {
         read(&mut lock(&self.state).control, Instant::now())

@@ -59,6 +59,8 @@ struct View {
     start: Instant,
     first: u64,
     own: u64,
+    /// Whether the in-process pacing was told this pace since Redis last answered.
+    told: bool,
 }
 
 impl View {
@@ -69,6 +71,7 @@ impl View {
             start: now,
             first,
             own: 0,
+            told: false,
         }
     }
 }
@@ -98,7 +101,7 @@ impl Store {
             views.clear();
         }
         let view = views.entry(key.clone()).or_insert(View::new(number, now));
-        view.pace = pace;
+        (view.pace, view.told) = (pace, false);
         view.own += 1;
         if now.saturating_duration_since(view.start) >= SERVED_WINDOW {
             let fleet = number.saturating_sub(view.first) + 1;
@@ -112,12 +115,13 @@ impl Store {
     }
 
     /// The pace this process keeps for `key` while Redis is away: its share of the fleet's
-    /// last pace, as if told it (`None`: the fleet was not paced).
+    /// last pace, as if told it. `None`: the fleet was not paced, or the in-process pacing
+    /// was told it already since Redis last answered.
     pub(crate) fn alone_pace(&self, key: &Key) -> Option<f64> {
-        let views = lock(&self.views);
-        views
-            .get(key)
-            .and_then(|view| Some(view.pace? * view.share))
+        let mut views = lock(&self.views);
+        let view = views.get_mut(key).filter(|view| !view.told)?;
+        view.told = true;
+        Some(view.pace? * view.share)
     }
 
     /// Whether Redis may be asked now (it is, or is thought, reachable).

@@ -148,7 +148,8 @@ impl FleetTicket {
     }
 
     /// Redis failed: the request is paced in-process from now on, at this process's
-    /// share of the fleet's last pace if it was paced.
+    /// share of the fleet's last pace if it was paced (told once per outage: an earlier
+    /// outage's pace is stale).
     fn alone(&mut self, limits: &Limits, waker: &Waker, now: Instant) -> FleetTurn {
         let Place { shared, key, .. } = &self.place;
         let known = shared.known.get(key).copied();
@@ -157,6 +158,9 @@ impl FleetTicket {
         let Some(destination) = shared.destination_at(key, pace, now) else {
             return FleetTurn::Local(None);
         };
+        if let (Some(pace), Some(_)) = (pace, share) {
+            destination.retell(pace, now);
+        }
         match destination.admit(limits, now) {
             Admit::Go(grant) => FleetTurn::Local(Some(grant)),
             Admit::Queue(ticket) => {
