@@ -8,6 +8,15 @@
 //! - [`Schedule`] is a pure function from a retry number to a delay: data only, shareable
 //!   across threads, with the attempt count held by the caller (the "simple backoff"
 //!   design). [`Scheduled`] turns any schedule into a `BackOff` by counting retries.
+//!
+//! | strategy | behaviour | defaults |
+//! |---|---|---|
+//! | `ExponentialBackOff` | interval × U[1 − r, 1 + r], ×multiplier per retry, capped, stops after max elapsed time (cenkalti/backoff v4) | 500 ms, r = 0.5, ×1.5, 60 s, 15 min |
+//! | `ConstantBackOff`, `ZeroBackOff`, `StopBackOff` | the same delay / no delay / never retry | — |
+//! | `Table` | a table of delays, the last repeated, each jittered in [0.5d, 1.5d] (stateless) | 0, 10, 10, 100, 100, 500, 500, 3000, 3000, 5000 ms |
+//! | `Linear`, `Fibonacci` | +interval per retry / base × fib(n), capped | — |
+//! | `aws::Fixed`, `aws::Exponential`, `ExponentialJitter`, `FullJitter`, `EqualJitter`, `DecorrelatedJitter` | the AWS family: no, full, equal and decorrelated jitter | base 1 s, cap 20 s, step 2 |
+//! | `ResponsiveBackOff` | up on failures, down after N successes; shared by many tasks | 500 ms, 15 min, r = 0.3, up 1.5, down 0.9 after 10 |
 
 pub(crate) mod jitter;
 
