@@ -61,6 +61,27 @@ async fn until_state_has(redis: &RedisServer, test: &str, authority: &str, field
     panic!("the state of {authority} never had {field}");
 }
 
+/// Sends `n` GETs to `uri` at once, one in two through `a`, the others through `b`;
+/// each must succeed.
+async fn alternately<S>(a: &S, b: &S, n: usize, uri: &'static str)
+where
+    S: tower::Service<http::Request<()>, Response = http::Response<()>, Error = BoxError>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    let sends: Vec<_> = (0..n)
+        .map(|i| {
+            let mut client = if i % 2 == 0 { a.clone() } else { b.clone() };
+            tokio::spawn(async move { send(&mut client, get(uri)).await })
+        })
+        .collect();
+    for sent in sends {
+        assert_eq!(sent.await.unwrap().unwrap().status(), 200);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 async fn a_refusal_seen_by_one_process_holds_the_others() {
@@ -117,15 +138,7 @@ async fn a_known_rate_is_the_whole_fleets() {
         .layer(scripted(&log));
 
     let start = Instant::now();
-    let sends: Vec<_> = (0..20)
-        .map(|i| {
-            let mut client = if i % 2 == 0 { a.clone() } else { b.clone() };
-            tokio::spawn(async move { send(&mut client, get("http://api.test/200")).await })
-        })
-        .collect();
-    for sent in sends {
-        assert_eq!(sent.await.unwrap().unwrap().status(), 200);
-    }
+    alternately(&a, &b, 20, "http://api.test/200").await;
     // 20 sends at 20 r/s between both: one every 50 ms, 0.95 s from first to last.
     let offsets = log.offsets(start);
     let span = offsets[19] - offsets[0];
@@ -152,15 +165,7 @@ async fn a_new_destinations_slow_start_is_the_whole_fleets() {
         .layer(scripted(&log));
 
     let start = Instant::now();
-    let sends: Vec<_> = (0..12)
-        .map(|i| {
-            let mut client = if i % 2 == 0 { a.clone() } else { b.clone() };
-            tokio::spawn(async move { send(&mut client, get("http://api.test/?sleep=300")).await })
-        })
-        .collect();
-    for sent in sends {
-        assert_eq!(sent.await.unwrap().unwrap().status(), 200);
-    }
+    alternately(&a, &b, 12, "http://api.test/?sleep=300").await;
     // The first 4 go at once (the initial window, for both), the next as answers come.
     let offsets = log.offsets(start);
     let first = offsets.iter().filter(|at| **at < ms(200)).count();
@@ -309,16 +314,15 @@ async fn alone_a_process_keeps_its_share_of_the_fleets_pace() {
     let b = fleet_member(&redis, "share", told())
         .await
         .layer(scripted(&log));
-    // A and B send alike for 1.5 s: each takes half of the fleet's 20 r/s.
-    let sends: Vec<_> = (0..30)
-        .map(|i| {
-            let mut client = if i % 2 == 0 { a.clone() } else { b.clone() };
-            tokio::spawn(async move { send(&mut client, get("http://api.test/200")).await })
-        })
-        .collect();
-    for sent in sends {
-        assert_eq!(sent.await.unwrap().unwrap().status(), 200);
-    }
+    // A and B each send one request after the other for 1.5 s: each takes half of the
+    // fleet's 20 r/s. (Requests sent all at once race for the slots: no even share.)
+    let one_by_one = |mut client: _| async move {
+        for _ in 0..15 {
+            let response = send(&mut client, get("http://api.test/200")).await;
+            assert_eq!(response.unwrap().status(), 200);
+        }
+    };
+    tokio::join!(one_by_one(a.clone()), one_by_one(b.clone()));
 
     redis.kill();
     let mut a = a.clone();
