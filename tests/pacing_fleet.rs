@@ -171,9 +171,10 @@ async fn a_new_destinations_slow_start_is_the_whole_fleets() {
 
     let start = Instant::now();
     alternately(&a, &b, 12, "http://api.test/?sleep=300").await;
-    // The first 4 go at once (the initial window, for both), the next as answers come.
+    // The first 4 go at once (the initial window, for both); the next once they have been
+    // unanswered for 100 ms (the window doubled), not before.
     let offsets = log.offsets(start);
-    let first = offsets.iter().filter(|at| **at < ms(200)).count();
+    let first = offsets.iter().filter(|at| **at < ms(100)).count();
     assert_eq!(first, 4, "{offsets:?}");
     assert_eq!(offsets.len(), 12);
 }
@@ -309,7 +310,7 @@ async fn idle_destinations_expire_and_keys_hold_no_credentials() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server; fails on CI's clean clone, not on a dev machine (issue #31): .ci/run skips it"]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 async fn alone_a_process_keeps_its_share_of_the_fleets_pace() {
     let mut redis = RedisServer::start().await;
     let log = Log::default();
@@ -331,6 +332,9 @@ async fn alone_a_process_keeps_its_share_of_the_fleets_pace() {
 
     redis.kill();
     let mut a = a.clone();
+    // Another destination finds Redis down first: api.test's next request is paced
+    // in-process without asking Redis, and still at its share.
+    send(&mut a, get("http://other.test/200")).await.unwrap();
     assert_eq!(
         send(&mut a, get("http://api.test/200"))
             .await
@@ -339,8 +343,10 @@ async fn alone_a_process_keeps_its_share_of_the_fleets_pace() {
         200
     );
     let rate = a_layer.current_rate_to(&authority("api.test")).unwrap();
+    // The share is counted over the last second's 20 sends: a slow scheduler moves it by a
+    // few sends either way. The whole fleet's 20 r/s is the failure this catches.
     assert!(
-        (8.0..=12.0).contains(&rate),
-        "alone at {rate} r/s, not half of 20"
+        (6.0..=14.0).contains(&rate),
+        "alone at {rate} r/s, not about half of 20"
     );
 }

@@ -62,8 +62,10 @@ impl Lib {
             Lib::Backon => "backon 1.6 (`ExponentialBuilder::default()`)",
             Lib::TowerRetry => "tower `Retry`, 3 retries",
             Lib::TowerRetryBudget => "tower `Retry`, 3 retries + `TpsBudget`",
-            Lib::TowerBackoff => "**tower-backoff** `RetryLayer` defaults",
-            Lib::TowerBackoffPaced => "**tower-backoff** `RetryLayer` + `PacingLayer`",
+            Lib::TowerBackoff => "tower-backoff `RetryLayer` alone",
+            Lib::TowerBackoffPaced => {
+                "**tower-backoff** quick start (`RetryLayer` + `PacingLayer`)"
+            }
         }
     }
 

@@ -8,11 +8,10 @@
 //! | [`BETA`] | 0.7 | CUBIC's decrease (RFC 9438 §4.6), the AWS SDKs' adaptive mode |
 //! | [`CUBIC_C`] | 0.4 | CUBIC's growth (RFC 9438 §5), relative to the pace refused: matrix row 4 |
 //! | [`MIN_RATE`] | 0.5 r/s | the AWS SDKs' minimum fill rate |
-//! | [`STARTUP_DOUBLING`] | 100 ms | TCP slow start and BBR's start-up double per round |
+//! | [`STARTUP_DOUBLING`] | 100 ms | TCP slow start and BBR's start-up double per round; a send unanswered this long leaves the slow start's count, as an answer would (matrix row 6) |
 //! | [`REOPEN_AFTER`] | 10 s | matrix row 4: the pace grows past any limit by then |
 //! | [`SERVED_WINDOW`] | 1 s | the window of most published limits (matrix row 1) |
 //! | [`OPEN_WINDOW`] | 64 | where the slow start ends: past the 20 in flight of every matrix row |
-//! | [`STALL`] | 1 s | a request in flight longer leaves the slow start's count, as an answer would (RFC 6298's timer; matrix row 6) |
 //! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 5 s | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5) |
 
 use crate::retry_after::QuotaLeft;
@@ -27,7 +26,9 @@ pub(crate) const BETA: f64 = 0.7;
 pub(crate) const CUBIC_C: f64 = 0.4;
 /// The slowest pace, in requests per second.
 pub(crate) const MIN_RATE: f64 = 0.5;
-/// From the first refusal to the next, the pace doubles this often.
+/// From the first refusal to the next, the pace doubles this often; before it, the slow
+/// start's window doubles at least this often (a send unanswered this long leaves its
+/// count: a slow answer or a long-poll says nothing of a rate).
 pub(crate) const STARTUP_DOUBLING: Duration = Duration::from_millis(100);
 /// A destination that refused nothing for this long is not paced any more.
 pub(crate) const REOPEN_AFTER: Duration = Duration::from_secs(10);
@@ -37,10 +38,6 @@ pub(crate) const FIRST_PROBE: Duration = Duration::from_millis(100);
 pub(crate) const MAX_PROBE: Duration = Duration::from_secs(5);
 /// The slow start ends once the window reaches this many requests in flight.
 pub(crate) const OPEN_WINDOW: u32 = 64;
-/// A request in flight this long no longer counts against the slow-start window (a
-/// slow answer or a long-poll says nothing of a rate; TCP's timer, RFC 6298, likewise
-/// stops counting a segment as in flight).
-pub(crate) const STALL: Duration = Duration::from_secs(1);
 
 /// What an answer says of the destination's capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,9 +216,9 @@ impl Controller {
         }
         let Some(rate) = self.rate(now) else {
             // One out of the count widens the window as an answer would: with no answer
-            // at all, the window doubles every second.
+            // at all, the window doubles every doubling period.
             while let Some(&(_, at)) = self.starting.front() {
-                if instant_after(at, STALL) > now {
+                if instant_after(at, STARTUP_DOUBLING) > now {
                     break;
                 }
                 self.starting.pop_front();
@@ -231,7 +228,7 @@ impl Controller {
             let oldest = self
                 .starting
                 .front()
-                .map(|&(_, at)| instant_after(at, STALL));
+                .map(|&(_, at)| instant_after(at, STARTUP_DOUBLING));
             return oldest.filter(|_| self.starting.len() >= limit);
         };
         let next = instant_after(self.last_send?, interval(rate));

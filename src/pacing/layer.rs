@@ -191,12 +191,23 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// The in-process state of `key`; `None` when too many destinations are paced.
+    ///
+    /// In a fleet whose Redis failed, the destination is told this process's share of the
+    /// fleet's last pace, once per outage, whichever request first finds Redis down.
     pub(crate) fn destination(&self, key: &Key, now: Instant) -> Option<Arc<Destination>> {
-        self.destination_at(key, self.known.get(key).copied(), now)
+        let known = self.known.get(key).copied();
+        #[cfg(feature = "redis")]
+        if let Some(share) = self.fleet.as_ref().and_then(|store| store.alone_pace(key)) {
+            let pace = known.map_or(share, |known| known.min(share));
+            let destination = self.destination_at(key, Some(pace), now)?;
+            destination.retell(pace, now);
+            return Some(destination);
+        }
+        self.destination_at(key, known, now)
     }
 
     /// [`destination`](Self::destination), paced at `known` if new.
-    pub(crate) fn destination_at(
+    fn destination_at(
         &self,
         key: &Key,
         known: Option<f64>,

@@ -10,8 +10,8 @@
 //!   a failing server is the retry budget's concern. A destination that never refused
 //!   is not paced, and no request to it fails for waiting.
 //! - **Slow start.** A new destination gets 4 requests in flight, one more per success,
-//!   up to 64 (TCP's slow start). A full window with no answer for a second doubles, so
-//!   slow servers and long-polls are held back a second at most.
+//!   up to 64 (TCP's slow start). A send unanswered for 100 ms leaves the count, so the
+//!   window doubles at least every 100 ms: slow servers and long-polls are barely held back.
 //! - **Start-up.** The first refusal paces the destination at what it served in the last
 //!   second, doubling every 100 ms up to twice what it delivers (BBR's start-up), until
 //!   the next refusal.

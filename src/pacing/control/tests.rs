@@ -221,13 +221,13 @@ fn the_slow_start_counts_young_requests_and_grows_with_successes() {
     let mut control = Controller::new(2, config(), t0);
     let first = control.send(t0);
     control.send(t0);
-    // Full at 2 until the oldest has flown for a second (a slow answer, a long-poll):
+    // Full at 2 until the oldest has flown for a doubling period (a slow answer, a long-poll):
     // then both leave the count and widen the window, as answers would.
-    assert_eq!(control.ready_at(t0), Some(t0 + STALL));
-    assert_eq!(control.ready_at(t0 + STALL), None);
+    assert_eq!(control.ready_at(t0), Some(t0 + STARTUP_DOUBLING));
+    assert_eq!(control.ready_at(t0 + STARTUP_DOUBLING), None);
     assert_eq!(control.window, Some(4));
     // A success widens it by one.
-    control.answered(first, Answer::Served, None, t0 + STALL);
+    control.answered(first, Answer::Served, None, t0 + STARTUP_DOUBLING);
     control.release(first);
     assert_eq!(control.window, Some(5));
     for _ in 0..3 {

@@ -3,8 +3,7 @@
 use super::RedisPacing;
 use crate::pacing::PacingLayer;
 use crate::pacing::control::{
-    BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, STALL, STARTUP_DOUBLING,
-    Sent,
+    BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, STARTUP_DOUBLING, Sent,
 };
 use crate::pacing::destinations::{Key, lock};
 use crate::pacing::layer::Settings;
@@ -52,24 +51,32 @@ pub(crate) struct Store {
 struct View {
     /// The fleet's pace, if paced.
     pace: Option<f64>,
-    /// This process's share of the fleet's sends, over the last whole window.
-    share: f64,
-    /// The current window: its start, the fleet's first send number in it, and this
-    /// process's sends.
+    /// This process's share of the fleet's sends over the last whole window, if one passed.
+    share: Option<f64>,
+    /// The current window: its start, the fleet's first and latest send numbers in it,
+    /// and this process's sends.
     start: Instant,
     first: u64,
+    last: u64,
     own: u64,
     /// Whether the in-process pacing was told this pace since Redis last answered.
     told: bool,
 }
 
 impl View {
+    /// This process's share of the fleet's sends in the current window (so far).
+    fn window_share(&self) -> f64 {
+        let fleet = self.last.saturating_sub(self.first) + 1;
+        (self.own as f64 / fleet as f64).min(1.0)
+    }
+
     fn new(first: u64, now: Instant) -> Self {
         Self {
             pace: None,
-            share: 1.0,
+            share: None,
             start: now,
             first,
+            last: first,
             own: 0,
             told: false,
         }
@@ -103,12 +110,11 @@ impl Store {
         let view = views.entry(key.clone()).or_insert(View::new(number, now));
         (view.pace, view.told) = (pace, false);
         view.own += 1;
+        view.last = view.last.max(number);
         if now.saturating_duration_since(view.start) >= SERVED_WINDOW {
-            let fleet = number.saturating_sub(view.first) + 1;
-            view.share = (view.own as f64 / fleet as f64).min(1.0);
             *view = View {
                 pace,
-                share: view.share,
+                share: Some(view.window_share()),
                 ..View::new(number + 1, now)
             };
         }
@@ -121,7 +127,8 @@ impl Store {
         let mut views = lock(&self.views);
         let view = views.get_mut(key).filter(|view| !view.told)?;
         view.told = true;
-        Some(view.pace? * view.share)
+        let share = view.share.unwrap_or_else(|| view.window_share());
+        Some(view.pace? * share)
     }
 
     /// Whether Redis may be asked now (it is, or is thought, reachable).
@@ -251,7 +258,7 @@ impl Args {
             millis(REOPEN_AFTER),
             millis(SERVED_WINDOW),
             f64::from(OPEN_WINDOW),
-            millis(STALL),
+            millis(STARTUP_DOUBLING),
             millis(settings.first_probe),
             millis(settings.max_probe),
             millis(settings.max_cooldown),

@@ -147,20 +147,12 @@ impl FleetTicket {
         }
     }
 
-    /// Redis failed: the request is paced in-process from now on, at this process's
-    /// share of the fleet's last pace if it was paced (told once per outage: an earlier
-    /// outage's pace is stale).
+    /// Redis failed: the request is paced in-process from now on (at this process's share
+    /// of the fleet's last pace, see [`Shared::destination`]).
     fn alone(&mut self, limits: &Limits, waker: &Waker, now: Instant) -> FleetTurn {
-        let Place { shared, key, .. } = &self.place;
-        let known = shared.known.get(key).copied();
-        let share = self.place.store().alone_pace(key);
-        let pace = [known, share].into_iter().flatten().reduce(f64::min);
-        let Some(destination) = shared.destination_at(key, pace, now) else {
+        let Some(destination) = self.place.shared.destination(&self.place.key, now) else {
             return FleetTurn::Local(None);
         };
-        if let (Some(pace), Some(_)) = (pace, share) {
-            destination.retell(pace, now);
-        }
         match destination.admit(limits, now) {
             Admit::Go(grant) => FleetTurn::Local(Some(grant)),
             Admit::Queue(ticket) => {
