@@ -18,7 +18,8 @@ use tower::{ServiceBuilder, ServiceExt};
 use tower_backoff::body::ReplayBodyLayer;
 use tower_backoff::integrations::reqwest::{ClientExt, ReqwestService};
 use tower_backoff::{
-    ConstantBackOff, GiveUp, RetryEvent, RetryLayer, RetryReason, RetrySettings, RetryStats,
+    ConstantBackOff, GiveUp, PacingLayer, RetryEvent, RetryLayer, RetryReason, RetrySettings,
+    RetryStats,
 };
 
 /// Long enough that a retry made after it could not be mistaken for one after `Retry-After`.
@@ -401,6 +402,41 @@ async fn retry_client_reports_connect_errors() {
     ));
     let err = client
         .post(format!("http://{addr}/orders"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.is_connect(), "{err:?}");
+    assert!(err.reqwest().is_some_and(|e| e.url().is_some()));
+}
+
+/// The quick start's stack (retry over pacing) as a reqwest client: a 429 paces the
+/// destination and is retried after its `Retry-After`; a connect error still reads as
+/// reqwest's, through pacing's boxed error.
+#[tokio::test(start_paused = true)]
+async fn retry_client_with_pacing_retries_a_429_and_reports_connect_errors() {
+    let (addr, arrivals) = upstream::serve(|n, _| match n {
+        0 => reply(429, &[("retry-after", "1")], "slow down"),
+        _ => reply(200, &[], "ok"),
+    })
+    .await;
+    let paced = || layer().paced(PacingLayer::new());
+    let retrying = client().with_retry(paced());
+    let res = retrying
+        .get(format!("http://{addr}/items"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(res.extensions().get::<RetryStats>().unwrap().attempts, 2);
+    let arrivals = arrivals.lock().unwrap();
+    let gap = arrivals[1].at - arrivals[0].at;
+    assert!(gap >= Duration::from_secs(1) && gap < BACKOFF, "{gap:?}");
+
+    let refused = upstream::refused_addr();
+    let err = client()
+        .with_retry(paced())
+        .post(format!("http://{refused}/orders"))
         .body("{}")
         .send()
         .await
