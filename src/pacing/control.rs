@@ -481,6 +481,9 @@ pub(crate) struct Room {
     share: f64,
     /// The first report of this window: its send number and remaining count.
     first: (u64, u64),
+    /// The reset that first report gave. A reset is rounded up to whole seconds (IETF
+    /// `RateLimit`, `Retry-After`): once a window is seen to begin, its end is known closer.
+    window_end: Instant,
 }
 
 impl Room {
@@ -493,18 +496,23 @@ impl Room {
         max_reset: Duration,
         now: Instant,
     ) -> Option<Self> {
-        let reset = left.reset?.min(max_reset);
+        let reset_at = instant_after(now, left.reset?.min(max_reset));
         let mut room = Self {
             number,
             remaining: left.remaining,
-            reset_at: instant_after(now, reset),
+            reset_at,
             share: 1.0,
             first: (number, left.remaining),
+            window_end: reset_at,
         };
         if let Some(previous) = previous {
             room.share = previous.share;
             // A count that went up is a new window.
             if left.remaining <= previous.remaining {
+                if now < previous.reset_at {
+                    room.reset_at = reset_at.min(previous.window_end);
+                    room.window_end = previous.window_end;
+                }
                 room.first = previous.first;
                 let used = room.first.1.saturating_sub(left.remaining);
                 let sent = number.saturating_sub(room.first.0);

@@ -315,4 +315,23 @@ mod room {
         let next = Room::reported(Some(later), 4, left(50), max, t0).unwrap();
         assert_eq!(next.left(4, 0), 12);
     }
+
+    #[test]
+    fn a_reset_rounded_up_is_tightened_by_the_windows_first_report() {
+        let t0 = Instant::now();
+        let max = Duration::from_secs(60);
+        let ms = Duration::from_millis;
+        // Every report says "1 s" (a fixed window's reset, rounded up to whole seconds).
+        let old = Room::reported(None, 1, left(3), max, t0);
+        // The count went up at 300 ms: a window began, and ends by 1.3 s.
+        let opened = Room::reported(old, 2, left(49), max, t0 + ms(300));
+        assert_eq!(opened.unwrap().reset_at, t0 + ms(1300));
+        // At 900 ms, after 39 sends, it still says "1 s": 10 left in the 400 ms to the end.
+        let later = Room::reported(opened, 41, left(10), max, t0 + ms(900)).unwrap();
+        assert_eq!(later.reset_at, t0 + ms(1300));
+        assert_eq!(later.pace(41, 0, t0 + ms(900)), Some(25.0));
+        // Past that end with no new window seen, a report starts a new bound.
+        let stale = Room::reported(Some(later), 42, left(5), max, t0 + ms(1400)).unwrap();
+        assert_eq!(stale.reset_at, t0 + ms(2400));
+    }
 }

@@ -199,7 +199,14 @@ elseif op == 'answer' then
   local asked, remaining, reset = tonumber(ARGV[20]), tonumber(ARGV[21]), tonumber(ARGV[22])
   if asked <= 0 then asked = nil end
   if remaining >= 0 and reset >= 0 and (s.rn == nil or number >= s.rn) then
-    s.rn, s.rr, s.rt = number, remaining, now + math.min(reset, MAX_COOLDOWN)
+    -- A reset is rounded up: within a window, the end its first report gave is closer.
+    local at = now + math.min(reset, MAX_COOLDOWN)
+    if s.rt ~= nil and now < s.rt and remaining <= s.rr then
+      s.rt = math.min(at, s.re)
+    else
+      s.rt, s.re = at, at
+    end
+    s.rn, s.rr = number, remaining
   end
   if answer == 0 then
     roll()

@@ -5,6 +5,7 @@ use super::store::{Args, SCRIPT};
 use crate::pacing::control::{Answer, Config, Controller, Sent, interval};
 use crate::pacing::layer::Settings;
 use crate::pacing::{PacingBuilder, PacingLayer};
+use crate::retry_after::QuotaLeft;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::time::Duration;
@@ -84,11 +85,15 @@ async fn the_script_sends_when_the_controller_would() {
         let mut control = Controller::new(settings.initial_window, config, start);
         let mut rng = SmallRng::seed_from_u64(seed);
         // Sends made, with the time they leave (ms).
-        let mut in_flight: Vec<(Sent, u64)> = Vec::new();
+        let mut in_flight: Vec<(Sent, u64, u64)> = Vec::new();
         let mut t = 0u64;
         // The latest slot taken (ms): a request reserving before it is behind others, and
         // the queue in-process gives it no slot until they left.
         let mut latest = 0.0f64;
+        // Half the seeds report a quota: a fixed 1 s window of 30 counted at each send, its
+        // reset rounded up to a whole second, as express-rate-limit says it: (window, sends).
+        let quota = seed >= 10;
+        let mut window = (0u64, 0u64);
         for step in 0..400 {
             // Both are born at the first reservation, at 0 ms.
             t += if step == 0 {
@@ -129,7 +134,12 @@ async fn the_script_sends_when_the_controller_would() {
                             at("sent")
                         );
                         latest = t as f64 + got[1] as f64 / 1000.0;
-                        in_flight.push((sent, t + (got[1] as u64).div_ceil(1000)));
+                        let leaves = t + (got[1] as u64).div_ceil(1000);
+                        if window.0 != leaves / 1000 {
+                            window = (leaves / 1000, 0);
+                        }
+                        window.1 += 1;
+                        in_flight.push((sent, leaves, 30u64.saturating_sub(window.1)));
                     }
                 }
                 kind => {
@@ -139,7 +149,7 @@ async fn the_script_sends_when_the_controller_would() {
                     if answerable.is_empty() {
                         continue;
                     }
-                    let (sent, _) =
+                    let (sent, _, remaining) =
                         in_flight.swap_remove(answerable[rng.random_range(0..answerable.len())]);
                     if kind == 9 {
                         control.release(sent);
@@ -157,16 +167,22 @@ async fn the_script_sends_when_the_controller_would() {
                         0..19 => (Answer::Served, 0.0),
                         _ => (Answer::Other, 2.0),
                     };
-                    control.answered(sent, answer, None, now);
+                    let left = quota.then_some(QuotaLeft {
+                        remaining,
+                        reset: Some(Duration::from_secs(1)),
+                    });
+                    control.answered(sent, answer, left, now);
                     control.release(sent);
                     let asked = asked.map_or(-1.0, |d| d.as_millis() as f64);
+                    let (remaining, reset) =
+                        left.map_or((-1.0, -1.0), |left| (left.remaining as f64, 1000.0));
                     let values = [
                         sent.round as f64,
                         sent.number as f64,
                         code,
                         asked,
-                        -1.0,
-                        -1.0,
+                        remaining,
+                        reset,
                     ];
                     script.call(t as f64, "answer", &values).await;
                 }
