@@ -429,8 +429,10 @@ async fn retry_client_with_pacing_retries_a_429_and_reports_connect_errors() {
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(res.extensions().get::<RetryStats>().unwrap().attempts, 2);
-    let arrivals = arrivals.lock().unwrap();
-    let gap = arrivals[1].at - arrivals[0].at;
+    let gap = {
+        let arrivals = arrivals.lock().unwrap();
+        arrivals[1].at - arrivals[0].at
+    };
     assert!(gap >= Duration::from_secs(1) && gap < BACKOFF, "{gap:?}");
 
     let refused = upstream::refused_addr();
