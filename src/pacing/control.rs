@@ -139,7 +139,6 @@ impl Controller {
     }
 
     /// From now on paced at `known`, as if the user had told it (a fleet's share, alone).
-    #[cfg(feature = "redis")]
     pub(crate) fn retell(&mut self, known: f64, now: Instant) {
         self.config.known = Some(known);
         self.curve = Some(Curve::new(now, known, known, false));

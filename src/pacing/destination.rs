@@ -314,7 +314,6 @@ impl Destination {
     }
 
     /// From now on paced at `known` requests per second, as if told it first.
-    #[cfg(feature = "redis")]
     pub(crate) fn retell(&self, known: f64, now: Instant) {
         let mut s = lock(&self.state);
         s.control.retell(known, now);
