@@ -156,7 +156,8 @@ impl<S> Layer<S> for PacingLayer {
     type Service = Pacing<S>;
 
     fn layer(&self, inner: S) -> Pacing<S> {
-        Pacing::new(inner, Arc::clone(&self.shared))
+        let shared = Arc::clone(&self.shared);
+        Pacing { inner, shared }
     }
 }
 
