@@ -330,12 +330,9 @@ impl PacingBuilder {
         self
     }
 
-    /// Keeps the pacing state in Redis (feature `redis`), shared by every process built so:
-    /// a fleet calling one API paces as one client. A rate given by
-    /// [`with_known_rate`](Self::with_known_rate) is then the whole fleet's.
-    ///
-    /// Requests go on with in-process pacing while Redis fails or is slow (see
-    /// [`RedisPacing::with_timeout`](super::RedisPacing::with_timeout)).
+    /// Keeps the pacing state in Redis (feature `redis`): the processes built with one
+    /// [`RedisPacing`](super::RedisPacing) pace as one client, each in-process while Redis
+    /// fails. A rate given by [`with_known_rate`](Self::with_known_rate) is the whole fleet's.
     #[cfg(feature = "redis")]
     pub fn with_redis(mut self, redis: super::RedisPacing) -> Self {
         self.redis = Some(redis);

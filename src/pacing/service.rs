@@ -120,7 +120,7 @@ impl<S: Clone> Pacing<S> {
         waiter: Waiter,
         limits: Limits,
         request: Request<B>,
-        clock: Clock,
+        clock: Option<Arc<ClockFn>>,
     ) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>>,
@@ -175,9 +175,6 @@ pub(crate) enum Pass {
     Fleet(FleetGrant),
 }
 
-/// The retry layer's wall clock, when it lent one: the response is read with it.
-type Clock = Option<Arc<ClockFn>>;
-
 pin_project! {
     /// The response of a [`Pacing`] service: waits for the request's
     /// turn at its destination, sends it, and teaches the pace from the response.
@@ -187,7 +184,8 @@ pin_project! {
     {
         #[pin]
         state: State<S, Request<B>, S::Future>,
-        clock: Clock,
+        // The retry layer's wall clock, when it lent one: the response is read with it.
+        clock: Option<Arc<ClockFn>>,
     }
 }
 
