@@ -1,18 +1,5 @@
 //! The pacing controller of one destination: what its answers say goes in, when its
 //! next request may leave comes out. Pure: no lock, no clock read, no I/O.
-//!
-//! Its constants:
-//!
-//! | constant | value | from |
-//! |---|---|---|
-//! | [`BETA`] | 0.7 | CUBIC's decrease (RFC 9438 §4.6), the AWS SDKs' adaptive mode |
-//! | [`CUBIC_C`] | 0.4 | CUBIC's growth (RFC 9438 §5), relative to the pace refused: matrix row 4 |
-//! | [`MIN_RATE`] | 0.5 r/s | the AWS SDKs' minimum fill rate |
-//! | [`STARTUP_DOUBLING`] | 100 ms | TCP slow start and BBR's start-up double per round; a send unanswered this long leaves the slow start's count, as an answer would (matrix row 6) |
-//! | [`REOPEN_AFTER`] | 10 s | matrix row 4: the pace grows past any limit by then |
-//! | [`SERVED_WINDOW`] | 1 s | the window of most published limits (matrix row 1) |
-//! | [`OPEN_WINDOW`] | 64 | where the slow start ends: past the 20 in flight of every matrix row |
-//! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 5 s | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5) |
 
 use crate::retry_after::QuotaLeft;
 use crate::time::instant_after;
@@ -20,19 +7,19 @@ use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// A refusal sets the pace to 70 % of the pace refused.
+/// A refusal sets the pace to 70 % of the pace refused (CUBIC's decrease, RFC 9438 §4.6).
 pub(crate) const BETA: f64 = 0.7;
-/// How fast the pace grows back, then past the pace refused.
+/// How fast the pace grows back, then past the pace refused (CUBIC's growth, RFC 9438 §5).
 pub(crate) const CUBIC_C: f64 = 0.4;
-/// The slowest pace, in requests per second.
+/// The slowest pace, in requests per second: the AWS SDKs' minimum fill rate.
 pub(crate) const MIN_RATE: f64 = 0.5;
-/// From the first refusal to the next, the pace doubles this often; before it, the slow
-/// start's window doubles at least this often (a send unanswered this long leaves its
-/// count: a slow answer or a long-poll says nothing of a rate).
+/// From the first refusal to the next, the pace doubles this often (BBR's start-up); before
+/// it, the slow start's window doubles at least this often (a send unanswered this long
+/// leaves its count: a slow answer or a long-poll says nothing of a rate).
 pub(crate) const STARTUP_DOUBLING: Duration = Duration::from_millis(100);
 /// A destination that refused nothing for this long is not paced any more.
 pub(crate) const REOPEN_AFTER: Duration = Duration::from_secs(10);
-/// The default first probing delay of a destination that serves nothing.
+/// The default first probing delay of a destination that serves nothing (RFC 6298's timer).
 pub(crate) const FIRST_PROBE: Duration = Duration::from_millis(100);
 /// The default longest probing delay.
 pub(crate) const MAX_PROBE: Duration = Duration::from_secs(5);
@@ -105,18 +92,8 @@ impl Curve {
         let k = (gap / (CUBIC_C * self.ceiling)).cbrt();
         (self.ceiling * (1.0 + CUBIC_C * (t - k).powi(3))).max(self.base)
     }
-
-    /// About how long `n` sends take from a pace of `rate` on (an upper bound for CUBIC).
-    fn time_to_send(&self, n: f64, rate: f64) -> f64 {
-        if !self.startup {
-            return n / rate;
-        }
-        let doubling = STARTUP_DOUBLING.as_secs_f64();
-        doubling * (1.0 + n * std::f64::consts::LN_2 / (rate * doubling)).log2()
-    }
 }
 
-/// The controller of one destination.
 #[derive(Debug)]
 pub(crate) struct Controller {
     /// `None`: not paced.
@@ -162,7 +139,6 @@ impl Controller {
     }
 
     /// From now on paced at `known`, as if the user had told it (a fleet's share, alone).
-    #[cfg(feature = "redis")]
     pub(crate) fn retell(&mut self, known: f64, now: Instant) {
         self.config.known = Some(known);
         self.curve = Some(Curve::new(now, known, known, false));
@@ -192,10 +168,13 @@ impl Controller {
     /// Until when nothing may leave: a cool-down, or the reported room spent.
     pub(crate) fn closed_until(&mut self, now: Instant) -> Option<Instant> {
         self.room = self.room.filter(|room| now < room.reset_at);
-        let spent = self
-            .room
-            .and_then(|room| room.spent_until(self.sends, self.in_flight, now));
-        self.cooldown(now).max(spent)
+        self.cooldown(now).max(self.spent_until(now))
+    }
+
+    /// The reset, if the sends spent the reported room before it.
+    fn spent_until(&self, now: Instant) -> Option<Instant> {
+        let room = self.room?;
+        room.spent_until(self.sends, self.in_flight, now)
     }
 
     /// The end of the live cool-down (a spent room is not one).
@@ -224,12 +203,9 @@ impl Controller {
                 self.starting.pop_front();
                 self.widen(self.window.map(|limit| limit.saturating_add(1)));
             }
-            let limit = self.window? as usize;
-            let oldest = self
-                .starting
-                .front()
-                .map(|&(_, at)| instant_after(at, STARTUP_DOUBLING));
-            return oldest.filter(|_| self.starting.len() >= limit);
+            let full = self.starting.len() >= self.window? as usize;
+            let &(_, oldest) = self.starting.front().filter(|_| full)?;
+            return Some(instant_after(oldest, STARTUP_DOUBLING));
         };
         let next = instant_after(self.last_send?, interval(rate));
         (next > now).then_some(next)
@@ -241,14 +217,16 @@ impl Controller {
         let (Some(curve), Some(rate)) = (self.curve, self.rate(now)) else {
             return first;
         };
-        let behind = match self.config.known {
-            Some(_) => queued as f64 / rate,
-            None => curve.time_to_send(queued as f64, rate),
+        // The time `queued` sends take from `rate` on: an upper bound for CUBIC.
+        let behind = if curve.startup && self.config.known.is_none() {
+            let doubling = STARTUP_DOUBLING.as_secs_f64();
+            doubling * (1.0 + queued as f64 * std::f64::consts::LN_2 / (rate * doubling)).log2()
+        } else {
+            queued as f64 / rate
         };
         first.saturating_add(Duration::try_from_secs_f64(behind).unwrap_or(Duration::MAX))
     }
 
-    /// A request leaves now.
     pub(crate) fn send(&mut self, now: Instant) -> Sent {
         self.in_flight = self.in_flight.saturating_add(1);
         self.sends = self.sends.saturating_add(1);
@@ -299,9 +277,7 @@ impl Controller {
         let learned = quota
             .and_then(|left| Room::reported(self.room, sent.number, left, max, now))
             .filter(|room| self.room.is_none_or(|old| room.number >= old.number));
-        if learned.is_some() {
-            self.room = learned;
-        }
+        self.room = learned.or(self.room);
         match answer {
             Answer::Served => {
                 self.served.add(sent.round == self.round, now);
@@ -323,10 +299,7 @@ impl Controller {
 
     /// A refusal cuts the pace once per round (the sends since the last cut), as TCP does.
     fn refused(&mut self, sent: Sent, asked: Option<Duration>, now: Instant) -> Reaction {
-        let spent = self
-            .room
-            .and_then(|room| room.spent_until(self.sends, self.in_flight, now));
-        if spent.is_some() {
+        if self.spent_until(now).is_some() {
             // The spent room explains it: no news of the pace.
             if let Some(asked) = asked {
                 self.close_for(asked, now);
@@ -346,15 +319,23 @@ impl Controller {
             return Reaction::Slower;
         }
         // Nothing served since the last cut, nor for a window: a spent quota or a server
-        // down, closed for the delay it asked, once. Else a limiter counting refusals.
+        // down, closed for the delay it asked, once. Else a limiter counting refusals,
+        // closed for a doubled probing delay (at least the known spacing).
         let silent = self.served.in_window(now) == 0.0;
         let asked = asked.filter(|_| silent && !self.closed_in_round);
         self.closed_in_round |= asked.is_some();
-        self.probe(asked, now);
+        let doubled = self.probe.saturating_mul(2).max(self.config.first_probe);
+        self.probe = doubled.min(self.config.max_probe);
+        if silent {
+            // Nothing served for a window: the pace restarts at one per delay.
+            let base = 1.0 / self.probe.as_secs_f64();
+            self.curve = Some(Curve::new(now, base, base, true));
+        }
+        let spacing = self.config.known.map_or(Duration::ZERO, interval);
+        self.close_for(asked.unwrap_or(self.probe).max(spacing), now);
         Reaction::Slower
     }
 
-    /// The pace after a refusal.
     fn cut(&mut self, now: Instant) -> Curve {
         let cubic = |b: f64, c: f64| Curve::new(now, b.max(MIN_RATE), c.max(MIN_RATE), false);
         match (self.curve, self.rate(now)) {
@@ -373,19 +354,6 @@ impl Controller {
                 Curve::new(now, served, served, true)
             }
         }
-    }
-
-    /// Closes the destination for the delay `asked`, else a doubled probing delay (at least
-    /// the known spacing). With nothing served for a window, the pace restarts at one per delay.
-    fn probe(&mut self, asked: Option<Duration>, now: Instant) {
-        let doubled = self.probe.saturating_mul(2).max(self.config.first_probe);
-        self.probe = doubled.min(self.config.max_probe);
-        if self.served.in_window(now) == 0.0 {
-            let base = 1.0 / self.probe.as_secs_f64();
-            self.curve = Some(Curve::new(now, base, base, true));
-        }
-        let spacing = self.config.known.map_or(Duration::ZERO, interval);
-        self.close_for(asked.unwrap_or(self.probe).max(spacing), now);
     }
 
     /// Closes the destination for `delay` (at most the max cool-down); the pace resumes after.

@@ -14,7 +14,6 @@ use std::task::Waker;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// One destination's pacing.
 #[derive(Debug)]
 pub(crate) struct Destination {
     key: Key,
@@ -52,7 +51,6 @@ impl State {
 /// How long a request may wait for its turn.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
-    /// When it arrived.
     since: Instant,
     /// The latest it may leave: `max_wait` after it arrived, or its deadline if sooner.
     pub(crate) end: Instant,
@@ -314,7 +312,6 @@ impl Destination {
     }
 
     /// From now on paced at `known` requests per second, as if told it first.
-    #[cfg(feature = "redis")]
     pub(crate) fn retell(&self, known: f64, now: Instant) {
         let mut s = lock(&self.state);
         s.control.retell(known, now);

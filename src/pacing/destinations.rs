@@ -20,7 +20,6 @@ use tokio::time::Instant;
 pub(crate) struct Key(Option<Authority>);
 
 impl Key {
-    /// The destination of `request`.
     pub(crate) fn of<B>(request: &Request<B>) -> Self {
         if let Some(authority) = request.uri().authority() {
             return Self::from_authority(authority);
@@ -64,7 +63,6 @@ pub(crate) struct Destinations {
     count: AtomicUsize,
     max: usize,
     idle: Duration,
-    /// The last sweep of idle destinations.
     swept_at: Mutex<Instant>,
 }
 

@@ -93,8 +93,7 @@ impl PacingLayer {
         to: &Authority,
         f: F,
     ) -> T {
-        let key = Key::from_authority(to);
-        let found = self.shared.destinations.get(&key);
+        let found = self.shared.destinations.get(&Key::from_authority(to));
         found.map(|d| d.control(f)).unwrap_or_default()
     }
 
@@ -157,7 +156,8 @@ impl<S> Layer<S> for PacingLayer {
     type Service = Pacing<S>;
 
     fn layer(&self, inner: S) -> Pacing<S> {
-        Pacing::new(inner, Arc::clone(&self.shared))
+        let shared = Arc::clone(&self.shared);
+        Pacing { inner, shared }
     }
 }
 
@@ -195,29 +195,23 @@ impl Shared {
     /// In a fleet whose Redis failed, the destination is told this process's share of the
     /// fleet's last pace, once per outage, whichever request first finds Redis down.
     pub(crate) fn destination(&self, key: &Key, now: Instant) -> Option<Arc<Destination>> {
-        let known = self.known.get(key).copied();
         #[cfg(feature = "redis")]
-        if let Some(share) = self.fleet.as_ref().and_then(|store| store.alone_pace(key)) {
-            let pace = known.map_or(share, |known| known.min(share));
-            let destination = self.destination_at(key, Some(pace), now)?;
-            destination.retell(pace, now);
-            return Some(destination);
-        }
-        self.destination_at(key, known, now)
-    }
-
-    /// [`destination`](Self::destination), paced at `known` if new.
-    fn destination_at(
-        &self,
-        key: &Key,
-        known: Option<f64>,
-        now: Instant,
-    ) -> Option<Arc<Destination>> {
-        self.destinations
+        let share = self.fleet.as_ref().and_then(|store| store.alone_pace(key));
+        #[cfg(not(feature = "redis"))]
+        let share = None;
+        let known = self.known.get(key).copied();
+        let pace = share.map(|share| known.map_or(share, |known| known.min(share)));
+        let known = pace.or(known);
+        let destination = self
+            .destinations
             .get_or_insert(key, known.is_some(), now, || {
                 let gauges = self.series.gauges(key, known.is_some());
                 Destination::new(key.clone(), self.settings, known, gauges, now)
-            })
+            })?;
+        if let Some(pace) = pace {
+            destination.retell(pace, now);
+        }
+        Some(destination)
     }
 }
 
@@ -336,12 +330,9 @@ impl PacingBuilder {
         self
     }
 
-    /// Keeps the pacing state in Redis (feature `redis`), shared by every process built so:
-    /// a fleet calling one API paces as one client. A rate given by
-    /// [`with_known_rate`](Self::with_known_rate) is then the whole fleet's.
-    ///
-    /// Requests go on with in-process pacing while Redis fails or is slow (see
-    /// [`RedisPacing::with_timeout`](super::RedisPacing::with_timeout)).
+    /// Keeps the pacing state in Redis (feature `redis`): the processes built with one
+    /// [`RedisPacing`](super::RedisPacing) pace as one client, each in-process while Redis
+    /// fails. A rate given by [`with_known_rate`](Self::with_known_rate) is the whole fleet's.
     #[cfg(feature = "redis")]
     pub fn with_redis(mut self, redis: super::RedisPacing) -> Self {
         self.redis = Some(redis);
@@ -357,7 +348,8 @@ impl PacingBuilder {
         let s = self.settings;
         let why = "must be at least 1; to shed every request that would wait, set max_wait to zero";
         ensure(s.max_queue > 0, "max_queue", 0, why)?;
-        ensure(s.max_destinations > 0, "max_destinations", 0, AT_LEAST_1)?;
+        let why = "must be at least 1";
+        ensure(s.max_destinations > 0, "max_destinations", 0, why)?;
         let idle = s.idle_timeout;
         let why = "must be greater than zero, or every destination would be forgotten at once";
         ensure(!idle.is_zero(), "idle_timeout", idle, why)?;
@@ -388,14 +380,9 @@ impl PacingBuilder {
             ensure(new, "known_rate", destination, why)?;
         }
         #[cfg(feature = "redis")]
-        if let Some(redis) = &self.redis {
+        if let Some(timeout) = self.redis.as_ref().map(|redis| redis.timeout) {
             let why = "must be greater than zero: every call to Redis would time out";
-            ensure(
-                !redis.timeout.is_zero(),
-                "redis_timeout",
-                redis.timeout,
-                why,
-            )?;
+            ensure(!timeout.is_zero(), "redis_timeout", timeout, why)?;
         }
         let shared = Arc::new(Shared {
             settings: Settings { slow_down, ..s },
@@ -408,8 +395,6 @@ impl PacingBuilder {
         Ok(PacingLayer { shared })
     }
 }
-
-const AT_LEAST_1: Str = "must be at least 1";
 
 type Str = &'static str;
 

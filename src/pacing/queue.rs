@@ -18,7 +18,6 @@ pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 /// What a waiter does about the first in line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Watch {
-    /// It is the first in line.
     First,
     /// The first in line stalled: pass it over.
     SkipFront,
@@ -76,7 +75,6 @@ impl Queue {
         id
     }
 
-    /// The first in line.
     pub(crate) fn front(&self) -> Option<u64> {
         self.line.keys().next().copied()
     }
@@ -116,11 +114,13 @@ impl Queue {
         } else if first.stalled(now) {
             return Watch::SkipFront;
         }
-        let (mut earliest, mut watchers, mut steps) = (first.expected_at, 0, 0);
+        let (mut earliest, mut watchers) = (first.expected_at, 0);
         for (&other, w) in line.take(WAKE_WALK) {
-            steps += 1;
+            #[cfg(test)]
+            {
+                self.steps += 1;
+            }
             if other == id {
-                self.step(steps);
                 return earliest.map_or(Watch::Wait, |at| Watch::At(instant_after(at, GRACE)));
             }
             if let Some(at) = w.expected_at.filter(|_| !w.stalled(now)) {
@@ -131,7 +131,6 @@ impl Queue {
                 }
             }
         }
-        self.step(steps);
         Watch::Wait
     }
 
@@ -157,9 +156,12 @@ impl Queue {
     /// Wakes the first in line (unless `behind_front`) and the [`WATCHERS`] behind it,
     /// with any stalled waiters between.
     pub(crate) fn wake(&mut self, now: Instant, behind_front: bool) {
-        let (mut live, mut steps) = (usize::from(behind_front), 0);
+        let mut live = usize::from(behind_front);
         for w in self.line.values_mut().skip(live).take(WAKE_WALK) {
-            steps += 1;
+            #[cfg(test)]
+            {
+                self.steps += 1;
+            }
             let stalled = w.stalled(now);
             if let Some(waker) = &w.waker {
                 waker.wake_by_ref();
@@ -174,7 +176,6 @@ impl Queue {
                 }
             }
         }
-        self.step(steps);
     }
 
     /// Wakes every waiter, to check whether it can wait out a cool-down.
@@ -182,13 +183,6 @@ impl Queue {
         let waiters = self.line.values().chain(self.skipped.values());
         for waker in waiters.filter_map(|w| w.waker.as_ref()) {
             waker.wake_by_ref();
-        }
-    }
-
-    fn step(&mut self, _n: usize) {
-        #[cfg(test)]
-        {
-            self.steps += _n;
         }
     }
 }

@@ -7,16 +7,13 @@ use super::fleet::{FleetGrant, FleetTicket, FleetTurn};
 use super::layer::Shared;
 use crate::error::BoxError;
 use crate::error::pacing::PacingError;
-use crate::retry_after::ServerSaid;
 use crate::time::{ClockFn, WallClock};
-use http::{HeaderMap, StatusCode};
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Waker;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 use tokio::time::{Instant, Sleep, sleep_until};
 use tower_service::Service;
 
@@ -46,15 +43,11 @@ pub struct PacingDeadline(pub Instant);
 /// turn comes: hence `S: Clone`.
 #[derive(Debug, Clone)]
 pub struct Pacing<S> {
-    inner: S,
-    shared: Arc<Shared>,
+    pub(super) inner: S,
+    pub(super) shared: Arc<Shared>,
 }
 
 impl<S> Pacing<S> {
-    pub(crate) fn new(inner: S, shared: Arc<Shared>) -> Self {
-        Self { inner, shared }
-    }
-
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -105,11 +98,8 @@ where
             return self.wait(Waiter::Fleet(Box::new(ticket)), limits, request, clock);
         }
         // `None`: a destination not paced (too many are).
-        let grant = match self
-            .shared
-            .destination(&key, now)
-            .map(|d| d.admit(&limits, now))
-        {
+        let destination = self.shared.destination(&key, now);
+        let grant = match destination.map(|d| d.admit(&limits, now)) {
             None => None,
             Some(Admit::Go(grant)) => Some(Pass::Local(grant)),
             Some(Admit::Queue(ticket)) => {
@@ -117,7 +107,9 @@ where
             }
             Some(Admit::Fail(error)) => return ResponseFuture::failed(error),
         };
-        ResponseFuture::calling(self.inner.call(request), grant, clock)
+        let future = self.inner.call(request);
+        let state = State::Calling { future, grant };
+        ResponseFuture { state, clock }
     }
 }
 
@@ -128,7 +120,7 @@ impl<S: Clone> Pacing<S> {
         waiter: Waiter,
         limits: Limits,
         request: Request<B>,
-        clock: Clock,
+        clock: Option<Arc<ClockFn>>,
     ) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>>,
@@ -136,8 +128,14 @@ impl<S: Clone> Pacing<S> {
         // Give back the readiness reserved for this call, as a call uses it up.
         self.inner = self.inner.clone();
         crate::send_mark::hold(request.extensions());
-        let pending = (self.inner.clone(), request);
-        ResponseFuture::queued(waiter, limits, pending, clock)
+        let state = State::Waiting {
+            sleep: sleep_until(limits.wake_by(Instant::now())),
+            pending: Some((self.inner.clone(), request)),
+            ticket: Some(waiter),
+            grant: None,
+            limits,
+        };
+        ResponseFuture { state, clock }
     }
 }
 
@@ -177,24 +175,6 @@ pub(crate) enum Pass {
     Fleet(FleetGrant),
 }
 
-impl Pass {
-    fn finish(
-        self,
-        status: StatusCode,
-        headers: &HeaderMap,
-        clock: Option<&ClockFn>,
-    ) -> ServerSaid {
-        match self {
-            Self::Local(grant) => grant.finish(status, headers, clock),
-            #[cfg(feature = "redis")]
-            Self::Fleet(grant) => grant.finish(status, headers, clock),
-        }
-    }
-}
-
-/// The retry layer's wall clock, when it lent one: the response is read with it.
-type Clock = Option<Arc<ClockFn>>;
-
 pin_project! {
     /// The response of a [`Pacing`] service: waits for the request's
     /// turn at its destination, sends it, and teaches the pace from the response.
@@ -204,7 +184,8 @@ pin_project! {
     {
         #[pin]
         state: State<S, Request<B>, S::Future>,
-        clock: Clock,
+        // The retry layer's wall clock, when it lent one: the response is read with it.
+        clock: Option<Arc<ClockFn>>,
     }
 }
 
@@ -234,27 +215,6 @@ pin_project! {
 }
 
 impl<S: Service<Request<B>>, B> ResponseFuture<S, B> {
-    pub(crate) fn calling(future: S::Future, grant: Option<Pass>, clock: Clock) -> Self {
-        let state = State::Calling { future, grant };
-        Self { state, clock }
-    }
-
-    pub(crate) fn queued(
-        ticket: Waiter,
-        limits: Limits,
-        pending: (S, Request<B>),
-        clock: Clock,
-    ) -> Self {
-        let state = State::Waiting {
-            sleep: sleep_until(limits.wake_by(Instant::now())),
-            pending: Some(pending),
-            ticket: Some(ticket),
-            grant: None,
-            limits,
-        };
-        Self { state, clock }
-    }
-
     pub(crate) fn failed(error: PacingError) -> Self {
         let state = State::Failed { error: Some(error) };
         Self { state, clock: None }
@@ -325,7 +285,12 @@ where
                     // server's load, and a dead host must not slow the others down.
                     if let (Ok(response), Some(grant)) = (&mut result, grant.take()) {
                         let (status, headers) = (response.status(), response.headers());
-                        let said = grant.finish(status, headers, this.clock.as_deref());
+                        let clock = this.clock.as_deref();
+                        let said = match grant {
+                            Pass::Local(grant) => grant.finish(status, headers, clock),
+                            #[cfg(feature = "redis")]
+                            Pass::Fleet(grant) => grant.finish(status, headers, clock),
+                        };
                         // Read once: the retry layer above takes the delay from here.
                         said.share(response.extensions_mut());
                     }
