@@ -1,5 +1,16 @@
 //! The pacing controller of one destination: what its answers say goes in, when its
 //! next request may leave comes out. Pure: no lock, no clock read, no I/O.
+//!
+//! | constant | value | from |
+//! |---|---|---|
+//! | [`BETA`] | 0.7 | CUBIC's decrease (RFC 9438 §4.6), the AWS SDKs' adaptive mode |
+//! | [`CUBIC_C`] | 0.4 | CUBIC's growth (RFC 9438 §5), relative to the pace refused: matrix row 4 |
+//! | [`MIN_RATE`] | 0.5 r/s | the AWS SDKs' minimum fill rate |
+//! | [`STARTUP_DOUBLING`] | 100 ms | TCP's slow start and BBR's start-up double per round; an unanswered send leaves the slow start's count after it (matrix row 6) |
+//! | [`REOPEN_AFTER`] | 10 s | matrix row 4: the pace grows past any limit by then |
+//! | [`SERVED_WINDOW`] | 1 s | the window of most published limits (matrix row 1) |
+//! | [`OPEN_WINDOW`] | 64 | where the slow start ends: past the 20 in flight of every matrix row |
+//! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 5 s | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5) |
 
 use crate::retry_after::QuotaLeft;
 use crate::time::instant_after;
@@ -7,19 +18,18 @@ use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// A refusal sets the pace to 70 % of the pace refused (CUBIC's decrease, RFC 9438 §4.6).
+/// A refusal sets the pace to 70 % of the pace refused.
 pub(crate) const BETA: f64 = 0.7;
-/// How fast the pace grows back, then past the pace refused (CUBIC's growth, RFC 9438 §5).
+/// How fast the pace grows back, then past the pace refused.
 pub(crate) const CUBIC_C: f64 = 0.4;
-/// The slowest pace, in requests per second: the AWS SDKs' minimum fill rate.
+/// The slowest pace, in requests per second.
 pub(crate) const MIN_RATE: f64 = 0.5;
-/// From the first refusal to the next, the pace doubles this often (BBR's start-up); before
-/// it, the slow start's window doubles at least this often (a send unanswered this long
-/// leaves its count: a slow answer or a long-poll says nothing of a rate).
+/// From the first refusal to the next, the pace doubles this often; before it, a send
+/// unanswered this long leaves the slow start's count (a slow answer says nothing of a rate).
 pub(crate) const STARTUP_DOUBLING: Duration = Duration::from_millis(100);
 /// A destination that refused nothing for this long is not paced any more.
 pub(crate) const REOPEN_AFTER: Duration = Duration::from_secs(10);
-/// The default first probing delay of a destination that serves nothing (RFC 6298's timer).
+/// The default first probing delay of a destination that serves nothing.
 pub(crate) const FIRST_PROBE: Duration = Duration::from_millis(100);
 /// The default longest probing delay.
 pub(crate) const MAX_PROBE: Duration = Duration::from_secs(5);
@@ -477,9 +487,9 @@ impl Room {
             room.share = previous.share;
             // A count that went up is a new window.
             if left.remaining <= previous.remaining {
-                if now < previous.reset_at {
-                    room.reset_at = reset_at.min(previous.window_end);
+                if now < previous.reset_at && now < previous.window_end {
                     room.window_end = previous.window_end;
+                    room.reset_at = reset_at.min(previous.window_end);
                 }
                 room.first = previous.first;
                 let used = room.first.1.saturating_sub(left.remaining);
