@@ -1,16 +1,17 @@
 //! The crate against real rate limiters nobody here wrote: tower_governor (in process),
-//! express-rate-limit (Node) and HAProxy's stick tables, each limiting at 50 r/s (see
-//! `lab/src/limiters` for what each limiter is).
+//! express-rate-limit (Node) and HAProxy's stick tables, and against the lab's own leaky
+//! bucket (in process), each limiting at 50 r/s (see `lab/src/limiters` for what each
+//! limiter is).
 //!
 //! Real time is unavoidable with external limiters: each case is small (60 requests, about
 //! a second of the limit) and bounded by timeouts. The full-size measurements of the
 //! targets are `lab/src/bin/limiters.rs`; their figures are in `docs/BENCHMARKS.md`.
 //!
-//! The cases against tower_governor need nothing outside and always run. Those against
-//! express-rate-limit (node, `npm ci` in `lab/fixtures/express-limiter`) and HAProxy, and
-//! those sharing pacing in `redis-server`, are `#[ignore = "needs ..."]`: `.ci/run`
-//! installs them and runs them with `--ignored`; run that way without them, a case fails
-//! saying what is missing.
+//! The cases against tower_governor and the leaky bucket need nothing outside and always
+//! run. Those against express-rate-limit (node, `npm ci` in `lab/fixtures/express-limiter`)
+//! and HAProxy, and those sharing pacing in `redis-server`, are `#[ignore = "needs ..."]`:
+//! `.ci/run` installs them and runs them with `--ignored`; run that way without them, a
+//! case fails saying what is missing.
 
 use tower_backoff_lab::limiters;
 
@@ -81,11 +82,12 @@ async fn refuses_a_burst(kind: Kind) {
                     // that reports nothing (`Rate::refused_by_limit`).
                     assert!(res.headers().contains_key("x-ratelimit-remaining"));
                 }
-                if kind == Kind::Haproxy {
+                if matches!(kind, Kind::Haproxy | Kind::LeakyBucket) {
                     // Nothing of its count: its refusals take that cut.
                     for quota in ["ratelimit", "ratelimit-remaining", "x-ratelimit-remaining"] {
                         assert!(!res.headers().contains_key(quota), "{quota}");
                     }
+                    assert_eq!(after, "1");
                 }
             }
             other => panic!("{}: unexpected {other}", kind.name()),
@@ -122,6 +124,12 @@ async fn express_refuses_a_burst_with_retry_after() {
 async fn haproxy_refuses_a_burst_with_retry_after() {
     let _alone = one_at_a_time().await;
     refuses_a_burst(Kind::Haproxy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaky_bucket_refuses_a_burst_with_retry_after() {
+    let _alone = one_at_a_time().await;
+    refuses_a_burst(Kind::LeakyBucket).await;
 }
 
 /// With the recommended stack (`RetryLayer` with `PacingLayer` inside), 60 GETs, 20 at a
@@ -173,6 +181,12 @@ async fn express_recommended_stack_completes_a_burst() {
 async fn haproxy_recommended_stack_completes_a_burst() {
     let _alone = one_at_a_time().await;
     recommended_stack_completes(Kind::Haproxy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaky_bucket_recommended_stack_completes_a_burst() {
+    let _alone = one_at_a_time().await;
+    recommended_stack_completes(Kind::LeakyBucket).await;
 }
 
 /// The README's first snippet (`RetryLayer::new(ExponentialBackOff::default())`, no pacing)
