@@ -5,7 +5,7 @@
 //!
 //! Unlike the other limiters it is written here: its rate may change with time
 //! ([`serve`]), as issue #29's row 4 needs (a limit that changes under a running load),
-//! and the algorithm is a few lines ([`Level::admit`]).
+//! and the algorithm is a few lines (`Level::admit`).
 
 use super::{RateLimit, Running};
 use bytes::Bytes;
