@@ -1,16 +1,17 @@
 //! The crate against real rate limiters nobody here wrote: tower_governor (in process),
-//! express-rate-limit (Node) and HAProxy's stick tables, each limiting at 50 r/s (see
-//! `lab/src/limiters` for what each limiter is).
+//! express-rate-limit (Node) and HAProxy's stick tables, and against the lab's own leaky
+//! bucket (in process), each limiting at 50 r/s (see `lab/src/limiters` for what each
+//! limiter is).
 //!
 //! Real time is unavoidable with external limiters: each case is small (60 requests, about
 //! a second of the limit) and bounded by timeouts. The full-size measurements of the
 //! targets are `lab/src/bin/limiters.rs`; their figures are in `docs/BENCHMARKS.md`.
 //!
-//! The cases against tower_governor need nothing outside and always run. Those against
-//! express-rate-limit (node, `npm ci` in `lab/fixtures/express-limiter`) and HAProxy, and
-//! those sharing pacing in `redis-server`, are `#[ignore = "needs ..."]`: `.ci/run`
-//! installs them and runs them with `--ignored`; run that way without them, a case fails
-//! saying what is missing.
+//! The cases against tower_governor and the leaky bucket need nothing outside and always
+//! run. Those against express-rate-limit (node, `npm ci` in `lab/fixtures/express-limiter`)
+//! and HAProxy, and those sharing pacing in `redis-server`, are `#[ignore = "needs ..."]`:
+//! `.ci/run` installs them and runs them with `--ignored`; run that way without them, a
+//! case fails saying what is missing.
 
 use tower_backoff_lab::limiters;
 
@@ -81,11 +82,12 @@ async fn refuses_a_burst(kind: Kind) {
                     // that reports nothing (`Rate::refused_by_limit`).
                     assert!(res.headers().contains_key("x-ratelimit-remaining"));
                 }
-                if kind == Kind::Haproxy {
+                if matches!(kind, Kind::Haproxy | Kind::LeakyBucket) {
                     // Nothing of its count: its refusals take that cut.
                     for quota in ["ratelimit", "ratelimit-remaining", "x-ratelimit-remaining"] {
                         assert!(!res.headers().contains_key(quota), "{quota}");
                     }
+                    assert_eq!(after, "1");
                 }
             }
             other => panic!("{}: unexpected {other}", kind.name()),
@@ -122,6 +124,12 @@ async fn express_refuses_a_burst_with_retry_after() {
 async fn haproxy_refuses_a_burst_with_retry_after() {
     let _alone = one_at_a_time().await;
     refuses_a_burst(Kind::Haproxy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaky_bucket_refuses_a_burst_with_retry_after() {
+    let _alone = one_at_a_time().await;
+    refuses_a_burst(Kind::LeakyBucket).await;
 }
 
 /// With the recommended stack (`RetryLayer` with `PacingLayer` inside), 60 GETs, 20 at a
@@ -173,6 +181,12 @@ async fn express_recommended_stack_completes_a_burst() {
 async fn haproxy_recommended_stack_completes_a_burst() {
     let _alone = one_at_a_time().await;
     recommended_stack_completes(Kind::Haproxy).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaky_bucket_recommended_stack_completes_a_burst() {
+    let _alone = one_at_a_time().await;
+    recommended_stack_completes(Kind::LeakyBucket).await;
 }
 
 /// The README's first snippet (`RetryLayer::new(ExponentialBackOff::default())`, no pacing)
@@ -662,6 +676,28 @@ async fn redis_fleet_learns_the_haproxy_limit_to_the_targets() {
     shared_in_redis_within(kind, stack, 10, LEARNED_IN_REDIS).await;
 }
 
+/// The leaky bucket (it reports nothing, and counts no refusal), learned by one controller
+/// in Redis: 8 layers used 101–102 % with 2.4–3.4 % refused, Jain's index 0.97–0.99 here;
+/// 8 processes 101–102 % with 3.4–4.1 % refused, most in the first second (`limiters --
+/// redis-fleet leaky-bucket`). Held with margin for CI; issue #31's targets below.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: .ci/run, or see CONTRIBUTING.md"]
+async fn shared_pacing_in_redis_learns_the_leaky_bucket_limit() {
+    let bounds = Bounds {
+        used: 0.9,
+        refused: 0.08,
+        jain: 0.95,
+    };
+    shared_in_redis_within(Kind::LeakyBucket, Stack::RetryPacingRedis, 10, bounds).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server; issue #31's targets at the edge: met by the median of 3 (8 layers, 2.4-3.4 % refused), not by 8 processes (3.4-4.1 % refused, most in the first second)"]
+async fn redis_fleet_learns_the_leaky_bucket_limit_to_the_targets() {
+    let (kind, stack) = (Kind::LeakyBucket, Stack::RetryPacingRedis);
+    shared_in_redis_within(kind, stack, 10, LEARNED_IN_REDIS).await;
+}
+
 /// express-rate-limit reports its quota (`RateLimit: r=...; t=...`): told 49 r/s once,
 /// the fleet should use it as on the other limiters.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -688,6 +724,20 @@ async fn shared_pacing_in_redis_told_once_uses_the_haproxy_limit() {
         jain: 0.85,
     };
     shared_in_redis_within(Kind::Haproxy, Stack::ToldRedis, 5, bounds).await;
+}
+
+/// The fleet told the leaky bucket's rate once uses it without a refusal: 98.0 % used,
+/// Jain's index 0.94–0.98 in 5 s fleets of 8 layers here; 8 processes 97.8–98.0 % in 10 s
+/// (`limiters -- redis-fleet leaky-bucket --parts told`). Bounds as on HAProxy's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: .ci/run, or see CONTRIBUTING.md"]
+async fn shared_pacing_in_redis_told_once_uses_the_leaky_bucket_limit() {
+    let bounds = Bounds {
+        used: 0.95,
+        refused: 0.01,
+        jain: 0.85,
+    };
+    shared_in_redis_within(Kind::LeakyBucket, Stack::ToldRedis, 5, bounds).await;
 }
 
 /// 8 layers learning tower_governor's limit in Redis for 6 s; Redis killed 2 s in and

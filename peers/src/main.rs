@@ -11,6 +11,7 @@
 use http::Method;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+use tower_backoff_lab::limiters::leaky;
 use tower_backoff_peers::clients::Lib;
 use tower_backoff_peers::load::{Done, fixed_load, timed_load};
 use tower_backoff_peers::report::range;
@@ -71,7 +72,7 @@ const SHORT: Sizes = Sizes {
 
 /// Requests in flight at once in the fixed-size scenarios, and workers in the outage.
 const CONCURRENCY: u64 = 20;
-/// The rate limiter's rate (per second) and burst.
+/// The rate limiter's rate (per second) and burst: the lab's leaky bucket.
 const RATE: f64 = 50.0;
 const BURST: f64 = 10.0;
 /// The share of answers that are 503 in the random-failures scenario.
@@ -84,8 +85,8 @@ async fn run_one(scenario: Scenario, lib: Lib, sizes: Sizes, run: u64) -> std::i
     let client = lib.client();
     Ok(match scenario {
         Scenario::RateLimiter => {
-            let (server, counts) = servers::rate_limiter(RATE, BURST).await?;
-            let url = format!("http://{}/", server.addr);
+            let limiter = leaky::serve(Instant::now(), leaky::steady(RATE), BURST).await?;
+            let url = format!("http://{}/", limiter.addr);
             let origin = Instant::now();
             let done = fixed_load(
                 &client,
@@ -102,8 +103,8 @@ async fn run_one(scenario: Scenario, lib: Lib, sizes: Sizes, run: u64) -> std::i
                 ok as f64,
                 time,
                 time / ideal,
-                counts.attempts() as f64,
-                counts.refused() as f64,
+                limiter.tally.attempts() as f64,
+                limiter.tally.refused() as f64,
             ]
         }
         Scenario::RandomFailures => {

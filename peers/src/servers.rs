@@ -1,6 +1,7 @@
 //! The loopback servers: real hyper HTTP/1.1 servers on `127.0.0.1:0`. Each counts what it
 //! was sent, per request id. The id is the `x-peer-id` header the harness sets; every
-//! library copies it into its retries.
+//! library copies it into its retries. The rate limiter is the lab's leaky bucket
+//! ([`leaky`]), with the lab's other limiters.
 
 use bytes::Bytes;
 use http::{Method, Response, StatusCode};
@@ -15,7 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinSet;
+use tower_backoff_lab::limiters::Running;
+use tower_backoff_lab::limiters::leaky;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -31,12 +34,15 @@ type Delay = Arc<dyn Fn(&str) -> Duration + Send + Sync>;
 /// A running server; dropping it stops it and every connection it holds.
 pub struct Server {
     pub addr: SocketAddr,
-    task: JoinHandle<()>,
+    _running: Running,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.task.abort();
+impl From<leaky::Bucket> for Server {
+    fn from(bucket: leaky::Bucket) -> Self {
+        Server {
+            addr: bucket.addr,
+            _running: bucket.running,
+        }
     }
 }
 
@@ -99,7 +105,10 @@ async fn serve_after(handler: Handler, delay: Delay) -> std::io::Result<Server> 
             }
         }
     });
-    Ok(Server { addr, task })
+    Ok(Server {
+        addr,
+        _running: Running::Task(task),
+    })
 }
 
 /// A response with `status` and a short body.
@@ -135,45 +144,6 @@ impl Counts {
     pub fn per_id(&self) -> HashMap<u64, u32> {
         std::mem::take(&mut *self.per_id.lock().unwrap())
     }
-}
-
-/// A token bucket of `rate` per second holding at most `burst`: 200 while a token is
-/// left, else 429 with `Retry-After: 1`. `refused` counts the 429s.
-pub async fn rate_limiter(rate: f64, burst: f64) -> std::io::Result<(Server, Arc<Counts>)> {
-    changing_rate_limiter(Instant::now(), Arc::new(move |_| rate), burst).await
-}
-
-/// [`rate_limiter`] whose rate is `rate(t)` at `t` after `origin`: a limit that changes.
-pub async fn changing_rate_limiter(
-    origin: Instant,
-    rate: Arc<dyn Fn(Duration) -> f64 + Send + Sync>,
-    burst: f64,
-) -> std::io::Result<(Server, Arc<Counts>)> {
-    let counts = Arc::new(Counts::default());
-    let bucket = Mutex::new((burst, Instant::now()));
-    let c = counts.clone();
-    let server = serve(Arc::new(move |_: &Method, id| {
-        c.record(id);
-        let mut b = bucket.lock().unwrap();
-        let now = Instant::now();
-        let per_second = rate(now.saturating_duration_since(origin));
-        b.0 = (b.0 + now.duration_since(b.1).as_secs_f64() * per_second).min(burst);
-        b.1 = now;
-        if b.0 >= 1.0 {
-            b.0 -= 1.0;
-            Some(reply(StatusCode::OK))
-        } else {
-            c.refused.fetch_add(1, Ordering::Relaxed);
-            let mut res = reply(StatusCode::TOO_MANY_REQUESTS);
-            res.headers_mut().insert(
-                http::header::RETRY_AFTER,
-                http::HeaderValue::from_static("1"),
-            );
-            Some(res)
-        }
-    }))
-    .await?;
-    Ok((server, counts))
 }
 
 /// 503 without `Retry-After` to a share `p` of all attempts, drawn from a seeded RNG

@@ -1,6 +1,8 @@
 //! The crate's client stacks against real rate limiters nobody here wrote: tower_governor
 //! (in process), express-rate-limit (Node, `npm ci` in `lab/fixtures/express-limiter`
-//! first) and HAProxy (`apt-get install haproxy`), each limiting at 50 r/s.
+//! first) and HAProxy (`apt-get install haproxy`), each limiting at 50 r/s. The leaky
+//! bucket (`leaky-bucket`, the lab's own server, in process) runs when named, and in
+//! `redis-fleet` with the others.
 //!
 //! ```text
 //! cargo run --release -p tower-backoff-lab --bin limiters -- all        # every target, every limiter
@@ -105,6 +107,9 @@ async fn main() -> Result<(), BoxError> {
             "--record keeps the told fleet at its whole share, not LIMITERS_TOLD_SHARE={told_share}"
         )
         .into());
+    }
+    if kinds.contains(&Kind::LeakyBucket) && flag(&args, "--record").is_some() {
+        return Err("--record: the models have no leaky bucket to compare it with".into());
     }
     let record = Record::open(flag(&args, "--record"))?;
     let stacks = match flag(&args, "--stack") {

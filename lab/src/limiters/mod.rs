@@ -1,12 +1,14 @@
-//! Real rate limiters, none written here, started on 127.0.0.1 for the harness of
-//! `lab/tests/rate_limiters.rs` and `lab/src/bin/limiters.rs`, and the clients and
-//! workloads that drive them through the crate's public API only.
+//! Real rate limiters, started on 127.0.0.1 for the harness of
+//! `lab/tests/rate_limiters.rs`, `lab/src/bin/limiters.rs` and the peers' matrix, and the
+//! clients and workloads that drive them through the crate's public API only. All but the
+//! leaky bucket are servers nobody here wrote.
 //!
 //! | limiter | what it is | refusal |
 //! |---|---|---|
 //! | [`Kind::Governor`]: tower_governor (axum, in process) | GCRA, i.e. a token bucket: one token per `1/rate`, at most `burst` saved | 429, `Retry-After` and `x-ratelimit-after` in whole seconds *rounded down* (so `0` below a second) |
 //! | [`Kind::Express`]: express + express-rate-limit (Node) | a fixed window: the first hit opens a window of one second in which `rate` hits pass | 429, `Retry-After` in seconds to the window's end, rounded up (`1`), IETF `RateLimit`/`RateLimit-Policy` (draft 8) |
 //! | [`Kind::Haproxy`]: HAProxy stick table | a sliding one-second window (`http_req_rate(1s)`) counting *every* request, refused ones too | 429 with `Retry-After: 1` |
+//! | [`Kind::LeakyBucket`]: a leaky bucket with a burst (hyper, in process, [`leaky`]) | requests drain out at `rate`, at most `burst` held; a refused request takes no place (as in GCRA) | 429 with `Retry-After: 1` (though room comes back within `1/rate`), nothing of its count |
 //! | [`Kind::HaproxyRateLimit`] (an experiment, no target's): the same HAProxy | the same | the same, and every answer carries `RateLimit: "50-in-1sec"; r=<50 − its count>; t=1`, as a naive configuration writes it |
 //!
 //! Every limiter has one key for all clients (all come from 127.0.0.1 anyway): a fleet of
@@ -23,6 +25,7 @@ pub mod express;
 pub mod fairness;
 pub mod governor;
 pub mod haproxy;
+pub mod leaky;
 pub mod redis_server;
 pub mod told;
 
@@ -51,14 +54,25 @@ pub enum Kind {
     Governor,
     Express,
     Haproxy,
+    LeakyBucket,
     /// HAProxy sending a naive `RateLimit` field: `t=1` says the quota comes back whole in
     /// a second, which a sliding window's does not.
     HaproxyRateLimit,
 }
 
 impl Kind {
-    /// The limiters of the targets.
+    /// The limiters of the targets, each with a model in the simulation: what `limiters
+    /// --record` writes of them, `simulate --compare` sets beside a model. The leaky bucket
+    /// has none, so it is not among them.
     pub const ALL: [Kind; 3] = [Kind::Governor, Kind::Express, Kind::Haproxy];
+    /// One limiter of each algorithm issue #31 names: the fleets sharing their pacing in
+    /// Redis run on each (`limiters -- redis-fleet`).
+    pub const ALGORITHMS: [Kind; 4] = [
+        Kind::Governor,
+        Kind::Express,
+        Kind::Haproxy,
+        Kind::LeakyBucket,
+    ];
     /// Limiters run only when named.
     pub const EXPERIMENTS: [Kind; 1] = [Kind::HaproxyRateLimit];
 
@@ -67,6 +81,7 @@ impl Kind {
             Kind::Governor => "tower_governor",
             Kind::Express => "express-rate-limit",
             Kind::Haproxy => "haproxy",
+            Kind::LeakyBucket => "leaky-bucket",
             Kind::HaproxyRateLimit => "haproxy-ratelimit",
         }
     }
@@ -77,6 +92,7 @@ impl Kind {
             Kind::Governor => "GCRA token bucket (burst 10), Retry-After rounded down",
             Kind::Express => "fixed 1 s window, Retry-After rounded up",
             Kind::Haproxy => "sliding 1 s window counting refusals too, Retry-After: 1",
+            Kind::LeakyBucket => "leaky bucket (burst 10), refusals not counted, Retry-After: 1",
             Kind::HaproxyRateLimit => {
                 "sliding 1 s window counting refusals too, Retry-After: 1, and `RateLimit: r=<50 − its count>; t=1` (a naive configuration)"
             }
@@ -84,7 +100,7 @@ impl Kind {
     }
 
     pub fn parse(name: &str) -> Option<Kind> {
-        let kinds = Kind::ALL.into_iter().chain(Kind::EXPERIMENTS);
+        let kinds = Kind::ALGORITHMS.into_iter().chain(Kind::EXPERIMENTS);
         kinds
             .clone()
             .find(|k| k.name() == name)
@@ -118,6 +134,7 @@ impl Limiter {
             Kind::Governor => governor::start(limit).await,
             Kind::Express => express::start(limit).await?,
             Kind::Haproxy => haproxy::start(limit, false).await?,
+            Kind::LeakyBucket => leaky::start(limit).await,
             Kind::HaproxyRateLimit => haproxy::start(limit, true).await?,
         };
         Ok(Limiter {

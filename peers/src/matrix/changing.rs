@@ -1,6 +1,6 @@
-//! Row 4: a limit that changes, 100 r/s, then 25, then 100 again. The limiter is a leaky
-//! bucket with a burst of 10, answering 429 with `Retry-After: 1`. 20 workers send GETs
-//! back to back.
+//! Row 4: a limit that changes, 100 r/s, then 25, then 100 again. The limiter is the lab's
+//! leaky bucket with a burst of 10, answering 429 with `Retry-After: 1`. 20 workers send
+//! GETs back to back.
 //!
 //! The send rate counts attempts in the trailing 500 ms, sampled every 100 ms. It follows
 //! a change once it is ≤ 1.2× a lower limit, or ≥ 0.8× a higher one. The figure is the
@@ -10,9 +10,9 @@ use super::{CONCURRENCY, Figures, Sizes, Unavailable, measure, unavailable};
 use crate::attempts::{Attempt, AttemptLog};
 use crate::clients::Lib;
 use crate::load::timed_load;
-use crate::servers;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tower_backoff_lab::limiters::leaky;
 
 /// The three limits, each for one phase.
 pub const RATES: [f64; 3] = [100.0, 25.0, 100.0];
@@ -44,14 +44,14 @@ pub fn title(sizes: &Sizes) -> String {
 pub async fn run(lib: Lib, sizes: &Sizes) -> Result<Figures, Unavailable> {
     let origin = Instant::now();
     let phase = sizes.phase;
-    let rate = Arc::new(move |t: Duration| {
+    let rate: leaky::Rate = Arc::new(move |t: Duration| {
         let index = (t.as_secs_f64() / phase.as_secs_f64()) as usize;
         RATES[index.min(RATES.len() - 1)]
     });
-    let (server, _) = servers::changing_rate_limiter(origin, rate, BURST)
+    let limiter = leaky::serve(origin, rate, BURST)
         .await
         .map_err(|e| unavailable("changing limit", e))?;
-    let url = format!("http://{}/", server.addr);
+    let url = format!("http://{}/", limiter.addr);
     let log = AttemptLog::new(origin);
     let client = lib.logged(log.clone());
     let done = timed_load(&client, &url, (phase * 3, CONCURRENCY), origin).await;

@@ -10,6 +10,7 @@ use crate::clients::Lib;
 use crate::load::{Done, paced_load, timed_load};
 use crate::servers::{self, Server};
 use std::time::{Duration, Instant};
+use tower_backoff_lab::limiters::leaky;
 
 /// The healthy load's workers and their period.
 const HEALTHY_WORKERS: u64 = 10;
@@ -28,7 +29,7 @@ pub const COLUMNS: &[(&str, usize)] = &[
 /// The other destination's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Other {
-    /// A leaky bucket of 50 r/s, burst 10, 429 with `Retry-After: 1`.
+    /// The lab's leaky bucket of 50 r/s, burst 10, 429 with `Retry-After: 1`.
     Limited,
     /// 503 without `Retry-After` to everything.
     Down,
@@ -48,10 +49,14 @@ impl Other {
 
     async fn start(self) -> Result<Server, Unavailable> {
         let started = match self {
-            Other::Limited => servers::rate_limiter(RATE, BURST).await,
-            Other::Down => servers::outage(Instant::now(), Duration::MAX).await,
+            Other::Limited => leaky::serve(Instant::now(), leaky::steady(RATE), BURST)
+                .await
+                .map(Server::from),
+            Other::Down => servers::outage(Instant::now(), Duration::MAX)
+                .await
+                .map(|(server, _)| server),
         };
-        Ok(started.map_err(|e| unavailable("other destination", e))?.0)
+        started.map_err(|e| unavailable("other destination", e))
     }
 }
 

@@ -1,12 +1,11 @@
-//! Row 1: four real rate limiters of four algorithms at 50 r/s, 300 GETs 20 at a time.
-//! Three are the lab's (tower_governor, express-rate-limit on Node, HAProxy); the leaky
-//! bucket with a burst of 10 is the peers' own server.
+//! Row 1: four real rate limiters of four algorithms at 50 r/s, 300 GETs 20 at a time:
+//! the lab's (tower_governor, express-rate-limit on Node, HAProxy, and its own leaky bucket
+//! with a burst of 10).
 
-use super::{CONCURRENCY, Figures, Sizes, Unavailable, measure, unavailable};
+use super::{CONCURRENCY, Figures, Sizes, Unavailable, measure};
 use crate::attempts::AttemptLog;
 use crate::clients::Lib;
 use crate::load::fixed_load;
-use crate::servers;
 use http::Method;
 use std::time::Instant;
 use tower_backoff_lab::limiters::{Kind, Limiter, RateLimit};
@@ -44,7 +43,7 @@ impl Algorithm {
             Algorithm::SlidingWindow => {
                 "sliding 1 s window counting refusals: HAProxy, Retry-After: 1"
             }
-            Algorithm::LeakyBucket => "leaky bucket, burst 10: the peers' server, Retry-After: 1",
+            Algorithm::LeakyBucket => "leaky bucket, burst 10: the lab's server, Retry-After: 1",
         }
     }
 
@@ -54,13 +53,7 @@ impl Algorithm {
             Algorithm::Gcra => Kind::Governor,
             Algorithm::FixedWindow => Kind::Express,
             Algorithm::SlidingWindow => Kind::Haproxy,
-            Algorithm::LeakyBucket => {
-                let rate = f64::from(LIMIT.per_second);
-                let (server, _) = servers::rate_limiter(rate, f64::from(LIMIT.burst))
-                    .await
-                    .map_err(|e| unavailable("leaky bucket", e))?;
-                return Ok((format!("http://{}/", server.addr), Box::new(server)));
-            }
+            Algorithm::LeakyBucket => Kind::LeakyBucket,
         };
         let limiter = Limiter::start(kind, LIMIT).await?;
         Ok((limiter.url("/"), Box::new(limiter)))

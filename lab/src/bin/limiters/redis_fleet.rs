@@ -1,6 +1,7 @@
 //! Issue #31: fleets of 8 processes sharing their pacing in one real `redis-server`,
-//! against each limiter (`limiters -- redis-fleet [LIMITER|all] [--reps N] [--parts
-//! learning,told,phases,faults]`).
+//! against each limiter of [`Kind::ALGORITHMS`] (`limiters -- redis-fleet [LIMITER|all]
+//! [--reps N] [--parts learning,told,phases,faults]`): the three of the targets and the
+//! leaky bucket.
 //!
 //! Every process is this binary again (`fleet-member`), with its own client stack; all
 //! start at one wall-clock instant (a second after they are spawned, so that none is
@@ -70,8 +71,8 @@ struct Member {
 pub async fn main(args: &[String]) -> Result<(), BoxError> {
     let began = std::time::Instant::now();
     let kinds = match args.first().filter(|a| !a.starts_with("--")) {
-        None => Kind::ALL.to_vec(),
-        Some(all) if all == "all" => Kind::ALL.to_vec(),
+        None => Kind::ALGORITHMS.to_vec(),
+        Some(all) if all == "all" => Kind::ALGORITHMS.to_vec(),
         Some(name) => vec![Kind::parse(name).ok_or(format!("unknown limiter {name}"))?],
     };
     let reps: usize = flag(args, "--reps").map_or(Ok(3), str::parse)?;
