@@ -28,7 +28,8 @@
 //! - **Reported quotas.** A response that says how many requests remain until a reset
 //!   holds the destination once they are sent, until the reset. Once it has refused,
 //!   the room left is spread until the reset. Clients sharing a quota count their own
-//!   share of its use.
+//!   share of its use. A reset rounded up to whole seconds ends no later than the first
+//!   report after the count went up said.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.
