@@ -620,7 +620,7 @@ fn in_redis(redis: &RedisServer, stack: Stack) -> impl Fn(&Counts, &str) -> Http
 /// `bounds` by the median of up to three fleets.
 async fn shared_in_redis_within(kind: Kind, stack: Stack, seconds: u64, bounds: Bounds) {
     let _alone = one_at_a_time().await;
-    let redis = RedisServer::start_for_test().await;
+    let redis = RedisServer::start().await;
     let client = in_redis(&redis, stack);
     fleets_within(kind, seconds, bounds, client, Duration::ZERO).await;
 }
@@ -743,13 +743,13 @@ async fn shared_pacing_in_redis_told_once_uses_the_leaky_bucket_limit() {
 /// 8 layers learning tower_governor's limit in Redis for 6 s; Redis killed 2 s in and
 /// started again (empty) 2 s later: each layer paces alone meanwhile, then rejoins.
 async fn through_a_redis_restart() -> Fleet {
-    let mut redis = RedisServer::start_for_test().await;
+    let mut redis = RedisServer::start().await;
     let client = in_redis(&redis, Stack::RetryPacingRedis);
     let outage = async {
         tokio::time::sleep(Duration::from_secs(2)).await;
         redis.kill();
         tokio::time::sleep(Duration::from_secs(2)).await;
-        redis.restart().await.expect("redis-server starts again");
+        redis.restart().await;
     };
     let (fleet, ()) = tokio::join!(fleet(Kind::Governor, 6, &client, Duration::ZERO, 1), outage);
     fleet

@@ -1,4 +1,9 @@
-//! A real `redis-server` on 127.0.0.1 and a free port, stopped on drop.
+//! A real `redis-server` on 127.0.0.1 and a free port, without persistence (a restart comes
+//! back empty, as after a crash), stopped on drop. The library's tests, the lab's fleets and
+//! the `fleet` bench share it.
+
+// Each includer uses a part of it.
+#![allow(dead_code)]
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -6,23 +11,32 @@ use std::time::Duration;
 
 pub const NEEDS_REDIS: &str = "needs redis-server (Debian package redis-server)";
 
-/// A `redis-server` this test started; it can be killed and started again on its port.
+/// How long a started server has to answer `PING`.
+const READY_WITHIN: Duration = Duration::from_secs(5);
+
+/// A `redis-server` this process started; it can be killed and started again on its port.
 pub struct RedisServer {
     pub port: u16,
     child: Option<Child>,
 }
 
 impl RedisServer {
-    /// Starts a server with no persistence, and waits until it answers.
-    pub async fn start() -> Self {
+    /// Starts a server and waits until it answers, or says why it could not.
+    pub async fn try_start() -> Result<Self, String> {
         let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
+            .and_then(|listener| listener.local_addr())
+            .map_err(|error| format!("no free port: {error}"))?
             .port();
         let mut server = Self { port, child: None };
-        server.restart().await;
-        server
+        server.try_restart().await?;
+        Ok(server)
+    }
+
+    /// [`try_start`](Self::try_start) for a test, which fails saying what is missing.
+    pub async fn start() -> Self {
+        Self::try_start()
+            .await
+            .unwrap_or_else(|why| panic!("{NEEDS_REDIS}: {why}"))
     }
 
     pub fn url(&self) -> String {
@@ -30,10 +44,10 @@ impl RedisServer {
     }
 
     pub fn client(&self) -> redis::Client {
-        redis::Client::open(self.url()).unwrap()
+        redis::Client::open(self.url()).expect("a valid Redis URL")
     }
 
-    /// Stops the server at once, as a crash would.
+    /// Stops the server at once (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -41,26 +55,49 @@ impl RedisServer {
         }
     }
 
-    /// Starts the server again on its port, empty.
-    pub async fn restart(&mut self) {
+    /// Starts the server again on its port, empty, and waits until it answers.
+    pub async fn try_restart(&mut self) -> Result<(), String> {
         self.kill();
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()
-            .unwrap_or_else(|error| panic!("{NEEDS_REDIS}: {error}"));
+            .map_err(|error| format!("cannot run redis-server: {error}"))?;
         self.child = Some(child);
-        for _ in 0..100 {
-            if self.query::<String>(&["PING"]).await.is_ok() {
-                return;
+        let deadline = tokio::time::Instant::now() + READY_WITHIN;
+        while tokio::time::Instant::now() < deadline {
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                return Err(format!(
+                    "redis-server on port {} exited: {status}",
+                    self.port
+                ));
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            let ping = self.query::<String>(&["PING"]);
+            if let Ok(Ok(pong)) = tokio::time::timeout(Duration::from_millis(500), ping).await
+                && pong == "PONG"
+            {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        panic!(
-            "redis-server did not answer on port {} within 5 s",
+        self.kill();
+        Err(format!(
+            "redis-server did not answer on port {} within {READY_WITHIN:?}",
             self.port
-        );
+        ))
+    }
+
+    /// [`try_restart`](Self::try_restart) for a test.
+    pub async fn restart(&mut self) {
+        self.try_restart()
+            .await
+            .unwrap_or_else(|why| panic!("{NEEDS_REDIS}: {why}"));
     }
 
     /// Runs one command on a connection of its own.

@@ -594,7 +594,7 @@ async fn kill_and_restart(redis: &mut RedisServer, start: f64) -> Result<(), Box
     sleep_until(start, KILL_AT).await;
     redis.kill();
     sleep_until(start, RESTART_AT).await;
-    redis.restart().await?;
+    redis.restart_or_unavailable().await?;
     Ok(())
 }
 
