@@ -135,15 +135,17 @@ async fn a_known_rate_is_the_whole_fleets() {
     let redis = RedisServer::start().await;
     let log = Log::default();
     let told = || builder().with_known_rate("api.test", 20, secs(1));
-    let a = fleet_member(&redis, "known", told())
-        .await
-        .layer(scripted(&log));
+    let a_layer = fleet_member(&redis, "known", told()).await;
+    let a = a_layer.layer(scripted(&log));
     let b = fleet_member(&redis, "known", told())
         .await
         .layer(scripted(&log));
 
     let start = Instant::now();
     alternately(&a, &b, 20, "http://api.test/200").await;
+    // The layer reports the fleet's pace, as Redis gave it.
+    assert_eq!(a_layer.current_rate_to(&authority("api.test")), Some(20.0));
+    assert_eq!(a_layer.current_rate(), Some(20.0));
     // 20 sends at 20 r/s between both: one every 50 ms, 0.95 s from first to last.
     let offsets = log.offsets(start);
     let span = offsets[19] - offsets[0];

@@ -107,8 +107,20 @@ impl PacingLayer {
         self.current_rate().map_or(Duration::ZERO, interval)
     }
 
-    /// The lowest send rate of any paced destination, in requests per second.
+    /// The fleet's store, while Redis answers: the accessors read what it last said.
+    #[cfg(feature = "redis")]
+    fn fleet(&self) -> Option<&super::fleet::Store> {
+        let store = self.shared.fleet.as_ref();
+        store.filter(|store| store.usable(Instant::now()))
+    }
+
+    /// The lowest send rate of any paced destination, in requests per second. In a fleet
+    /// (feature `redis`), the fleet's paces as this process's requests last saw them.
     pub fn current_rate(&self) -> Option<f64> {
+        #[cfg(feature = "redis")]
+        if let Some(store) = self.fleet() {
+            return store.paces().reduce(f64::min);
+        }
         let all = self.shared.destinations.all();
         let rates = all.iter().filter_map(|d| d.control(Controller::rate));
         rates.reduce(f64::min)
@@ -120,8 +132,13 @@ impl PacingLayer {
         rate.map_or(Duration::ZERO, interval)
     }
 
-    /// The send rate of `authority`, in requests per second, while it is paced.
+    /// The send rate of `authority`, in requests per second, while it is paced. In a fleet
+    /// (feature `redis`), the fleet's pace as this process's last request to it saw it.
     pub fn current_rate_to(&self, authority: &Authority) -> Option<f64> {
+        #[cfg(feature = "redis")]
+        if let Some(store) = self.fleet() {
+            return store.pace(&Key::from_authority(authority));
+        }
         self.read(authority, Controller::rate)
     }
 

@@ -131,6 +131,18 @@ impl Store {
         Some(view.pace? * share)
     }
 
+    /// The fleet's pace of `key` as this process last saw it; `None`: not paced, or unseen.
+    pub(crate) fn pace(&self, key: &Key) -> Option<f64> {
+        lock(&self.views).get(key).and_then(|view| view.pace)
+    }
+
+    /// The fleet's paces this process last saw, of the destinations paced.
+    pub(crate) fn paces(&self) -> impl Iterator<Item = f64> {
+        let views = lock(&self.views);
+        let paces: Vec<f64> = views.values().filter_map(|view| view.pace).collect();
+        paces.into_iter()
+    }
+
     /// Whether Redis may be asked now (it is, or is thought, reachable).
     pub(crate) fn usable(&self, now: Instant) -> bool {
         lock(&self.down_until).is_none_or(|until| now >= until)
