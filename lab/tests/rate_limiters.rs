@@ -632,12 +632,7 @@ async fn shared_in_redis_within(kind: Kind, stack: Stack, seconds: u64, bounds: 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server: .ci/run, or see CONTRIBUTING.md"]
 async fn shared_pacing_in_redis_learns_the_governor_limit() {
-    let bounds = Bounds {
-        used: 0.9,
-        refused: 0.08,
-        jain: 0.95,
-    };
-    shared_in_redis_within(Kind::Governor, Stack::RetryPacingRedis, 10, bounds).await;
+    shared_in_redis_within(Kind::Governor, Stack::RetryPacingRedis, 10, LEARNED_IN_CI).await;
 }
 
 /// HAProxy (it counts refusals and reports nothing), learned by one controller in Redis:
@@ -653,6 +648,22 @@ async fn shared_pacing_in_redis_learns_the_haproxy_limit() {
     };
     shared_in_redis_within(Kind::Haproxy, Stack::RetryPacingRedis, 10, bounds).await;
 }
+
+/// A fleet learning a limit in Redis, held with margin for CI (8 independent layers
+/// refuse 16–19 %, Jain's index 0.74–0.88).
+const LEARNED_IN_CI: Bounds = Bounds {
+    used: 0.9,
+    refused: 0.08,
+    jain: 0.95,
+};
+
+/// A fleet told the limit once: issue #31's ≥ 98 % used and < 1 % refused, held at 95 %
+/// used; it sets no fairness target (the layers race for the next slot).
+const TOLD_ONCE: Bounds = Bounds {
+    used: 0.95,
+    refused: 0.01,
+    jain: 0.85,
+};
 
 /// Issue #31's targets for a fleet learning a limit in Redis: ≥ 95 % used, < 3 % refused,
 /// Jain's index ≥ 0.95.
@@ -683,12 +694,13 @@ async fn redis_fleet_learns_the_haproxy_limit_to_the_targets() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server: .ci/run, or see CONTRIBUTING.md"]
 async fn shared_pacing_in_redis_learns_the_leaky_bucket_limit() {
-    let bounds = Bounds {
-        used: 0.9,
-        refused: 0.08,
-        jain: 0.95,
-    };
-    shared_in_redis_within(Kind::LeakyBucket, Stack::RetryPacingRedis, 10, bounds).await;
+    shared_in_redis_within(
+        Kind::LeakyBucket,
+        Stack::RetryPacingRedis,
+        10,
+        LEARNED_IN_CI,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -698,10 +710,18 @@ async fn redis_fleet_learns_the_leaky_bucket_limit_to_the_targets() {
     shared_in_redis_within(kind, stack, 10, LEARNED_IN_REDIS).await;
 }
 
-/// express-rate-limit reports its quota (`RateLimit: r=...; t=...`): told 49 r/s once,
-/// the fleet should use it as on the other limiters.
+/// express-rate-limit reports its quota (`RateLimit: r=...; t=1` all through its
+/// one-second window): told 49 r/s once, the fleet uses it as on the other limiters, its
+/// reset taken from the window's first report: 97.6 % used, none refused, Jain's index
+/// 0.93–0.96 in 5 s fleets of 8 layers here (62 % when the rounded-up reset held).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue #31, not met: 63 % used, no refusal (8 layers, 5 s); 8 processes 62 %: a quota's whole-second reset caps the pace (limiters -- redis-fleet express --parts told)"]
+#[ignore = "needs redis-server and node: .ci/run, or see CONTRIBUTING.md"]
+async fn shared_pacing_in_redis_told_once_uses_the_express_limit() {
+    shared_in_redis_within(Kind::Express, Stack::ToldRedis, 5, TOLD_ONCE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "issue #31: 97.6 % used, no refusal, but Jain's index 0.93-0.96 (8 layers, 5 s) under the 0.95 asked here (limiters -- redis-fleet express --parts told)"]
 async fn redis_fleet_told_once_uses_the_express_limit() {
     let bounds = Bounds {
         used: 0.95,
@@ -718,12 +738,7 @@ async fn redis_fleet_told_once_uses_the_express_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server and haproxy: .ci/run, or see CONTRIBUTING.md"]
 async fn shared_pacing_in_redis_told_once_uses_the_haproxy_limit() {
-    let bounds = Bounds {
-        used: 0.95,
-        refused: 0.01,
-        jain: 0.85,
-    };
-    shared_in_redis_within(Kind::Haproxy, Stack::ToldRedis, 5, bounds).await;
+    shared_in_redis_within(Kind::Haproxy, Stack::ToldRedis, 5, TOLD_ONCE).await;
 }
 
 /// The fleet told the leaky bucket's rate once uses it without a refusal: 98.0 % used,
@@ -732,12 +747,7 @@ async fn shared_pacing_in_redis_told_once_uses_the_haproxy_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server: .ci/run, or see CONTRIBUTING.md"]
 async fn shared_pacing_in_redis_told_once_uses_the_leaky_bucket_limit() {
-    let bounds = Bounds {
-        used: 0.95,
-        refused: 0.01,
-        jain: 0.85,
-    };
-    shared_in_redis_within(Kind::LeakyBucket, Stack::ToldRedis, 5, bounds).await;
+    shared_in_redis_within(Kind::LeakyBucket, Stack::ToldRedis, 5, TOLD_ONCE).await;
 }
 
 /// 8 layers learning tower_governor's limit in Redis for 6 s; Redis killed 2 s in and
