@@ -7,7 +7,6 @@ use bytes::Bytes;
 use http::{Method, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -16,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tower_backoff_lab::limiters::Running;
+use tower_backoff_lab::limiters::backend::serve_each;
 use tower_backoff_lab::limiters::leaky;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -68,41 +67,21 @@ async fn serve(handler: Handler) -> std::io::Result<Server> {
 async fn serve_after(handler: Handler, delay: Delay) -> std::io::Result<Server> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let task = tokio::spawn(async move {
-        // Held by the accept task, so aborting it aborts every connection too.
-        let mut connections = JoinSet::new();
-        loop {
-            tokio::select! {
-                accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    };
-                    let (handler, delay) = (handler.clone(), delay.clone());
-                    let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
-                        let (handler, delay) = (handler.clone(), delay.clone());
-                        async move {
-                            let (parts, body) = req.into_parts();
-                            body.collect().await.map_err(BoxError::from)?;
-                            let pause = delay(parts.uri.path());
-                            if !pause.is_zero() {
-                                tokio::time::sleep(pause).await;
-                            }
-                            let id = parts
-                                .headers
-                                .get(ID_HEADER)
-                                .and_then(|v| v.to_str().ok()?.parse().ok())
-                                .unwrap_or(u64::MAX);
-                            handler(&parts.method, id).ok_or_else(|| BoxError::from(HangUp))
-                        }
-                    });
-                    connections.spawn(
-                        hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service),
-                    );
-                }
-                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+    let task = serve_each(listener, move |req: http::Request<Incoming>| {
+        let (handler, delay) = (handler.clone(), delay.clone());
+        async move {
+            let (parts, body) = req.into_parts();
+            body.collect().await.map_err(BoxError::from)?;
+            let pause = delay(parts.uri.path());
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
             }
+            let id = parts
+                .headers
+                .get(ID_HEADER)
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(u64::MAX);
+            handler(&parts.method, id).ok_or_else(|| BoxError::from(HangUp))
         }
     });
     Ok(Server {

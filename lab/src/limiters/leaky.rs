@@ -7,18 +7,17 @@
 //! ([`serve`]), as issue #29's row 4 needs (a limit that changes under a running load),
 //! and the algorithm is a few lines (`Level::admit`).
 
+use super::backend::serve_each;
 use super::{RateLimit, Running};
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -96,32 +95,12 @@ pub async fn serve(origin: Instant, rate: Rate, burst: f64) -> std::io::Result<B
         }
     };
     let answer = Arc::new(answer);
-    let task = tokio::spawn(async move {
-        // Held by the accept task, so aborting it aborts every connection too.
-        let mut connections = JoinSet::new();
-        loop {
-            tokio::select! {
-                accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        continue;
-                    };
-                    let answer = answer.clone();
-                    let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
-                        let answer = answer.clone();
-                        async move {
-                            // The whole request first: the bucket sees it as received.
-                            req.into_body().collect().await.map_err(BoxError::from)?;
-                            Ok::<_, BoxError>(answer())
-                        }
-                    });
-                    connections.spawn(
-                        hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service),
-                    );
-                }
-                Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            }
+    let task = serve_each(listener, move |req: http::Request<Incoming>| {
+        let answer = answer.clone();
+        async move {
+            // The whole request first: the bucket sees it as received.
+            req.into_body().collect().await.map_err(BoxError::from)?;
+            Ok(answer())
         }
     });
     Ok(Bucket {
