@@ -68,14 +68,7 @@ async fn until_state_has(redis: &RedisServer, test: &str, authority: &str, field
 
 /// Sends `n` GETs to `uri` at once, one in two through `a`, the others through `b`;
 /// each must succeed.
-async fn alternately<S>(a: &S, b: &S, n: usize, uri: &'static str)
-where
-    S: tower::Service<http::Request<()>, Response = http::Response<()>, Error = BoxError>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
-{
+async fn alternately<S: Client>(a: &S, b: &S, n: usize, uri: &'static str) {
     let sends: Vec<_> = (0..n)
         .map(|i| {
             let mut client = if i % 2 == 0 { a.clone() } else { b.clone() };

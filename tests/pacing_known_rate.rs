@@ -11,14 +11,11 @@ use tower_backoff::pacing::PacingBuilder;
 use tower_backoff::{PacingError, PacingLayer};
 
 /// Sends `n` GETs to `uri` at once through clones of `client`; the results in order.
-async fn burst<S>(client: &S, uri: &str, n: usize) -> Vec<Result<http::Response<()>, BoxError>>
-where
-    S: tower::Service<http::Request<()>, Response = http::Response<()>, Error = BoxError>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
-{
+async fn burst<S: Client>(
+    client: &S,
+    uri: &str,
+    n: usize,
+) -> Vec<Result<http::Response<()>, BoxError>> {
     let tasks: Vec<_> = (0..n)
         .map(|_| tokio::spawn(client.clone().oneshot(get(uri))))
         .collect();

@@ -393,19 +393,22 @@ async fn retry_client_does_not_retry_a_stream_past_the_cap() {
     assert_eq!(arrivals.lock().unwrap().len(), 1);
 }
 
+/// The error of a POST through `client` to a port nobody listens on.
+macro_rules! post_to_a_refused_port {
+    ($client:expr) => {{
+        let addr = upstream::refused_addr();
+        let post = $client.post(format!("http://{addr}/orders")).body("{}");
+        post.send().await.unwrap_err()
+    }};
+}
+
 /// Connection refused: the error still says so, and holds reqwest's error.
 #[tokio::test(start_paused = true)]
 async fn retry_client_reports_connect_errors() {
-    let addr = upstream::refused_addr();
     let client = client().with_retry(RetryLayer::new(
         ConstantBackOff::new(Duration::from_millis(100)).unwrap(),
     ));
-    let err = client
-        .post(format!("http://{addr}/orders"))
-        .body("{}")
-        .send()
-        .await
-        .unwrap_err();
+    let err = post_to_a_refused_port!(client);
     assert!(err.is_connect(), "{err:?}");
     assert!(err.reqwest().is_some_and(|e| e.url().is_some()));
 }
@@ -435,14 +438,7 @@ async fn retry_client_with_pacing_retries_a_429_and_reports_connect_errors() {
     };
     assert!(gap >= Duration::from_secs(1) && gap < BACKOFF, "{gap:?}");
 
-    let refused = upstream::refused_addr();
-    let err = client()
-        .with_retry(paced())
-        .post(format!("http://{refused}/orders"))
-        .body("{}")
-        .send()
-        .await
-        .unwrap_err();
+    let err = post_to_a_refused_port!(client().with_retry(paced()));
     assert!(err.is_connect(), "{err:?}");
     assert!(err.reqwest().is_some_and(|e| e.url().is_some()));
 }

@@ -115,6 +115,23 @@ pub fn get_ra(uri: &str, retry_after: &str) -> Request<()> {
         .unwrap()
 }
 
+/// A test client whose clones send from spawned tasks.
+pub trait Client:
+    Service<Request<()>, Response = Response<()>, Error = BoxError, Future: Send>
+    + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> Client for S where
+    S: Service<Request<()>, Response = Response<()>, Error = BoxError, Future: Send>
+        + Clone
+        + Send
+        + 'static
+{
+}
+
 pub async fn send<S>(service: &mut S, request: Request<()>) -> Result<Response<()>, BoxError>
 where
     S: Service<Request<()>, Response = Response<()>, Error = BoxError>,
