@@ -119,7 +119,7 @@ impl PacingLayer {
     pub fn current_rate(&self) -> Option<f64> {
         #[cfg(feature = "redis")]
         if let Some(store) = self.fleet() {
-            return store.paces().reduce(f64::min);
+            return store.lowest_pace();
         }
         let all = self.shared.destinations.all();
         let rates = all.iter().filter_map(|d| d.control(Controller::rate));
@@ -213,7 +213,10 @@ impl Shared {
     /// fleet's last pace, once per outage, whichever request first finds Redis down.
     pub(crate) fn destination(&self, key: &Key, now: Instant) -> Option<Arc<Destination>> {
         #[cfg(feature = "redis")]
-        let share = self.fleet.as_ref().and_then(|store| store.alone_pace(key));
+        let share = self
+            .fleet
+            .as_ref()
+            .and_then(|store| store.take_alone_pace(key));
         #[cfg(not(feature = "redis"))]
         let share = None;
         let known = self.known.get(key).copied();

@@ -192,7 +192,8 @@ if op == 'reserve' then
     s.sends = s.sends + 1
     s.ls = at
     redis.call('ZADD', F, at, s.sends)
-    result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor((rate() or 0) * 1000)}
+    local pace = (spacing > 0) and 1000 / spacing or 0
+    result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000)}
   end
 elseif op == 'answer' then
   local round, number, answer = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[19])

@@ -123,7 +123,7 @@ impl Store {
     /// The pace this process keeps for `key` while Redis is away: its share of the fleet's
     /// last pace, as if told it. `None`: the fleet was not paced, or the in-process pacing
     /// was told it already since Redis last answered.
-    pub(crate) fn alone_pace(&self, key: &Key) -> Option<f64> {
+    pub(crate) fn take_alone_pace(&self, key: &Key) -> Option<f64> {
         let mut views = lock(&self.views);
         let view = views.get_mut(key).filter(|view| !view.told)?;
         view.told = true;
@@ -136,11 +136,10 @@ impl Store {
         lock(&self.views).get(key).and_then(|view| view.pace)
     }
 
-    /// The fleet's paces this process last saw, of the destinations paced.
-    pub(crate) fn paces(&self) -> impl Iterator<Item = f64> {
+    /// The lowest of the fleet's paces this process last saw.
+    pub(crate) fn lowest_pace(&self) -> Option<f64> {
         let views = lock(&self.views);
-        let paces: Vec<f64> = views.values().filter_map(|view| view.pace).collect();
-        paces.into_iter()
+        views.values().filter_map(|view| view.pace).reduce(f64::min)
     }
 
     /// Whether Redis may be asked now (it is, or is thought, reachable).
