@@ -410,7 +410,9 @@ impl PacingBuilder {
             known,
             series: PacingSeries::new(s.max_destinations),
             #[cfg(feature = "redis")]
-            fleet: self.redis.map(super::fleet::Store::new),
+            fleet: self
+                .redis
+                .map(|redis| super::fleet::Store::new(redis, s.max_destinations)),
         });
         Ok(PacingLayer { shared })
     }

@@ -1,7 +1,6 @@
 //! The calls to Redis: one script, its arguments, and the store's health.
 
 use super::RedisPacing;
-use crate::pacing::PacingLayer;
 use crate::pacing::control::{
     BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, STARTUP_DOUBLING, Sent,
 };
@@ -44,6 +43,8 @@ pub(crate) struct Store {
     /// Until when Redis is not asked, after a failure.
     down_until: Mutex<Option<Instant>>,
     views: Mutex<HashMap<Key, View>>,
+    /// The most views kept, as many as the layer's destinations.
+    max_views: usize,
 }
 
 /// A destination as this process last saw it in the shared state.
@@ -92,19 +93,20 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    pub(crate) fn new(config: RedisPacing) -> Self {
+    pub(crate) fn new(config: RedisPacing, max_views: usize) -> Self {
         Self {
             config,
             connection: OnceLock::new(),
             down_until: Mutex::new(None),
             views: Mutex::new(HashMap::new()),
+            max_views,
         }
     }
 
     /// This process took send `number` of `key`, the fleet paced at `pace`.
     pub(crate) fn took(&self, key: &Key, number: u64, pace: Option<f64>, now: Instant) {
         let mut views = lock(&self.views);
-        if views.len() >= PacingLayer::DEFAULT_MAX_DESTINATIONS && !views.contains_key(key) {
+        if views.len() >= self.max_views && !views.contains_key(key) {
             views.clear();
         }
         let view = views.entry(key.clone()).or_insert(View::new(number, now));
