@@ -1,6 +1,7 @@
 //! What sharing pacing in Redis costs a request: one script call on loopback, against a
 //! Redis `PING` (one round trip) and in-process pacing, over 1,000 destinations. Prints
-//! each path's p50 and p99 first (criterion reports means and medians, not tails).
+//! each path's p50 and p99 first (criterion reports means and medians, not tails), then
+//! what Redis spent per script call and per `PING` (`INFO commandstats`).
 //! Needs `redis-server` (Debian package `redis-server`).
 //!
 //! ```text
@@ -94,6 +95,16 @@ fn fleet(c: &mut Criterion) {
         &timings(&runtime, 20_000, send(&local)),
     );
     percentiles("pacing in Redis", &timings(&runtime, 20_000, send(&shared)));
+    // What Redis itself spent per call: the scripts against a PING.
+    let stats: String = runtime
+        .block_on(server.query(&["INFO", "commandstats"]))
+        .unwrap();
+    for line in stats
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha") || l.starts_with("cmdstat_ping"))
+    {
+        eprintln!("in Redis: {line}");
+    }
 
     let mut group = c.benchmark_group("fleet");
     let mut i = 0;
