@@ -487,7 +487,8 @@ impl Room {
             room.share = previous.share;
             // A count that went up is a new window.
             if left.remaining <= previous.remaining {
-                if now < previous.reset_at && now < previous.window_end {
+                // The room lasts at most to its window's end: if it lasts, so does the window.
+                if now < previous.reset_at {
                     room.window_end = previous.window_end;
                     room.reset_at = reset_at.min(previous.window_end);
                 }

@@ -202,7 +202,8 @@ elseif op == 'answer' then
   if remaining >= 0 and reset >= 0 and (s.rn == nil or number >= s.rn) then
     -- A reset is rounded up: within a window, the end its first report gave is closer.
     local at = now + math.min(reset, MAX_COOLDOWN)
-    if s.rt ~= nil and now < s.rt and remaining <= s.rr and s.re ~= nil and now < s.re then
+    -- (s.re is nil in state an older script wrote: a new window then.)
+    if s.rt ~= nil and now < s.rt and remaining <= s.rr and s.re ~= nil then
       s.rt = math.min(at, s.re)
     else
       s.rt, s.re = at, at
