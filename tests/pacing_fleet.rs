@@ -345,3 +345,34 @@ async fn alone_a_process_keeps_its_share_of_the_fleets_pace() {
         "alone at {rate} r/s, not about half of 20"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn a_paced_fleet_goes_on_at_its_pace_when_redis_restarts_empty() {
+    let mut redis = RedisServer::start().await;
+    let test = "lost";
+    let log = Log::default();
+    let layer = fleet_member(&redis, test, builder()).await;
+    let mut client = layer.layer(scripted(&log));
+    // Served, then refused: the fleet paces api.test from now on.
+    for _ in 0..10 {
+        send(&mut client, get("http://api.test/200")).await.unwrap();
+    }
+    let refused = send(&mut client, get("http://api.test/429")).await.unwrap();
+    assert_eq!(refused.status(), 429);
+    until_state_has(&redis, test, "api.test", "cs").await;
+    send(&mut client, get("http://api.test/200")).await.unwrap();
+    let pace = layer.current_rate_to(&authority("api.test")).unwrap();
+
+    redis.kill();
+    send(&mut client, get("http://api.test/200")).await.unwrap();
+    redis.restart().await;
+    tokio::time::sleep(ms(1100)).await;
+    send(&mut client, get("http://api.test/200")).await.unwrap();
+    until_state_has(&redis, test, "api.test", "born").await;
+    // Back empty, the state starts at the pace last seen, not at a slow start's burst.
+    let state = state(&redis, test, "api.test").await;
+    assert_eq!(field(&state, "w"), None, "a slow start: {state:?}");
+    let base: f64 = field(&state, "cb").unwrap().parse().unwrap();
+    assert!((base - pace).abs() < 0.01, "{base} r/s, last seen {pace}");
+}

@@ -8,7 +8,7 @@
 -- {3, wait}: not next, ask again after `wait`.
 -- ARGV[1]: "reserve", "answer" or "release". ARGV[2..15]: the constants and settings (see
 -- `fleet/store.rs`). ARGV[16]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
--- the longest wait (ms). For "answer": the send's round and number, the answer (0 served,
+-- the longest wait (ms) and the seed (r/s; 0 for none). For "answer": the send's round and number, the answer (0 served,
 -- 1 refused, 2 other), the delay asked (ms, or -1), the quota's remaining count and reset
 -- (ms; -1 for none). For "release": the send's number.
 -- Times are milliseconds; rates are requests per second.
@@ -27,13 +27,20 @@ if now < 0 then
 end
 
 local packed = redis.call('GET', K)
+-- An answer or a release for a state Redis lost tells nothing of the state that replaces it.
+if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0} end
 local s = packed and cmsgpack.unpack(packed) or {}
 if s.born == nil then
-  -- A new destination (or Redis restarted empty): a slow start, or the known pace.
+  -- A new destination, or one Redis lost: the known pace, else the pace the process asking
+  -- saw it paced at lately (the seed), else a slow start.
+  local seed = (op == 'reserve') and tonumber(ARGV[18] or 0) or 0
   s.born, s.ss, s.sc, s.sp, s.sn, s.rd, s.sends, s.pr, s.cir = now, now, 0, 0, 0, 0, 0, 0, 0
   s.mark = now - STALL
   if KNOWN > 0 then
     s.cs, s.cb, s.cc, s.cu = now, KNOWN, KNOWN, 0
+  elseif seed > 0 then
+    -- Paced as after a cut to the seed; it opens again as a learned pace does.
+    s.cs, s.cb, s.cc, s.cu, s.lr = now, seed, seed, 0, now
   elseif INITIAL_WINDOW > 0 then
     s.w = INITIAL_WINDOW
   end

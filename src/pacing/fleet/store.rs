@@ -62,6 +62,8 @@ struct View {
     own: u64,
     /// Whether the in-process pacing was told this pace since Redis last answered.
     told: bool,
+    /// When Redis last gave this process a slot.
+    seen: Instant,
 }
 
 impl View {
@@ -80,6 +82,7 @@ impl View {
             last: first,
             own: 0,
             told: false,
+            seen: now,
         }
     }
 }
@@ -110,7 +113,7 @@ impl Store {
             views.clear();
         }
         let view = views.entry(key.clone()).or_insert(View::new(number, now));
-        (view.pace, view.told) = (pace, false);
+        (view.pace, view.told, view.seen) = (pace, false, now);
         view.own += 1;
         view.last = view.last.max(number);
         if now.saturating_duration_since(view.start) >= SERVED_WINDOW {
@@ -131,6 +134,15 @@ impl Store {
         view.told = true;
         let share = view.share.unwrap_or_else(|| view.window_share());
         Some(view.pace? * share)
+    }
+
+    /// The pace a lost state of `key` starts at: the fleet's, if this process saw it paced
+    /// within `idle`. An older state may have expired idle; a younger one was lost (Redis
+    /// restarted empty, or evicted it), and the fleet goes on at its pace rather than burst.
+    pub(crate) fn seed(&self, key: &Key, idle: Duration, now: Instant) -> Option<f64> {
+        let views = lock(&self.views);
+        let view = views.get(key)?;
+        (now.saturating_duration_since(view.seen) < idle).then_some(view.pace)?
     }
 
     /// The fleet's pace of `key` as this process last saw it; `None`: not paced, or unseen.
@@ -156,16 +168,16 @@ impl Store {
         [state, sent]
     }
 
-    /// Reserves a send, waiting at most `max_wait` if paced.
+    /// Reserves a send, waiting at most `max_wait` if paced; a lost state starts at `seed`.
     pub(crate) async fn reserve(
         &self,
         keys: &[String; 2],
         args: &Args,
         max_wait: Duration,
+        seed: Option<f64>,
     ) -> Result<Reserved, ()> {
-        let reply = self
-            .call(keys, args, "reserve", &[millis(max_wait)])
-            .await?;
+        let extra = [millis(max_wait), seed.unwrap_or(0.0)];
+        let reply = self.call(keys, args, "reserve", &extra).await?;
         let wait = Duration::from_micros(reply[1].max(0).unsigned_abs());
         let sent = Sent {
             round: reply[2].max(0).unsigned_abs(),

@@ -112,11 +112,11 @@ impl FleetTicket {
             }
             let place = self.place.clone();
             let max_wait = limits.end.saturating_duration_since(now);
+            let idle = place.shared.settings.idle_timeout;
+            let seed = place.store().seed(&place.key, idle, now);
             self.reply = Some(Box::pin(async move {
-                place
-                    .store()
-                    .reserve(&place.keys, &place.args, max_wait)
-                    .await
+                let store = place.store();
+                store.reserve(&place.keys, &place.args, max_wait, seed).await
             }));
         }
         let reply = self.reply.as_mut().expect("asked above");
