@@ -24,8 +24,7 @@ pub(crate) const BETA: f64 = 0.7;
 pub(crate) const CUBIC_C: f64 = 0.4;
 /// The slowest pace, in requests per second.
 pub(crate) const MIN_RATE: f64 = 0.5;
-/// From the first refusal to the next, the pace doubles this often; before it, a send
-/// unanswered this long leaves the slow start's count (a slow answer says nothing of a rate).
+/// The start-up doubles the pace this often; a send unanswered this long leaves the window's count.
 pub(crate) const STARTUP_DOUBLING: Duration = Duration::from_millis(100);
 /// A destination that refused nothing for this long is not paced any more.
 pub(crate) const REOPEN_AFTER: Duration = Duration::from_secs(10);
@@ -108,8 +107,7 @@ impl Curve {
 pub(crate) struct Controller {
     /// `None`: not paced.
     curve: Option<Curve>,
-    /// The slow start's limit on requests in flight, while it never refused: one more per
-    /// success. `None` after a refusal or at [`OPEN_WINDOW`].
+    /// The slow start's limit on requests in flight, one more per success; `None`: paced or open.
     window: Option<u32>,
     in_flight: u32,
     /// The sends of the slow start still in flight, oldest first: (number, when).
@@ -183,8 +181,7 @@ impl Controller {
 
     /// The reset, if the sends spent the reported room before it.
     fn spent_until(&self, now: Instant) -> Option<Instant> {
-        let room = self.room?;
-        room.spent_until(self.sends, self.in_flight, now)
+        self.room?.spent_until(self.sends, self.in_flight, now)
     }
 
     /// The end of the live cool-down (a spent room is not one).
@@ -253,9 +250,7 @@ impl Controller {
     /// Request `sent` is no longer in flight.
     pub(crate) fn release(&mut self, sent: Sent) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        if let Some(i) = self.starting.iter().position(|&(n, _)| n == sent.number) {
-            self.starting.remove(i);
-        }
+        self.starting.retain(|&(number, _)| number != sent.number);
     }
 
     pub(crate) fn in_flight(&self) -> u32 {
@@ -503,9 +498,8 @@ impl Room {
         Some(room)
     }
 
-    /// What is left of this client's part of the room after the sends up to `sends`,
-    /// `in_flight` of them unanswered: a request sent before the report may reach the
-    /// server after it, so every one in flight counts against the room.
+    /// This client's part of the room left after send `sends`. Every request in flight counts:
+    /// one sent before the report may reach the server after it.
     fn left(&self, sends: u64, in_flight: u32) -> u64 {
         let part = (self.remaining as f64 * self.share).floor() as u64;
         let since = sends.saturating_sub(self.number);

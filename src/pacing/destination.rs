@@ -34,8 +34,7 @@ struct State {
 impl State {
     /// Reports the queue and the rate to the `metrics` facade (feature `metrics`).
     fn report(&mut self, now: Instant) {
-        let (queue, rate) = (self.queue.len(), self.control.rate(now));
-        self.gauges.set(queue, rate);
+        self.gauges.set(self.queue.len(), self.control.rate(now));
     }
 
     /// Request `sent` is no longer in flight.
@@ -88,12 +87,9 @@ impl Limits {
 
     /// The error of a request that would wait `more` from `now` on.
     pub(crate) fn too_long(&self, more: Duration, now: Instant) -> PacingError {
-        let waited = now.saturating_duration_since(self.since);
-        let max_wait = self.end.saturating_duration_since(self.since);
-        PacingError::WaitTooLong {
-            wait: waited.saturating_add(more),
-            max_wait,
-        }
+        let waited = |until: Instant| until.saturating_duration_since(self.since);
+        let (wait, max_wait) = (waited(now).saturating_add(more), waited(self.end));
+        PacingError::WaitTooLong { wait, max_wait }
     }
 }
 
@@ -323,9 +319,8 @@ impl Destination {
         read(&mut lock(&self.state).control, Instant::now())
     }
 
-    /// Whether nothing is pending and it has been quiet for `idle`. If so its table
-    /// forgets it, and its gauges retire under this lock: a request still holding it
-    /// reports nothing after.
+    /// Whether its table may forget it: nothing pending, quiet for `idle`. Its gauges then retire
+    /// under this lock, so a request still holding it reports nothing after.
     pub(crate) fn forget_if_idle(&self, idle: Duration, now: Instant) -> bool {
         let mut s = lock(&self.state);
         let idle = s.control.in_flight() == 0

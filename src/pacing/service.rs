@@ -62,6 +62,30 @@ impl<S> Pacing<S> {
     pub fn into_inner(self) -> S {
         self.inner
     }
+
+    /// The request waits for its turn, with a clone of the inner service.
+    fn wait<B>(
+        &mut self,
+        waiter: Waiter,
+        limits: Limits,
+        request: Request<B>,
+        clock: Option<Arc<ClockFn>>,
+    ) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>> + Clone,
+    {
+        // Give back the readiness reserved for this call, as a call uses it up.
+        self.inner = self.inner.clone();
+        crate::send_mark::hold(request.extensions());
+        let state = State::Waiting {
+            sleep: sleep_until(limits.wake_by(Instant::now())),
+            pending: Some((self.inner.clone(), request)),
+            ticket: Some(waiter),
+            grant: None,
+            limits,
+        };
+        ResponseFuture { state, clock }
+    }
 }
 
 impl<S, ReqB, ResB> Service<Request<ReqB>> for Pacing<S>
@@ -109,32 +133,6 @@ where
         };
         let future = self.inner.call(request);
         let state = State::Calling { future, grant };
-        ResponseFuture { state, clock }
-    }
-}
-
-impl<S: Clone> Pacing<S> {
-    /// The request waits for its turn, with a clone of the inner service.
-    fn wait<B>(
-        &mut self,
-        waiter: Waiter,
-        limits: Limits,
-        request: Request<B>,
-        clock: Option<Arc<ClockFn>>,
-    ) -> ResponseFuture<S, B>
-    where
-        S: Service<Request<B>>,
-    {
-        // Give back the readiness reserved for this call, as a call uses it up.
-        self.inner = self.inner.clone();
-        crate::send_mark::hold(request.extensions());
-        let state = State::Waiting {
-            sleep: sleep_until(limits.wake_by(Instant::now())),
-            pending: Some((self.inner.clone(), request)),
-            ticket: Some(waiter),
-            grant: None,
-            limits,
-        };
         ResponseFuture { state, clock }
     }
 }
@@ -275,8 +273,7 @@ where
                     }
                     let (mut service, request) = pending.take().expect(DONE);
                     crate::send_mark::send(request.extensions(), now);
-                    let grant = grant.take();
-                    let future = service.call(request);
+                    let (future, grant) = (service.call(request), grant.take());
                     this.state.set(State::Calling { future, grant });
                 }
                 StateProj::Calling { future, grant } => {
