@@ -74,6 +74,26 @@ async fn a_known_rate_paces_its_destination_from_the_first_request_and_no_other(
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_known_rate_slower_than_the_learned_floor_is_kept() {
+    let log = Log::default();
+    let pacing = builder()
+        .with_known_rate("a", 1, secs(10))
+        .with_max_wait(secs(60))
+        .build()
+        .unwrap();
+    let client = pacing.layer(scripted(&log));
+    let start = Instant::now();
+    assert!(
+        burst(&client, "http://a/200", 3)
+            .await
+            .iter()
+            .all(|r| r.is_ok())
+    );
+    assert_eq!(log.offsets_to("a", start), [secs(0), secs(10), secs(20)]);
+    assert_eq!(pacing.current_rate_to(&authority("a")), Some(0.1));
+}
+
+#[tokio::test(start_paused = true)]
 async fn successes_never_push_a_known_rate_past_itself() {
     let (log, pacing, client) = knowing_a(20, builder());
     let start = Instant::now();

@@ -169,8 +169,9 @@ impl Controller {
         let room = self
             .room
             .and_then(|room| room.pace(self.sends, self.in_flight, now));
+        // The floor is the learned pace's; a known rate or a reported room may be slower.
         let caps = [self.config.known, room].into_iter().flatten();
-        Some(caps.fold(rate, f64::min).max(MIN_RATE))
+        Some(caps.fold(rate.max(MIN_RATE), f64::min))
     }
 
     /// Until when nothing may leave: a cool-down, or the reported room spent.

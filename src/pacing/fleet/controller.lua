@@ -91,10 +91,12 @@ local function rate()
   if s.cs == nil then return nil end
   local r = curve_rate()
   if s.cu == 1 then r = math.min(r, 2 * math.max(served_rate(DOUBLING), s.cb)) end
+  -- The floor is the learned pace's; a known rate or a reported room may be slower.
+  r = math.max(r, MIN_RATE)
   local left = room_left()
   if left ~= nil and left > 0 then r = math.min(r, left / ((s.rt - now) / 1000)) end
   if KNOWN > 0 then r = math.min(r, KNOWN) end
-  return math.max(r, MIN_RATE)
+  return r
 end
 
 local function closed_until()

@@ -116,7 +116,9 @@ impl FleetTicket {
             let seed = place.store().seed(&place.key, idle, now);
             self.reply = Some(Box::pin(async move {
                 let store = place.store();
-                store.reserve(&place.keys, &place.args, max_wait, seed).await
+                store
+                    .reserve(&place.keys, &place.args, max_wait, seed)
+                    .await
             }));
         }
         let reply = self.reply.as_mut().expect("asked above");
