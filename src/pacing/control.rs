@@ -284,6 +284,14 @@ impl Controller {
             .and_then(|left| Room::reported(self.room, sent.number, left, max, now))
             .filter(|room| self.room.is_none_or(|old| room.number >= old.number));
         self.room = learned.or(self.room);
+        // An older send's report with less room: the server counted it after the later
+        // send's report (requests overtake each other), so its count is the newer.
+        if let (Some(room), Some(left)) = (&mut self.room, quota)
+            && sent.number < room.number
+            && now < room.reset_at
+        {
+            room.remaining = room.remaining.min(left.remaining);
+        }
         match answer {
             Answer::Served => {
                 self.served.add(sent.round == self.round, now);

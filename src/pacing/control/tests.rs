@@ -205,6 +205,30 @@ fn reported_room_holds_and_spreads() {
 }
 
 #[test]
+fn an_older_sends_report_with_less_room_is_the_newer_count() {
+    let t0 = Instant::now();
+    let mut control = Controller::new(0, config(), t0);
+    let left = |remaining| QuotaLeft {
+        remaining,
+        reset: Some(Duration::from_secs(1)),
+    };
+    let sent: Vec<Sent> = (0..10).map(|_| control.send(t0)).collect();
+    for dropped in sent.iter().filter(|s| ![8, 10].contains(&s.number)) {
+        control.release(*dropped);
+    }
+    // Send 10 reaches the server first (5 left), send 8 after it (2 left).
+    for (sent, remaining) in [(sent[9], 5), (sent[7], 2)] {
+        control.answered(sent, Answer::Served, Some(left(remaining)), t0);
+        control.release(sent);
+    }
+    for _ in 0..2 {
+        assert_eq!(control.ready_at(t0), None);
+        control.send(t0);
+    }
+    assert_eq!(control.ready_at(t0), Some(t0 + Duration::from_secs(1)));
+}
+
+#[test]
 fn the_expected_wait_follows_the_start_up() {
     let t0 = Instant::now();
     let mut control = Controller::new(0, config(), t0);

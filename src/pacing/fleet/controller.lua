@@ -218,6 +218,9 @@ elseif op == 'answer' then
       s.rt, s.re = at, at
     end
     s.rn, s.rr = number, remaining
+  elseif remaining >= 0 and s.rn ~= nil and number < s.rn and s.rt ~= nil and now < s.rt then
+    -- An older send's report: the server counted it after the later one's report.
+    s.rr = math.min(s.rr, remaining)
   end
   if answer == 0 then
     roll()
