@@ -280,18 +280,8 @@ impl Controller {
         now: Instant,
     ) -> Reaction {
         let max = self.config.max_cooldown;
-        let learned = quota
-            .and_then(|left| Room::reported(self.room, sent.number, left, max, now))
-            .filter(|room| self.room.is_none_or(|old| room.number >= old.number));
+        let learned = quota.and_then(|left| Room::reported(self.room, sent.number, left, max, now));
         self.room = learned.or(self.room);
-        // An older send's report with less room: the server counted it after the later
-        // send's report (requests overtake each other), so its count is the newer.
-        if let (Some(room), Some(left)) = (&mut self.room, quota)
-            && sent.number < room.number
-            && now < room.reset_at
-        {
-            room.remaining = room.remaining.min(left.remaining);
-        }
         match answer {
             Answer::Served => {
                 self.served.add(sent.round == self.round, now);
@@ -470,7 +460,9 @@ pub(crate) struct Room {
 
 impl Room {
     /// The room reported by the response to send `number`, after `previous`; `None`
-    /// without a reset (nothing says when room comes back).
+    /// without a reset (nothing says when room comes back). An older send's report only
+    /// lowers a live room: the server counted that send after the later one's report, as
+    /// requests overtake each other on the way.
     pub(crate) fn reported(
         previous: Option<Self>,
         number: u64,
@@ -478,6 +470,12 @@ impl Room {
         max_reset: Duration,
         now: Instant,
     ) -> Option<Self> {
+        if let Some(mut old) = previous.filter(|old| number < old.number) {
+            if now < old.reset_at {
+                old.remaining = old.remaining.min(left.remaining);
+            }
+            return Some(old);
+        }
         let reset_at = instant_after(now, left.reset?.min(max_reset));
         let mut room = Self {
             number,

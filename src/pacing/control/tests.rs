@@ -44,6 +44,14 @@ fn burst(from: u64, n: u64) -> Vec<Event> {
     (0..n).map(|i| Event::Ok(from + i)).collect()
 }
 
+/// A quota report: `remaining` left until a reset a second away.
+fn left(remaining: u64) -> QuotaLeft {
+    QuotaLeft {
+        remaining,
+        reset: Some(Duration::from_secs(1)),
+    }
+}
+
 #[test]
 fn the_pace_after_each_sequence_of_answers() {
     use Event::*;
@@ -173,10 +181,6 @@ fn a_known_rate_is_paced_from_the_first_request_and_never_passed() {
 fn reported_room_holds_and_spreads() {
     let t0 = Instant::now();
     let mut control = Controller::new(0, config(), t0);
-    let left = |remaining| QuotaLeft {
-        remaining,
-        reset: Some(Duration::from_secs(1)),
-    };
     // Two left: two more sends, then held until the reset.
     let sent = control.send(t0);
     control.answered(sent, Answer::Served, Some(left(2)), t0);
@@ -208,10 +212,6 @@ fn reported_room_holds_and_spreads() {
 fn an_older_sends_report_with_less_room_is_the_newer_count() {
     let t0 = Instant::now();
     let mut control = Controller::new(0, config(), t0);
-    let left = |remaining| QuotaLeft {
-        remaining,
-        reset: Some(Duration::from_secs(1)),
-    };
     let sent: Vec<Sent> = (0..10).map(|_| control.send(t0)).collect();
     for dropped in sent.iter().filter(|s| ![8, 10].contains(&s.number)) {
         control.release(*dropped);
@@ -299,13 +299,6 @@ mod served {
 
 mod room {
     use super::*;
-
-    fn left(remaining: u64) -> QuotaLeft {
-        QuotaLeft {
-            remaining,
-            reset: Some(Duration::from_secs(1)),
-        }
-    }
 
     #[test]
     fn the_room_is_counted_down_by_later_sends_until_the_reset() {

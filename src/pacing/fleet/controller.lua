@@ -8,9 +8,9 @@
 -- {3, wait}: not next, ask again after `wait`.
 -- ARGV[1]: "reserve", "answer" or "release". ARGV[2..15]: the constants and settings (see
 -- `fleet/store.rs`). ARGV[16]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
--- the longest wait (ms) and the seed (r/s; 0 for none). For "answer": the send's round and number, the answer (0 served,
--- 1 refused, 2 other), the delay asked (ms, or -1), the quota's remaining count and reset
--- (ms; -1 for none). For "release": the send's number.
+-- the longest wait (ms) and the seed (r/s; 0 for none). For "answer": the send's round and
+-- number, the answer (0 served, 1 refused, 2 other), the delay asked (ms, or -1), the
+-- quota's remaining count and reset (ms; -1 for none). For "release": the send's number.
 -- Times are milliseconds; rates are requests per second.
 
 local K, F = KEYS[1], KEYS[2]
@@ -33,7 +33,7 @@ local s = packed and cmsgpack.unpack(packed) or {}
 if s.born == nil then
   -- A new destination, or one Redis lost: the known pace, else the pace the process asking
   -- saw it paced at lately (the seed), else a slow start.
-  local seed = (op == 'reserve') and tonumber(ARGV[18] or 0) or 0
+  local seed = tonumber(ARGV[18] or 0)
   s.born, s.ss, s.sc, s.sp, s.sn, s.rd, s.sends, s.pr, s.cir = now, now, 0, 0, 0, 0, 0, 0, 0
   s.mark = now - STALL
   if KNOWN > 0 then
@@ -208,7 +208,11 @@ elseif op == 'answer' then
   local round, number, answer = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[19])
   local asked, remaining, reset = tonumber(ARGV[20]), tonumber(ARGV[21]), tonumber(ARGV[22])
   if asked <= 0 then asked = nil end
-  if remaining >= 0 and reset >= 0 and (s.rn == nil or number >= s.rn) then
+  if remaining >= 0 and s.rn ~= nil and number < s.rn then
+    -- An older send's report only lowers a live room: the server counted that send after
+    -- the later one's report, as requests overtake each other on the way.
+    if now < s.rt then s.rr = math.min(s.rr, remaining) end
+  elseif remaining >= 0 and reset >= 0 then
     -- A reset is rounded up: within a window, the end its first report gave is closer.
     local at = now + math.min(reset, MAX_COOLDOWN)
     -- (s.re is nil in state an older script wrote: a new window then.)
@@ -218,9 +222,6 @@ elseif op == 'answer' then
       s.rt, s.re = at, at
     end
     s.rn, s.rr = number, remaining
-  elseif remaining >= 0 and s.rn ~= nil and number < s.rn and s.rt ~= nil and now < s.rt then
-    -- An older send's report: the server counted it after the later one's report.
-    s.rr = math.min(s.rr, remaining)
   end
   if answer == 0 then
     roll()
