@@ -275,17 +275,6 @@ impl Default for PacingBuilder {
     }
 }
 
-/// Builder methods that each set one [`Settings`] field as given (`build` validates it).
-macro_rules! setters {
-    ($($(#[$doc:meta])* $name:ident($value:ident: $type:ty) => $field:ident;)*) => {$(
-        $(#[$doc])*
-        pub fn $name(mut self, $value: $type) -> Self {
-            self.settings.$field = $value;
-            self
-        }
-    )*};
-}
-
 impl PacingBuilder {
     /// The probing delays of a destination that serves nothing: `first`, doubled per
     /// refused probe up to `max`. `first` must be over zero, and `max` at least `first`.
@@ -294,23 +283,44 @@ impl PacingBuilder {
         self
     }
 
-    setters! {
-        /// The longest a request waits for a destination that refused lately, before it fails
-        /// with [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong). Zero sheds load.
-        with_max_wait(max_wait: Duration) => max_wait;
-        /// The longest cool-down a `Retry-After` or `RateLimit` header imposes; zero ignores them.
-        with_max_cooldown(max_cooldown: Duration) => max_cooldown;
-        /// Requests a new destination is sent before its first responses: its slow start's
-        /// window, until a refusal or [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW). Zero: none.
-        with_initial_window(requests: u32) => initial_window;
-        /// How many requests may wait for one destination (at least 1); more fail at once
-        /// with [`PacingError::QueueFull`](crate::PacingError::QueueFull).
-        with_max_queue(requests: usize) => max_queue;
-        /// How many destinations are kept (at least 1); past that, new ones replace idle ones
-        /// or go unpaced. It bounds the gauges' [series](crate::metrics#bounded-series) too.
-        with_max_destinations(destinations: usize) => max_destinations;
-        /// How long a destination with nothing pending is kept (over zero).
-        with_idle_timeout(idle: Duration) => idle_timeout;
+    /// The longest a request waits for a destination that refused lately, before it fails
+    /// with [`PacingError::WaitTooLong`](crate::PacingError::WaitTooLong). Zero sheds load.
+    pub fn with_max_wait(mut self, max_wait: Duration) -> Self {
+        self.settings.max_wait = max_wait;
+        self
+    }
+
+    /// The longest cool-down a `Retry-After` or `RateLimit` header imposes; zero ignores them.
+    pub fn with_max_cooldown(mut self, max_cooldown: Duration) -> Self {
+        self.settings.max_cooldown = max_cooldown;
+        self
+    }
+
+    /// Requests a new destination is sent before its first responses: its slow start's
+    /// window, until a refusal or [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW). Zero: none.
+    pub fn with_initial_window(mut self, requests: u32) -> Self {
+        self.settings.initial_window = requests;
+        self
+    }
+
+    /// How many requests may wait for one destination (at least 1); more fail at once
+    /// with [`PacingError::QueueFull`](crate::PacingError::QueueFull).
+    pub fn with_max_queue(mut self, requests: usize) -> Self {
+        self.settings.max_queue = requests;
+        self
+    }
+
+    /// How many destinations are kept (at least 1); past that, new ones replace idle ones
+    /// or go unpaced. It bounds the gauges' [series](crate::metrics#bounded-series) too.
+    pub fn with_max_destinations(mut self, destinations: usize) -> Self {
+        self.settings.max_destinations = destinations;
+        self
+    }
+
+    /// How long a destination with nothing pending is kept (over zero).
+    pub fn with_idle_timeout(mut self, idle: Duration) -> Self {
+        self.settings.idle_timeout = idle;
+        self
     }
 
     /// The statuses that slow a destination down (4xx or 5xx, at least one); others are successes.

@@ -29,7 +29,8 @@
 //!   holds the destination once they are sent, until the reset. Once it has refused,
 //!   the room left is spread until the reset. Clients sharing a quota count their own
 //!   share of its use. A reset rounded up to whole seconds ends no later than the first
-//!   report after the count went up said.
+//!   report after the count went up said. Requests overtake each other on the way, so an
+//!   earlier request's report with less room lowers it.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.
