@@ -119,6 +119,11 @@ pub(crate) struct Controller {
     last_refusal: Option<Instant>,
     closed_until: Option<Instant>,
     room: Option<Room>,
+    /// This client's share of the quota's use, when others spend it too (1: alone).
+    share: f64,
+    /// The share was told (a fleet's process, alone), not measured. Measured, it would find
+    /// whoever sends first in a window taking all of it.
+    share_told: bool,
     /// The probing delay; zero when not probing.
     pub(crate) probe: Duration,
     /// Closed for a delay asked since the last cut.
@@ -140,6 +145,8 @@ impl Controller {
             last_refusal: None,
             closed_until: None,
             room: None,
+            share: 1.0,
+            share_told: false,
             probe: Duration::ZERO,
             closed_in_round: false,
             config,
@@ -151,6 +158,13 @@ impl Controller {
         self.config.known = Some(known);
         self.curve = Some(Curve::new(now, known, known, false));
         self.widen(None);
+    }
+
+    /// From now on this client's share of a reported quota's use is `share` (a fleet's
+    /// process, alone).
+    pub(crate) fn retell_share(&mut self, share: f64) {
+        self.share = share.clamp(0.0, 1.0);
+        self.share_told = true;
     }
 
     /// The pace, in requests per second, while paced.
@@ -168,7 +182,7 @@ impl Controller {
         }
         let room = self
             .room
-            .and_then(|room| room.pace(self.sends, self.in_flight, now));
+            .and_then(|room| room.pace(self.share, self.sends, self.in_flight, now));
         // The floor is the learned pace's; a known rate or a reported room may be slower.
         let caps = [self.config.known, room].into_iter().flatten();
         Some(caps.fold(rate.max(MIN_RATE), f64::min))
@@ -176,13 +190,20 @@ impl Controller {
 
     /// Until when nothing may leave: a cool-down, or the reported room spent.
     pub(crate) fn closed_until(&mut self, now: Instant) -> Option<Instant> {
-        self.room = self.room.filter(|room| now < room.reset_at);
+        if self.room.is_some_and(|room| now >= room.reset_at) {
+            self.room = None;
+            // A measured share is its room's; a told one lasts.
+            if !self.share_told {
+                self.share = 1.0;
+            }
+        }
         self.cooldown(now).max(self.spent_until(now))
     }
 
     /// The reset, if the sends spent the reported room before it.
     fn spent_until(&self, now: Instant) -> Option<Instant> {
-        self.room?.spent_until(self.sends, self.in_flight, now)
+        self.room?
+            .spent_until(self.share, self.sends, self.in_flight, now)
     }
 
     /// The end of the live cool-down (a spent room is not one).
@@ -282,6 +303,11 @@ impl Controller {
         let max = self.config.max_cooldown;
         let learned = quota.and_then(|left| Room::reported(self.room, sent.number, left, max, now));
         self.room = learned.or(self.room);
+        // Measured on a newer report only: an older one's lower count is not others' use.
+        let newer = learned.filter(|room| room.number == sent.number && !self.share_told);
+        if let Some(share) = newer.and_then(|room| room.share()) {
+            self.share = share;
+        }
         match answer {
             Answer::Served => {
                 self.served.add(sent.round == self.round, now);
@@ -449,8 +475,6 @@ pub(crate) struct Room {
     number: u64,
     remaining: u64,
     reset_at: Instant,
-    /// This client's share of the quota's use.
-    share: f64,
     /// The first report of this window: its send number and remaining count.
     first: (u64, u64),
     /// The reset that first report gave. A reset is rounded up to whole seconds (IETF
@@ -481,46 +505,58 @@ impl Room {
             number,
             remaining: left.remaining,
             reset_at,
-            share: 1.0,
             first: (number, left.remaining),
             window_end: reset_at,
         };
-        if let Some(previous) = previous {
-            room.share = previous.share;
-            // A count that went up is a new window.
-            if left.remaining <= previous.remaining {
-                // The room lasts at most to its window's end: if it lasts, so does the window.
-                if now < previous.reset_at {
-                    room.window_end = previous.window_end;
-                    room.reset_at = reset_at.min(previous.window_end);
-                }
-                room.first = previous.first;
-                let used = room.first.1.saturating_sub(left.remaining);
-                let sent = number.saturating_sub(room.first.0);
-                if used > 0 && sent > 0 {
-                    room.share = (sent as f64 / used as f64).min(1.0);
-                }
-            }
+        // A live room whose count went down is the same window; one that went up, a new one.
+        let window = previous.filter(|old| now < old.reset_at && left.remaining <= old.remaining);
+        if let Some(previous) = window {
+            // The room lasts at most to its window's end: if it lasts, so does the window.
+            room.window_end = previous.window_end;
+            room.reset_at = reset_at.min(previous.window_end);
+            room.first = previous.first;
         }
         Some(room)
     }
 
-    /// This client's part of the room left after send `sends`. Every request in flight counts:
-    /// one sent before the report may reach the server after it.
-    fn left(&self, sends: u64, in_flight: u32) -> u64 {
-        let part = (self.remaining as f64 * self.share).floor() as u64;
-        let since = sends.saturating_sub(self.number);
-        part.saturating_sub(since.max(u64::from(in_flight)))
+    /// This client's share of the quota's use since its window's first report, once measured:
+    /// its sends over what the quota lost.
+    pub(crate) fn share(&self) -> Option<f64> {
+        let used = self.first.1.saturating_sub(self.remaining);
+        let sent = self.number.saturating_sub(self.first.0);
+        (used > 0 && sent > 0).then(|| (sent as f64 / used as f64).min(1.0))
     }
 
-    /// The reset, if the sends up to number `sends` spent the room before it.
-    pub(crate) fn spent_until(&self, sends: u64, in_flight: u32, now: Instant) -> Option<Instant> {
-        (now < self.reset_at && self.left(sends, in_flight) == 0).then_some(self.reset_at)
+    /// This client's part (at `share`) of the room left after send `sends`. Every request in
+    /// flight counts: one sent before the report may reach the server after it. A shared
+    /// quota's part of the whole window bounds it too: the others may not have come yet.
+    fn left(&self, share: f64, sends: u64, in_flight: u32) -> u64 {
+        let part = |count: u64| (count as f64 * share).floor() as u64;
+        let since = sends.saturating_sub(self.number);
+        let of_left = part(self.remaining).saturating_sub(since.max(u64::from(in_flight)));
+        if share >= 1.0 {
+            // Alone, the window's own count is the bound (a sliding window's count also ages).
+            return of_left;
+        }
+        let of_window = part(self.first.1).saturating_sub(sends.saturating_sub(self.first.0));
+        of_left.min(of_window)
+    }
+
+    /// The reset, if the sends up to number `sends` spent the room (`share` of it) before it.
+    pub(crate) fn spent_until(
+        &self,
+        share: f64,
+        sends: u64,
+        in_flight: u32,
+        now: Instant,
+    ) -> Option<Instant> {
+        let spent = self.left(share, sends, in_flight) == 0;
+        (now < self.reset_at && spent).then_some(self.reset_at)
     }
 
     /// The pace that spreads what is left until the reset (the IETF `RateLimit` draft's advice).
-    pub(crate) fn pace(&self, sends: u64, in_flight: u32, now: Instant) -> Option<f64> {
-        let left = self.left(sends, in_flight);
+    pub(crate) fn pace(&self, share: f64, sends: u64, in_flight: u32, now: Instant) -> Option<f64> {
+        let left = self.left(share, sends, in_flight);
         let until = self.reset_at.saturating_duration_since(now).as_secs_f64();
         (left > 0 && until > 0.0).then(|| left as f64 / until)
     }

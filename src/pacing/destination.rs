@@ -14,6 +14,14 @@ use std::task::Waker;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// How a fleet's process paces a destination while Redis is away: at its share of the
+/// fleet's sends, of the fleet's pace (if paced) and of a reported quota.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Alone {
+    pub(crate) share: f64,
+    pub(crate) pace: Option<f64>,
+}
+
 #[derive(Debug)]
 pub(crate) struct Destination {
     key: Key,
@@ -307,10 +315,13 @@ impl Destination {
         Admit::Queue(Ticket(Arc::clone(self), id))
     }
 
-    /// From now on paced at `known` requests per second, as if told it first.
-    pub(crate) fn retell(&self, known: f64, now: Instant) {
+    /// From now on paced as `alone` says, as if the user had told it first.
+    pub(crate) fn retell(&self, alone: Alone, now: Instant) {
         let mut s = lock(&self.state);
-        s.control.retell(known, now);
+        if let Some(pace) = alone.pace {
+            s.control.retell(pace, now);
+        }
+        s.control.retell_share(alone.share);
         s.queue.wake_all();
     }
 

@@ -1,7 +1,7 @@
 //! The [`tower_layer::Layer`], its builder, and the state its clones share.
 
 use super::control::{Controller, FIRST_PROBE, MAX_PROBE, OPEN_WINDOW, interval};
-use super::destination::Destination;
+use super::destination::{Alone, Destination};
 use super::destinations::{Destinations, Key};
 use super::service::Pacing;
 use crate::classify::StatusSet;
@@ -204,23 +204,28 @@ pub(crate) struct Shared {
 
 impl Shared {
     /// The in-process state of `key` (`None`: too many destinations). While Redis fails, it
-    /// paces at this process's share of the fleet's last pace, told once per outage.
+    /// paces at this process's share of the fleet's last pace and quota, told once per outage.
     pub(crate) fn destination(&self, key: &Key, now: Instant) -> Option<Arc<Destination>> {
         #[cfg(feature = "redis")]
-        let share = self.fleet.as_ref().and_then(|s| s.take_alone_pace(key));
+        let alone = self.fleet.as_ref().and_then(|s| s.take_alone(key));
         #[cfg(not(feature = "redis"))]
-        let share = None;
+        let alone: Option<Alone> = None;
         let known = self.known.get(key).copied();
-        let pace = share.map(|share| known.map_or(share, |known| known.min(share)));
-        let known = pace.or(known);
+        let alone = alone.map(|alone| Alone {
+            pace: alone
+                .pace
+                .map(|pace| known.map_or(pace, |known| known.min(pace))),
+            ..alone
+        });
+        let known = alone.and_then(|alone| alone.pace).or(known);
         let destination = self
             .destinations
             .get_or_insert(key, known.is_some(), now, || {
                 let gauges = self.series.gauges(key, known.is_some());
                 Destination::new(key.clone(), self.settings, known, gauges, now)
             })?;
-        if let Some(pace) = pace {
-            destination.retell(pace, now);
+        if let Some(alone) = alone {
+            destination.retell(alone, now);
         }
         Some(destination)
     }

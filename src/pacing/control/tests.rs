@@ -229,6 +229,45 @@ fn an_older_sends_report_with_less_room_is_the_newer_count() {
 }
 
 #[test]
+fn a_told_share_of_a_quota_outlives_its_window() {
+    let t0 = Instant::now();
+    let report = |control: &mut Controller, remaining, now| {
+        assert_eq!(control.ready_at(now), None);
+        let sent = control.send(now);
+        control.answered(sent, Answer::Served, Some(left(remaining)), now);
+        control.release(sent);
+    };
+    // A fleet's process going alone is told its share (a half), and keeps it: each window
+    // it takes half of what is left, though measured alone it would seem to take it all.
+    let mut alone = Controller::new(0, config(), t0);
+    alone.retell_share(0.5);
+    for window in [t0, t0 + Duration::from_millis(1100)] {
+        report(&mut alone, 40, window);
+        report(&mut alone, 39, window);
+        assert_eq!(sends_now(&mut alone, window), 19);
+    }
+    // A measured share lasts as long as its room: a quarter, then all in the next window.
+    let mut control = Controller::new(0, config(), t0);
+    report(&mut control, 40, t0);
+    report(&mut control, 36, t0);
+    assert_eq!(sends_now(&mut control, t0), 9);
+    let next = t0 + Duration::from_millis(1100);
+    report(&mut control, 40, next);
+    assert_eq!(sends_now(&mut control, next), 40);
+}
+
+/// How many requests may leave at `now` (at most 100), sent together, then answered
+/// without a report.
+fn sends_now(control: &mut Controller, now: Instant) -> usize {
+    let mut sent = Vec::new();
+    while sent.len() < 100 && control.ready_at(now).is_none() {
+        sent.push(control.send(now));
+    }
+    sent.iter().for_each(|&sent| control.release(sent));
+    sent.len()
+}
+
+#[test]
 fn the_expected_wait_follows_the_start_up() {
     let t0 = Instant::now();
     let mut control = Controller::new(0, config(), t0);
@@ -305,14 +344,17 @@ mod room {
         let t0 = Instant::now();
         let max = Duration::from_secs(60);
         let room = Room::reported(None, 10, left(2), max, t0).unwrap();
-        assert_eq!(room.spent_until(11, 0, t0), None);
+        assert_eq!(room.spent_until(1.0, 11, 0, t0), None);
         let reset = t0 + Duration::from_secs(1);
-        assert_eq!(room.spent_until(12, 0, t0), Some(reset));
-        assert_eq!(room.spent_until(12, 0, reset), None);
+        assert_eq!(room.spent_until(1.0, 12, 0, t0), Some(reset));
+        assert_eq!(room.spent_until(1.0, 12, 0, reset), None);
         // Two sent before the report and still unanswered may reach the server after it.
-        assert_eq!(room.spent_until(10, 2, t0), Some(reset));
-        assert_eq!(room.pace(10, 0, t0), Some(2.0));
-        assert_eq!(room.pace(11, 0, t0 + Duration::from_millis(500)), Some(2.0));
+        assert_eq!(room.spent_until(1.0, 10, 2, t0), Some(reset));
+        assert_eq!(room.pace(1.0, 10, 0, t0), Some(2.0));
+        assert_eq!(
+            room.pace(1.0, 11, 0, t0 + Duration::from_millis(500)),
+            Some(2.0)
+        );
         let no_reset = QuotaLeft {
             remaining: 0,
             reset: None,
@@ -325,12 +367,19 @@ mod room {
         let t0 = Instant::now();
         let max = Duration::from_secs(60);
         let first = Room::reported(None, 1, left(40), max, t0);
+        assert_eq!(first.unwrap().share(), None);
         // Two of this client's sends later, the quota lost 8: others took 6.
         let later = Room::reported(first, 3, left(32), max, t0).unwrap();
-        assert_eq!(later.left(3, 0), 8);
-        // A new window (the count went up) keeps the share until it is measured again.
+        assert_eq!(later.share(), Some(0.25));
+        assert_eq!(later.left(0.25, 3, 0), 8);
+        // A new window (the count went up) has no measure of its own yet.
         let next = Room::reported(Some(later), 4, left(50), max, t0).unwrap();
-        assert_eq!(next.left(4, 0), 12);
+        assert_eq!(next.share(), None);
+        // Its eight sends took eight: the others have not come yet. Its part is a quarter
+        // of the window's 40, not of the 32 left.
+        let first = Room::reported(None, 1, left(40), max, t0);
+        let alone = Room::reported(first, 9, left(32), max, t0).unwrap();
+        assert_eq!(alone.left(0.25, 9, 0), 2);
     }
 
     #[test]
@@ -346,7 +395,7 @@ mod room {
         // At 900 ms, after 39 sends, it still says "1 s": 10 left in the 400 ms to the end.
         let later = Room::reported(opened, 41, left(10), max, t0 + ms(900)).unwrap();
         assert_eq!(later.reset_at, t0 + ms(1300));
-        assert_eq!(later.pace(41, 0, t0 + ms(900)), Some(25.0));
+        assert_eq!(later.pace(1.0, 41, 0, t0 + ms(900)), Some(25.0));
         // Past that end with no new window seen, a report starts a new bound.
         let stale = Room::reported(Some(later), 42, left(5), max, t0 + ms(1400)).unwrap();
         assert_eq!(stale.reset_at, t0 + ms(2400));

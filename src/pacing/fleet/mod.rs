@@ -8,7 +8,7 @@
 //!
 //! Redis is never in the way: a call that fails or takes longer than
 //! [`with_timeout`](RedisPacing::with_timeout) sends the request through in-process pacing,
-//! at this process's share of the fleet's last pace, and the process tries Redis again a
+//! at this process's share of the fleet's last pace and reported quota, and the process tries Redis again a
 //! second later. Idle destinations expire from Redis; a state Redis lost otherwise starts
 //! at the pace the process last saw, not in a slow start.
 

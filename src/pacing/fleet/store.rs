@@ -4,6 +4,7 @@ use super::RedisPacing;
 use crate::pacing::control::{
     BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, STARTUP_DOUBLING, Sent,
 };
+use crate::pacing::destination::Alone;
 use crate::pacing::destinations::{Key, lock};
 use crate::pacing::layer::Settings;
 use crate::time::instant_after;
@@ -125,15 +126,16 @@ impl Store {
         }
     }
 
-    /// The pace this process keeps for `key` while Redis is away: its share of the fleet's
-    /// last pace, as if told it. `None`: the fleet was not paced, or the in-process pacing
-    /// was told it already since Redis last answered.
-    pub(crate) fn take_alone_pace(&self, key: &Key) -> Option<f64> {
+    /// What this process keeps for `key` while Redis is away: its share of the fleet's
+    /// sends, and that share of the fleet's last pace, if paced. `None`: unseen, or the
+    /// in-process pacing was told it already since Redis last answered.
+    pub(crate) fn take_alone(&self, key: &Key) -> Option<Alone> {
         let mut views = lock(&self.views);
         let view = views.get_mut(key).filter(|view| !view.told)?;
         view.told = true;
         let share = view.share.unwrap_or_else(|| view.window_share());
-        Some(view.pace? * share)
+        let pace = view.pace.map(|pace| pace * share);
+        Some(Alone { share, pace })
     }
 
     /// The pace a lost state of `key` starts at: the fleet's, if this process saw it paced
