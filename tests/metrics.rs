@@ -204,7 +204,8 @@ fn a_retry_cut_short_by_a_timeout_above_is_not_counted() {
 }
 
 /// A Redis that refuses connections: requests go on in-process, and the failure is
-/// counted once, not once per request (Redis is left alone for a second).
+/// counted once, not once per request (requests leave Redis alone until a ping in the
+/// background is answered).
 #[cfg(feature = "redis")]
 #[test]
 fn a_failing_redis_is_counted_and_requests_go_on() {

@@ -15,7 +15,7 @@ use tower_backoff::pacing::{PacingBuilder, RedisPacing};
 
 /// A pacing layer sharing its state through `redis`, under this test's own prefix, once a
 /// request went through Redis: the first call connects and loads the script, which a busy
-/// machine can take longer than a call's 100 ms for, leaving the layer alone for a second.
+/// machine can take longer than a call's 100 ms for, leaving the layer alone meanwhile.
 async fn fleet_member(
     redis: &RedisServer,
     test: &str,
@@ -207,9 +207,10 @@ async fn requests_go_on_while_redis_is_down_and_rejoin_when_it_is_back() {
     // One call to Redis times out or fails (100 ms); the others do not ask it.
     assert!(start.elapsed() < secs(1), "{:?}", start.elapsed());
 
-    // Back empty: after a second, the process asks Redis again, as a new destination.
+    // Back empty: a ping in the background finds it within 100 ms, and the process asks
+    // Redis again, as a new destination.
     redis.restart().await;
-    tokio::time::sleep(ms(1100)).await;
+    tokio::time::sleep(ms(300)).await;
     burst(1).await;
     until_state_has(&redis, test, "api.test", "born").await;
     let state = state(&redis, test, "api.test").await;
@@ -262,6 +263,8 @@ async fn a_silent_redis_costs_one_timeout_then_none() {
     assert!(first >= ms(90) && first < ms(600), "{first:?}");
     let asked = received.load(std::sync::atomic::Ordering::SeqCst);
     assert!(asked > 0, "the script was sent");
+    // The next requests do not ask Redis (only a ping in the background does): no timeout.
+    let start = Instant::now();
     for _ in 0..10 {
         assert_eq!(
             send(&mut client, get("http://api.test/200"))
@@ -271,11 +274,7 @@ async fn a_silent_redis_costs_one_timeout_then_none() {
             200
         );
     }
-    assert_eq!(
-        received.load(std::sync::atomic::Ordering::SeqCst),
-        asked,
-        "Redis asked again"
-    );
+    assert!(start.elapsed() < ms(90), "{:?}", start.elapsed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -153,10 +153,12 @@ impl Controller {
         }
     }
 
-    /// From now on paced at `known`, as if the user had told it (a fleet's share, alone).
-    pub(crate) fn retell(&mut self, known: f64, now: Instant) {
+    /// From now on paced at `known`, as if the user had told it (a fleet's share, alone),
+    /// the last send at `last_send` at the latest.
+    pub(crate) fn retell(&mut self, known: f64, last_send: Instant, now: Instant) {
         self.config.known = Some(known);
         self.curve = Some(Curve::new(now, known, known, false));
+        self.last_send = self.last_send.max(Some(last_send));
         self.widen(None);
     }
 

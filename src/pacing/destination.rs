@@ -20,6 +20,9 @@ use tokio::time::Instant;
 pub(crate) struct Alone {
     pub(crate) share: f64,
     pub(crate) pace: Option<f64>,
+    /// The last slot the fleet gave it: processes going alone at once keep their places
+    /// in the fleet's schedule, not all send at once.
+    pub(crate) last_send: Instant,
 }
 
 #[derive(Debug)]
@@ -319,7 +322,7 @@ impl Destination {
     pub(crate) fn retell(&self, alone: Alone, now: Instant) {
         let mut s = lock(&self.state);
         if let Some(pace) = alone.pace {
-            s.control.retell(pace, now);
+            s.control.retell(pace, alone.last_send, now);
         }
         s.control.retell_share(alone.share);
         s.queue.wake_all();

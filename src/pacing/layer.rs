@@ -107,7 +107,7 @@ impl PacingLayer {
     #[cfg(feature = "redis")]
     fn fleet(&self) -> Option<&super::fleet::Store> {
         let store = self.shared.fleet.as_ref();
-        store.filter(|store| store.usable(Instant::now()))
+        store.filter(|store| store.usable())
     }
 
     /// The lowest send rate of any paced destination, in requests per second. In a fleet

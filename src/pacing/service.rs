@@ -115,7 +115,7 @@ where
         let limits = Limits::new(now, self.shared.settings.max_wait, deadline);
         #[cfg(feature = "redis")]
         if let Some(store) = &self.shared.fleet
-            && store.usable(now)
+            && store.usable()
         {
             let known = self.shared.known.get(&key).copied();
             let ticket = FleetTicket::new(Arc::clone(&self.shared), key, known, now);

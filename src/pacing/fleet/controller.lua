@@ -2,8 +2,9 @@
 -- `src/pacing/control.rs`, on state kept in Redis, on Redis's clock, in one atomic call.
 --
 -- KEYS[1]: the state (a MessagePack map). KEYS[2]: the sends in flight (a sorted set: number by send time).
--- "reserve" answers {0, wait, round, number, pace}: the slot is taken, send after `wait`
--- (µs); `pace` is the fleet's, in thousandths of a request per second (0: not paced);
+-- "reserve" answers {0, wait, round, number, pace, served}: the slot is taken, send after
+-- `wait` (µs); `pace` is the fleet's and `served` its delivery rate, in thousandths of a
+-- request per second (both 0: not paced);
 -- {1, wait}: the slow start's window is full; {2, wait}: a paced wait past the longest;
 -- {3, wait}: not next, ask again after `wait`.
 -- ARGV[1]: "reserve", "answer" or "release". ARGV[2..15]: the constants and settings (see
@@ -28,7 +29,7 @@ end
 
 local packed = redis.call('GET', K)
 -- An answer or a release for a state Redis lost tells nothing of the state that replaces it.
-if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0} end
+if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0, 0} end
 local s = packed and cmsgpack.unpack(packed) or {}
 if s.born == nil then
   -- A new destination, or one Redis lost: the known pace, else the pace the process asking
@@ -39,8 +40,10 @@ if s.born == nil then
   if KNOWN > 0 then
     s.cs, s.cb, s.cc, s.cu = now, KNOWN, KNOWN, 0
   elseif seed > 0 then
-    -- Paced as after a cut to the seed; it opens again as a learned pace does.
+    -- Paced as after a cut to the seed; it opens again as a learned pace does. It served
+    -- at the seed over the last window: a refusal now cuts from there, not from nothing.
     s.cs, s.cb, s.cc, s.cu, s.lr = now, seed, seed, 0, now
+    s.born, s.sp = now - WINDOW, seed * WINDOW / 1000
   elseif INITIAL_WINDOW > 0 then
     s.w = INITIAL_WINDOW
   end
@@ -189,20 +192,21 @@ if op == 'reserve' then
   local at, throttled, spacing = slot()
   local wait = at - now
   if throttled and wait > max_wait then
-    result = {2, math.floor(wait * 1000), 0, 0, 0}
+    result = {2, math.floor(wait * 1000), 0, 0, 0, 0}
   elseif not throttled and wait > 0 then
-    result = {1, math.floor(wait * 1000), 0, 0, 0}
+    result = {1, math.floor(wait * 1000), 0, 0, 0, 0}
   elseif wait > spacing + 0.001 then
     -- Only the next slot is given (GCRA's burst of one): a later request asks again when
     -- its slot is next, at the pace of then. Slots given ahead could not be taken back.
     -- (The microsecond absorbs rounding: a slot exactly one spacing ahead is next.)
-    result = {3, math.floor((wait - spacing) * 1000), 0, 0, 0}
+    result = {3, math.floor((wait - spacing) * 1000), 0, 0, 0, 0}
   else
     s.sends = s.sends + 1
     s.ls = at
     redis.call('ZADD', F, at, s.sends)
     local pace = (spacing > 0) and 1000 / spacing or 0
-    result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000)}
+    local served = (spacing > 0) and served_rate(DOUBLING) or 0
+    result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000)}
   end
 elseif op == 'answer' then
   local round, number, answer = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[19])
@@ -236,10 +240,10 @@ elseif op == 'answer' then
   end
   -- Released after: a refusal counts the answered send in flight, as in-process.
   redis.call('ZREM', F, number)
-  result = {0, 0, 0, 0, 0}
+  result = {0, 0, 0, 0, 0, 0}
 else
   redis.call('ZREM', F, tonumber(ARGV[17]))
-  result = {0, 0, 0, 0, 0}
+  result = {0, 0, 0, 0, 0, 0}
 end
 
 -- Written back whole; both keys expire with the destination's idleness.

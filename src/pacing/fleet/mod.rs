@@ -7,10 +7,11 @@
 //! the [in-process controller's](crate::pacing), so a refusal seen by one process slows all.
 //!
 //! Redis is never in the way: a call that fails or takes longer than
-//! [`with_timeout`](RedisPacing::with_timeout) sends the request through in-process pacing,
-//! at this process's share of the fleet's last pace and reported quota, and the process tries Redis again a
-//! second later. Idle destinations expire from Redis; a state Redis lost otherwise starts
-//! at the pace the process last saw, not in a slow start.
+//! [`with_timeout`](RedisPacing::with_timeout) sends the request through in-process pacing.
+//! The process then paces alone at its share of the fleet's sends: of the pace the fleet
+//! was served at, and of a reported quota. A ping every 100 ms in the background finds
+//! Redis back, and requests, waiting ones too, ask it again. Idle destinations expire from
+//! Redis; a state Redis lost otherwise starts at the pace the process last saw served.
 
 mod store;
 mod ticket;

@@ -7,15 +7,17 @@ use crate::pacing::control::{
 use crate::pacing::destination::Alone;
 use crate::pacing::destinations::{Key, lock};
 use crate::pacing::layer::Settings;
-use crate::time::instant_after;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, Weak};
 use std::time::Duration;
+use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-/// After a failed call, the process paces alone this long before it tries Redis again.
-const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
+/// After a failed call, Redis is pinged this often in the background, and the process
+/// paces alone until it answers: it rejoins the fleet within this of Redis's return.
+pub(super) const PROBE_EVERY: Duration = Duration::from_millis(100);
 
 /// The script's time argument that makes it read Redis's clock.
 const REDIS_CLOCK: f64 = -1.0;
@@ -27,7 +29,7 @@ pub(super) static SCRIPT: LazyLock<redis::Script> =
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Reserved {
     /// Send after `wait`; the slot is taken. The fleet's pace, if paced.
-    At(Duration, Sent, Option<f64>),
+    At(Duration, Sent, Option<FleetPace>),
     /// The slow start's window is full: ask again within `wait`.
     Later(Duration),
     /// A paced send would wait `wait`, past the longest wait.
@@ -36,13 +38,27 @@ pub(crate) enum Reserved {
     NotNext(Duration),
 }
 
+/// A paced fleet's pace, and the rate it was served at over the last window.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FleetPace {
+    pub(crate) pace: f64,
+    pub(crate) served: f64,
+}
+
+impl FleetPace {
+    /// The pace it held up at: its delivery rate, if lower (CUBIC may be probing past it).
+    fn held(self) -> f64 {
+        self.pace.min(self.served.max(MIN_RATE))
+    }
+}
+
 /// What one process knows of the shared state: how to reach it, whether it lately could,
 /// and each destination's pace and this process's share of it.
 pub(crate) struct Store {
     config: RedisPacing,
     connection: OnceLock<Result<ConnectionManager, String>>,
-    /// Until when Redis is not asked, after a failure.
-    down_until: Mutex<Option<Instant>>,
+    /// Whether a call failed and no ping has been answered since: requests do not ask Redis.
+    down: Arc<AtomicBool>,
     views: Mutex<HashMap<Key, View>>,
     /// The most views kept, as many as the layer's destinations.
     max_views: usize,
@@ -52,7 +68,7 @@ pub(crate) struct Store {
 #[derive(Debug, Clone, Copy)]
 struct View {
     /// The fleet's pace, if paced.
-    pace: Option<f64>,
+    pace: Option<FleetPace>,
     /// This process's share of the fleet's sends over the last whole window, if one passed.
     share: Option<f64>,
     /// The current window: its start, the fleet's first and latest send numbers in it,
@@ -63,7 +79,7 @@ struct View {
     own: u64,
     /// Whether the in-process pacing was told this pace since Redis last answered.
     told: bool,
-    /// When Redis last gave this process a slot.
+    /// The time of the last slot Redis gave this process.
     seen: Instant,
 }
 
@@ -101,14 +117,14 @@ impl Store {
         Self {
             config,
             connection: OnceLock::new(),
-            down_until: Mutex::new(None),
+            down: Arc::new(AtomicBool::new(false)),
             views: Mutex::new(HashMap::new()),
             max_views,
         }
     }
 
-    /// This process took send `number` of `key`, the fleet paced at `pace`.
-    pub(crate) fn took(&self, key: &Key, number: u64, pace: Option<f64>, now: Instant) {
+    /// This process took send `number` of `key` at `now`, the fleet paced at `pace`.
+    pub(crate) fn took(&self, key: &Key, number: u64, pace: Option<FleetPace>, now: Instant) {
         let mut views = lock(&self.views);
         if views.len() >= self.max_views && !views.contains_key(key) {
             views.clear();
@@ -127,40 +143,48 @@ impl Store {
     }
 
     /// What this process keeps for `key` while Redis is away: its share of the fleet's
-    /// sends, and that share of the fleet's last pace, if paced. `None`: unseen, or the
-    /// in-process pacing was told it already since Redis last answered.
+    /// sends, and that share of the pace the fleet last held up at, if paced. `None`:
+    /// unseen, or the in-process pacing was told it already since Redis last answered.
     pub(crate) fn take_alone(&self, key: &Key) -> Option<Alone> {
         let mut views = lock(&self.views);
         let view = views.get_mut(key).filter(|view| !view.told)?;
         view.told = true;
         let share = view.share.unwrap_or_else(|| view.window_share());
-        let pace = view.pace.map(|pace| pace * share);
-        Some(Alone { share, pace })
+        let pace = view.pace.map(|pace| pace.held() * share);
+        let last_send = view.seen;
+        Some(Alone {
+            share,
+            pace,
+            last_send,
+        })
     }
 
-    /// The pace a lost state of `key` starts at: the fleet's, if this process saw it paced
-    /// within `idle`. An older state may have expired idle; a younger one was lost (Redis
-    /// restarted empty, or evicted it), and the fleet goes on at its pace rather than burst.
+    /// The pace a lost state of `key` starts at: the one the fleet held up at, if this
+    /// process saw it paced within `idle`. An older state may have expired idle; a younger
+    /// one was lost (Redis restarted empty, or evicted it), and the fleet goes on at its pace
+    /// rather than burst.
     pub(crate) fn seed(&self, key: &Key, idle: Duration, now: Instant) -> Option<f64> {
         let views = lock(&self.views);
         let view = views.get(key)?;
-        (now.saturating_duration_since(view.seen) < idle).then_some(view.pace)?
+        let pace = view.pace.map(FleetPace::held);
+        (now.saturating_duration_since(view.seen) < idle).then_some(pace)?
     }
 
     /// The fleet's pace of `key` as this process last saw it; `None`: not paced, or unseen.
     pub(crate) fn pace(&self, key: &Key) -> Option<f64> {
-        lock(&self.views).get(key).and_then(|view| view.pace)
+        lock(&self.views).get(key)?.pace.map(|pace| pace.pace)
     }
 
     /// The lowest of the fleet's paces this process last saw.
     pub(crate) fn lowest_pace(&self) -> Option<f64> {
         let views = lock(&self.views);
-        views.values().filter_map(|view| view.pace).reduce(f64::min)
+        let paces = views.values().filter_map(|view| view.pace);
+        paces.map(|pace| pace.pace).reduce(f64::min)
     }
 
-    /// Whether Redis may be asked now (it is, or is thought, reachable).
-    pub(crate) fn usable(&self, now: Instant) -> bool {
-        lock(&self.down_until).is_none_or(|until| now >= until)
+    /// Whether Redis may be asked (no call failed since it last answered).
+    pub(crate) fn usable(&self) -> bool {
+        !self.down.load(Ordering::Acquire)
     }
 
     /// The keys of `key`'s state and of its sends, in one Redis Cluster slot.
@@ -185,7 +209,10 @@ impl Store {
             round: reply[2].max(0).unsigned_abs(),
             number: reply[3].max(0).unsigned_abs(),
         };
-        let pace = (reply[4] > 0).then(|| reply[4] as f64 / 1000.0);
+        let pace = (reply[4] > 0).then(|| FleetPace {
+            pace: reply[4] as f64 / 1000.0,
+            served: reply[5] as f64 / 1000.0,
+        });
         Ok(match reply[0] {
             0 => Reserved::At(wait, sent, pace),
             1 => Reserved::Later(wait),
@@ -212,7 +239,7 @@ impl Store {
         args: &Args,
         op: &str,
         extra: &[f64],
-    ) -> Result<[i64; 5], ()> {
+    ) -> Result<[i64; 6], ()> {
         let result = match self.connection() {
             Ok(mut connection) => {
                 let mut invocation = SCRIPT.prepare_invoke();
@@ -238,35 +265,49 @@ impl Store {
     /// The connection, made on first use (inside a runtime).
     fn connection(&self) -> Result<ConnectionManager, String> {
         let made = self.connection.get_or_init(|| {
+            // One attempt per reconnection: the pings in the background are the retries,
+            // so a process rejoins at the first ping after Redis is back, not after a backoff.
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(self.config.timeout))
                 .set_response_timeout(Some(self.config.timeout))
-                .set_number_of_retries(1);
+                .set_number_of_retries(0);
             ConnectionManager::new_lazy_with_config(self.config.client.clone(), config)
                 .map_err(|error| error.to_string())
         });
         made.clone()
     }
 
-    /// Records a call's outcome: a failure holds Redis off for a while, and says so once.
+    /// Records a failed call: requests pace alone until a ping in the background is
+    /// answered. Said once per outage; each failed call is counted.
     fn note(&self, error: Option<&String>) {
-        let now = Instant::now();
-        let mut down = lock(&self.down_until);
-        match (error, *down) {
-            (Some(error), None) => {
-                tracing::warn!(%error, "pacing: Redis unavailable, each process paces alone");
-                crate::metrics::pacing_store_failure();
-                *down = Some(instant_after(now, RETRY_AFTER_FAILURE));
-            }
-            (Some(_), Some(_)) => {
-                crate::metrics::pacing_store_failure();
-                *down = Some(instant_after(now, RETRY_AFTER_FAILURE));
-            }
-            (None, Some(_)) => {
-                tracing::info!("pacing: Redis is back, the fleet's pacing is shared again");
-                *down = None;
-            }
-            (None, None) => {}
+        let Some(error) = error else { return };
+        crate::metrics::pacing_store_failure();
+        if self.down.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::warn!(%error, "pacing: Redis unavailable, each process paces alone");
+        let down = Arc::downgrade(&self.down);
+        let timeout = self.config.timeout;
+        // Without a connection (an invalid address), no ping could be answered.
+        if let (Ok(connection), Ok(runtime)) = (self.connection(), Handle::try_current()) {
+            runtime.spawn(probe(connection, down, timeout));
+        }
+    }
+}
+
+/// Pings Redis every [`PROBE_EVERY`] until it answers, then lets requests use it again.
+/// Ends early if the layer is dropped.
+async fn probe(mut connection: ConnectionManager, down: Weak<AtomicBool>, timeout: Duration) {
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        let ping = redis::cmd("PING");
+        let reply = tokio::time::timeout(timeout, ping.query_async::<()>(&mut connection));
+        let answered = matches!(reply.await, Ok(Ok(())));
+        let Some(down) = down.upgrade() else { return };
+        if answered {
+            tracing::info!("pacing: Redis is back, the fleet's pacing is shared again");
+            down.store(false, Ordering::Release);
+            return;
         }
     }
 }

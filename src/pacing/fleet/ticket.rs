@@ -1,6 +1,6 @@
 //! A request paced by the fleet's shared state: its reservation, then its send.
 
-use super::store::{Args, Reserved, Store, millis};
+use super::store::{Args, PROBE_EVERY, Reserved, Store, millis};
 use crate::error::pacing::PacingError;
 use crate::pacing::control::{Answer, STARTUP_DOUBLING, Sent};
 use crate::pacing::destination::{Admit, Grant, Limits, Ticket, Turn, read_answer};
@@ -88,14 +88,19 @@ impl FleetTicket {
 
     /// Whether the request may go now; otherwise `waker` is woken when that may change.
     pub(crate) fn turn(&mut self, limits: &Limits, waker: &Waker) -> FleetTurn {
-        if let Some(local) = &self.local {
-            return match local.turn(limits, waker) {
-                Turn::Go(grant) => FleetTurn::Local(Some(grant)),
-                Turn::At(at) => FleetTurn::At(at),
-                Turn::Fail(error) => FleetTurn::Fail(error),
-            };
-        }
         let now = Instant::now();
+        if let Some(local) = &self.local {
+            if !self.place.store().usable() {
+                return match local.turn(limits, waker) {
+                    Turn::Go(grant) => FleetTurn::Local(Some(grant)),
+                    // Redis may be back sooner: look again after a ping's period.
+                    Turn::At(at) => FleetTurn::At(at.min(instant_after(now, PROBE_EVERY))),
+                    Turn::Fail(error) => FleetTurn::Fail(error),
+                };
+            }
+            // Redis is back: a request still waiting asks it, which knows the whole fleet.
+            self.local = None;
+        }
         if let Some((at, sent)) = self.slot {
             if at > now {
                 return FleetTurn::At(at);
@@ -129,10 +134,11 @@ impl FleetTicket {
         let now = Instant::now();
         match reply {
             Ok(Reserved::At(wait, sent, pace)) => {
+                let at = instant_after(now, wait);
                 self.place
                     .store()
-                    .took(&self.place.key, sent.number, pace, now);
-                self.slot = Some((instant_after(now, wait), sent));
+                    .took(&self.place.key, sent.number, pace, at);
+                self.slot = Some((at, sent));
                 self.turn(limits, waker)
             }
             Ok(Reserved::Later(wait)) => {
