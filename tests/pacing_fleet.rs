@@ -377,6 +377,59 @@ async fn a_paced_fleet_goes_on_at_its_pace_when_redis_restarts_empty() {
     assert!((base - pace).abs() < 0.01, "{base} r/s, last seen {pace}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn processes_rejoining_a_state_redis_lost_each_bring_back_their_pace() {
+    let mut redis = RedisServer::start().await;
+    let test = "rejoin";
+    let log = Log::default();
+    let layers = [
+        fleet_member(&redis, test, builder()).await,
+        fleet_member(&redis, test, builder()).await,
+    ];
+    let [a, b] = layers.each_ref().map(|layer| layer.layer(scripted(&log)));
+    // Served, then refused: the fleet paces api.test, and A and B send alike.
+    alternately(&a, &b, 10, "http://api.test/200").await;
+    let refused = send(&mut a.clone(), get("http://api.test/429")).await;
+    assert_eq!(refused.unwrap().status(), 429);
+    until_state_has(&redis, test, "api.test", "cs").await;
+    alternately(&a, &b, 10, "http://api.test/200").await;
+
+    redis.kill();
+    // Alone, each paces at its share.
+    for client in [&a, &b] {
+        send(&mut client.clone(), get("http://api.test/200"))
+            .await
+            .unwrap();
+    }
+    let api = authority("api.test");
+    let alone = layers
+        .each_ref()
+        .map(|layer| layer.current_rate_to(&api).unwrap());
+    redis.restart().await;
+    tokio::time::sleep(ms(300)).await;
+    // Back empty: A rebuilds the state at its own pace (B still sends at its own), and B
+    // adds its pace when it comes back.
+    let base = |state: Vec<String>| -> f64 { field(&state, "cb").unwrap().parse().unwrap() };
+    send(&mut a.clone(), get("http://api.test/200"))
+        .await
+        .unwrap();
+    let rebuilt = base(state(&redis, test, "api.test").await);
+    assert!(
+        (rebuilt - alone[0]).abs() < 0.01,
+        "{rebuilt} r/s, A alone at {alone:?}"
+    );
+    send(&mut b.clone(), get("http://api.test/200"))
+        .await
+        .unwrap();
+    let whole = base(state(&redis, test, "api.test").await);
+    let sum = alone[0] + alone[1];
+    assert!(
+        (whole - sum).abs() < 0.01,
+        "{whole} r/s, alone at {alone:?}"
+    );
+}
+
 /// A server with a quota of `limit` requests per 1 s window, which it reports (IETF
 /// `RateLimit-*` fields) and refuses past. `restart` begins a new window.
 #[derive(Clone)]

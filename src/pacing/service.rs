@@ -113,10 +113,9 @@ where
             return ResponseFuture::failed(PacingError::DeadlinePassed);
         }
         let limits = Limits::new(now, self.shared.settings.max_wait, deadline);
+        // In a fleet, even while Redis is away: a request waiting then asks it once it is back.
         #[cfg(feature = "redis")]
-        if let Some(store) = &self.shared.fleet
-            && store.usable()
-        {
+        if self.shared.fleet.is_some() {
             let known = self.shared.known.get(&key).copied();
             let ticket = FleetTicket::new(Arc::clone(&self.shared), key, known, now);
             return self.wait(Waiter::Fleet(Box::new(ticket)), limits, request, clock);

@@ -9,7 +9,8 @@
 -- {3, wait}: not next, ask again after `wait`.
 -- ARGV[1]: "reserve", "answer" or "release". ARGV[2..15]: the constants and settings (see
 -- `fleet/store.rs`). ARGV[16]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
--- the longest wait (ms) and the seed (r/s; 0 for none). For "answer": the send's round and
+-- the longest wait (ms), the seed and the rejoining process's pace alone (r/s; 0 for
+-- none; see `Seed` in `fleet/store.rs`). For "answer": the send's round and
 -- number, the answer (0 served, 1 refused, 2 other), the delay asked (ms, or -1), the
 -- quota's remaining count and reset (ms; -1 for none). For "release": the send's number.
 -- Times are milliseconds; rates are requests per second.
@@ -31,12 +32,14 @@ local packed = redis.call('GET', K)
 -- An answer or a release for a state Redis lost tells nothing of the state that replaces it.
 if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0, 0} end
 local s = packed and cmsgpack.unpack(packed) or {}
+local seed, rejoin = tonumber(ARGV[18] or 0), tonumber(ARGV[19] or 0)
 if s.born == nil then
-  -- A new destination, or one Redis lost: the known pace, else the pace the process asking
-  -- saw it paced at lately (the seed), else a slow start.
-  local seed = tonumber(ARGV[18] or 0)
+  -- A new destination, or one Redis lost: the known pace, else the pace alone of the
+  -- process rejoining, else the pace the process asking saw it served at lately (the
+  -- seed), else a slow start.
   s.born, s.ss, s.sc, s.sp, s.sn, s.rd, s.sends, s.pr, s.cir = now, now, 0, 0, 0, 0, 0, 0, 0
   s.mark = now - STALL
+  if rejoin > 0 then seed, s.rb = rejoin, now end
   if KNOWN > 0 then
     s.cs, s.cb, s.cc, s.cu = now, KNOWN, KNOWN, 0
   elseif seed > 0 then
@@ -47,6 +50,10 @@ if s.born == nil then
   elseif INITIAL_WINDOW > 0 then
     s.w = INITIAL_WINDOW
   end
+elseif rejoin > 0 and s.rb ~= nil and now < s.rb + WINDOW and s.cs ~= nil and KNOWN <= 0 then
+  -- Another process rejoins the state rebuilt from rejoining ones: its pace joins the
+  -- fleet's, which it sent at alone until now.
+  s.cb, s.cc, s.sp = s.cb + rejoin, s.cc + rejoin, s.sp + rejoin * WINDOW / 1000
 end
 -- Sends unanswered for a minute belong to a process that is gone.
 redis.call('ZREMRANGEBYSCORE', F, '-inf', now - 60000)

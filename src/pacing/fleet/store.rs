@@ -52,6 +52,18 @@ impl FleetPace {
     }
 }
 
+/// What a process brings to a state Redis lost.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Seed {
+    /// The pace the fleet was served at, if this process saw it paced within the idle
+    /// timeout: a lost state starts there.
+    pace: Option<f64>,
+    /// This process's pace alone, on its first reservation after: processes rejoining a
+    /// state Redis lost meanwhile each add theirs. Those still alone keep sending at
+    /// theirs, so the fleet's rate stays whole as they come back one by one.
+    rejoin: Option<f64>,
+}
+
 /// What one process knows of the shared state: how to reach it, whether it lately could,
 /// and each destination's pace and this process's share of it.
 pub(crate) struct Store {
@@ -79,6 +91,9 @@ struct View {
     own: u64,
     /// Whether the in-process pacing was told this pace since Redis last answered.
     told: bool,
+    /// The pace it was told alone, until its first reservation after: the part of the
+    /// fleet's pace it brings back to a state Redis lost meanwhile.
+    rejoin: Option<f64>,
     /// The time of the last slot Redis gave this process.
     seen: Instant,
 }
@@ -99,6 +114,7 @@ impl View {
             last: first,
             own: 0,
             told: false,
+            rejoin: None,
             seen: now,
         }
     }
@@ -151,6 +167,7 @@ impl Store {
         view.told = true;
         let share = view.share.unwrap_or_else(|| view.window_share());
         let pace = view.pace.map(|pace| pace.held() * share);
+        view.rejoin = pace;
         let last_send = view.seen;
         Some(Alone {
             share,
@@ -159,15 +176,20 @@ impl Store {
         })
     }
 
-    /// The pace a lost state of `key` starts at: the one the fleet held up at, if this
-    /// process saw it paced within `idle`. An older state may have expired idle; a younger
-    /// one was lost (Redis restarted empty, or evicted it), and the fleet goes on at its pace
-    /// rather than burst.
-    pub(crate) fn seed(&self, key: &Key, idle: Duration, now: Instant) -> Option<f64> {
-        let views = lock(&self.views);
-        let view = views.get(key)?;
-        let pace = view.pace.map(FleetPace::held);
-        (now.saturating_duration_since(view.seen) < idle).then_some(pace)?
+    /// What a lost state of `key` starts at. An older state may have expired idle; a
+    /// younger one was lost (Redis restarted empty, or evicted it), and the fleet goes on at
+    /// its pace rather than burst. See [`Seed`].
+    pub(crate) fn seed(&self, key: &Key, idle: Duration, now: Instant) -> Seed {
+        let mut views = lock(&self.views);
+        let Some(view) = views.get_mut(key) else {
+            return Seed::default();
+        };
+        let recent = now.saturating_duration_since(view.seen) < idle;
+        let pace = view.pace.map(FleetPace::held).filter(|_| recent);
+        Seed {
+            pace,
+            rejoin: view.rejoin.take(),
+        }
     }
 
     /// The fleet's pace of `key` as this process last saw it; `None`: not paced, or unseen.
@@ -200,9 +222,10 @@ impl Store {
         keys: &[String; 2],
         args: &Args,
         max_wait: Duration,
-        seed: Option<f64>,
+        seed: Seed,
     ) -> Result<Reserved, ()> {
-        let extra = [millis(max_wait), seed.unwrap_or(0.0)];
+        let [pace, rejoin] = [seed.pace, seed.rejoin].map(|pace| pace.unwrap_or(0.0));
+        let extra = [millis(max_wait), pace, rejoin];
         let reply = self.call(keys, args, "reserve", &extra).await?;
         let wait = Duration::from_micros(reply[1].max(0).unsigned_abs());
         let sent = Sent {

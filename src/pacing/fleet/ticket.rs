@@ -48,7 +48,8 @@ impl Place {
     }
 }
 
-/// A request waiting for the slot Redis gives it, or, if Redis fails, for in-process pacing.
+/// A request waiting for the slot Redis gives it, or, while Redis is away, for in-process
+/// pacing (until Redis is back).
 pub(crate) struct FleetTicket {
     place: Place,
     reply: Option<Reply>,
@@ -114,6 +115,9 @@ impl FleetTicket {
         if self.reply.is_none() {
             if now < self.ask_at {
                 return FleetTurn::At(self.ask_at);
+            }
+            if !self.place.store().usable() {
+                return self.alone(limits, waker, now);
             }
             let place = self.place.clone();
             let max_wait = limits.end.saturating_duration_since(now);
