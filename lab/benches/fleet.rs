@@ -95,6 +95,13 @@ fn fleet(c: &mut Criterion) {
         &timings(&runtime, 20_000, send(&local)),
     );
     percentiles("pacing in Redis", &timings(&runtime, 20_000, send(&shared)));
+    let one = async |_| {
+        shared.clone().oneshot(request(0)).await.unwrap();
+    };
+    percentiles(
+        "pacing in Redis, one destination",
+        &timings(&runtime, 20_000, one),
+    );
     // What Redis itself spent per call: the scripts against a PING.
     let stats: String = runtime
         .block_on(server.query(&["INFO", "commandstats"]))

@@ -10,9 +10,10 @@
 -- ARGV[1]: "reserve", "answer" or "release". ARGV[2..15]: the constants and settings (see
 -- `fleet/store.rs`). ARGV[16]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
 -- the longest wait (ms), the seed and the rejoining process's pace alone (r/s; 0 for
--- none; see `Seed` in `fleet/store.rs`). For "answer": the send's round and
--- number, the answer (0 served, 1 refused, 2 other), the delay asked (ms, or -1), the
--- quota's remaining count and reset (ms; -1 for none). For "release": the send's number.
+-- none; see `Seed` in `fleet/store.rs`), then answers, applied first. For "answer":
+-- answers. An answer is six values: the send's round and number, the answer (0 served,
+-- 1 refused, 2 other), the delay asked (ms, or -1), the quota's remaining count and reset
+-- (ms; -1 for none). For "release": the send's number.
 -- Times are milliseconds; rates are requests per second.
 
 local K, F = KEYS[1], KEYS[2]
@@ -193,31 +194,8 @@ local function slot()
   return tonumber(starting[2]) + STALL, false, 0
 end
 
-local result
-if op == 'reserve' then
-  local max_wait = tonumber(ARGV[17])
-  local at, throttled, spacing = slot()
-  local wait = at - now
-  if throttled and wait > max_wait then
-    result = {2, math.floor(wait * 1000), 0, 0, 0, 0}
-  elseif not throttled and wait > 0 then
-    result = {1, math.floor(wait * 1000), 0, 0, 0, 0}
-  elseif wait > spacing + 0.001 then
-    -- Only the next slot is given (GCRA's burst of one): a later request asks again when
-    -- its slot is next, at the pace of then. Slots given ahead could not be taken back.
-    -- (The microsecond absorbs rounding: a slot exactly one spacing ahead is next.)
-    result = {3, math.floor((wait - spacing) * 1000), 0, 0, 0, 0}
-  else
-    s.sends = s.sends + 1
-    s.ls = at
-    redis.call('ZADD', F, at, s.sends)
-    local pace = (spacing > 0) and 1000 / spacing or 0
-    local served = (spacing > 0) and served_rate(DOUBLING) or 0
-    result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000)}
-  end
-elseif op == 'answer' then
-  local round, number, answer = tonumber(ARGV[17]), tonumber(ARGV[18]), tonumber(ARGV[19])
-  local asked, remaining, reset = tonumber(ARGV[20]), tonumber(ARGV[21]), tonumber(ARGV[22])
+-- Learns from the answer to send `number`, then takes it out of the sends in flight.
+local function answered(round, number, answer, asked, remaining, reset)
   if asked <= 0 then asked = nil end
   if remaining >= 0 and s.rn ~= nil and number < s.rn then
     -- An older send's report only lowers a live room: the server counted that send after
@@ -247,6 +225,45 @@ elseif op == 'answer' then
   end
   -- Released after: a refusal counts the answered send in flight, as in-process.
   redis.call('ZREM', F, number)
+end
+
+-- The answers given from ARGV[first] on, six values each (see the header).
+local function answer_all(first)
+  local i = first
+  while ARGV[i + 5] ~= nil do
+    local a = {}
+    for k = 0, 5 do a[k + 1] = tonumber(ARGV[i + k]) end
+    answered(a[1], a[2], a[3], a[4], a[5], a[6])
+    i = i + 6
+  end
+end
+
+local result
+if op == 'reserve' then
+  -- Answers to a state Redis lost tell nothing of the one rebuilt.
+  if packed then answer_all(20) end
+  local max_wait = tonumber(ARGV[17])
+  local at, throttled, spacing = slot()
+  local wait = at - now
+  if throttled and wait > max_wait then
+    result = {2, math.floor(wait * 1000), 0, 0, 0, 0}
+  elseif not throttled and wait > 0 then
+    result = {1, math.floor(wait * 1000), 0, 0, 0, 0}
+  elseif wait > spacing + 0.001 then
+    -- Only the next slot is given (GCRA's burst of one): a later request asks again when
+    -- its slot is next, at the pace of then. Slots given ahead could not be taken back.
+    -- (The microsecond absorbs rounding: a slot exactly one spacing ahead is next.)
+    result = {3, math.floor((wait - spacing) * 1000), 0, 0, 0, 0}
+  else
+    s.sends = s.sends + 1
+    s.ls = at
+    redis.call('ZADD', F, at, s.sends)
+    local pace = (spacing > 0) and 1000 / spacing or 0
+    local served = (spacing > 0) and served_rate(DOUBLING) or 0
+    result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000)}
+  end
+elseif op == 'answer' then
+  answer_all(17)
   result = {0, 0, 0, 0, 0, 0}
 else
   redis.call('ZREM', F, tonumber(ARGV[17]))

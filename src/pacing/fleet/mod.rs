@@ -1,10 +1,12 @@
 //! Pacing state kept in Redis (feature `redis`): many processes calling one API pace as
 //! one client would.
 //!
-//! Each destination's controller lives in one Redis hash, with its sends in flight beside
+//! Each destination's controller lives in one Redis value, with its sends in flight beside
 //! it. One atomic script per request reserves a send time on Redis's clock (a GCRA slot at
-//! the shared pace); each answer updates the shared pace in the background. The rules are
-//! the [in-process controller's](crate::pacing), so a refusal seen by one process slows all.
+//! the shared pace). The same call carries the answers this process got since its last one
+//! to that destination; an answer no call carries within 2 ms goes alone, a refusal at
+//! once. The rules are the [in-process controller's](crate::pacing), so a refusal seen by
+//! one process slows all.
 //!
 //! Redis is never in the way: a call that fails or takes longer than
 //! [`with_timeout`](RedisPacing::with_timeout) sends the request through in-process pacing.

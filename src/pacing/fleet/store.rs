@@ -74,7 +74,13 @@ pub(crate) struct Store {
     views: Mutex<HashMap<Key, View>>,
     /// The most views kept, as many as the layer's destinations.
     max_views: usize,
+    /// Answers not yet told, by destination: the next reservation carries them.
+    pending: Mutex<HashMap<Key, Vec<Answered>>>,
 }
+
+/// An answer as the script reads it: the send's round and number, the answer, the delay
+/// asked, the quota's remaining count and reset.
+pub(crate) type Answered = [f64; 6];
 
 /// A destination as this process last saw it in the shared state.
 #[derive(Debug, Clone, Copy)]
@@ -136,6 +142,7 @@ impl Store {
             down: Arc::new(AtomicBool::new(false)),
             views: Mutex::new(HashMap::new()),
             max_views,
+            pending: Mutex::new(HashMap::new()),
         }
     }
 
@@ -216,16 +223,19 @@ impl Store {
         [state, sent]
     }
 
-    /// Reserves a send, waiting at most `max_wait` if paced; a lost state starts at `seed`.
+    /// Reserves a send, waiting at most `max_wait` if paced, after telling `answers`; a
+    /// lost state starts at `seed`.
     pub(crate) async fn reserve(
         &self,
         keys: &[String; 2],
         args: &Args,
         max_wait: Duration,
         seed: Seed,
+        answers: &[Answered],
     ) -> Result<Reserved, ()> {
         let [pace, rejoin] = [seed.pace, seed.rejoin].map(|pace| pace.unwrap_or(0.0));
-        let extra = [millis(max_wait), pace, rejoin];
+        let mut extra = vec![millis(max_wait), pace, rejoin];
+        extra.extend(answers.as_flattened());
         let reply = self.call(keys, args, "reserve", &extra).await?;
         let wait = Duration::from_micros(reply[1].max(0).unsigned_abs());
         let sent = Sent {
@@ -244,9 +254,24 @@ impl Store {
         })
     }
 
-    /// Tells the shared controller the answer to `sent` (the values `controller.lua` reads).
-    pub(crate) async fn answer(&self, keys: &[String; 2], args: &Args, answer: [f64; 6]) {
-        let _ = self.call(keys, args, "answer", &answer).await;
+    /// Keeps `answer` for the next call on `key`; `true` if none was waiting before it.
+    pub(crate) fn defer(&self, key: &Key, answer: Answered) -> bool {
+        let mut pending = lock(&self.pending);
+        let answers = pending.entry(key.clone()).or_default();
+        answers.push(answer);
+        answers.len() == 1
+    }
+
+    /// The answers waiting for `key`, taken.
+    pub(crate) fn take_pending(&self, key: &Key) -> Vec<Answered> {
+        lock(&self.pending).remove(key).unwrap_or_default()
+    }
+
+    /// Tells the shared controller `answers` (the values `controller.lua` reads).
+    pub(crate) async fn answer(&self, keys: &[String; 2], args: &Args, answers: &[Answered]) {
+        let _ = self
+            .call(keys, args, "answer", answers.as_flattened())
+            .await;
     }
 
     /// Takes `sent` out of the sends in flight: it was dropped unanswered.

@@ -19,6 +19,10 @@ use tokio::time::Instant;
 /// A request whose slow-start window is full asks Redis again at least this often.
 const ASK_AGAIN: Duration = Duration::from_millis(10);
 
+/// An answer waits this long for this process's next reservation to carry it, then is
+/// told alone. A worker's next request usually asks within microseconds of the answer.
+const CARRY_FOR: Duration = Duration::from_millis(2);
+
 type Reply = Pin<Box<dyn Future<Output = Result<Reserved, ()>> + Send>>;
 
 /// What a waiting request does now.
@@ -123,11 +127,12 @@ impl FleetTicket {
             let max_wait = limits.end.saturating_duration_since(now);
             let idle = place.shared.settings.idle_timeout;
             let seed = place.store().seed(&place.key, idle, now);
+            // The answers since this process's last call go with it: one call per request.
+            let answers = place.store().take_pending(&place.key);
             self.reply = Some(Box::pin(async move {
+                let (keys, args) = (&place.keys, &place.args);
                 let store = place.store();
-                store
-                    .reserve(&place.keys, &place.args, max_wait, seed)
-                    .await
+                store.reserve(keys, args, max_wait, seed, &answers).await
             }));
         }
         let reply = self.reply.as_mut().expect("asked above");
@@ -200,8 +205,9 @@ impl FleetGrant {
         }
     }
 
-    /// Tells the shared state the answer, in the background. Returns what the response
-    /// said, read with `clock`.
+    /// Tells the shared state the answer: with this process's next reservation for the
+    /// destination, or alone after [`CARRY_FOR`] if none comes; a refusal at once. Returns
+    /// what the response said, read with `clock`.
     pub(crate) fn finish(
         mut self,
         status: StatusCode,
@@ -227,7 +233,21 @@ impl FleetGrant {
             reset,
         ];
         let place = self.place.clone();
-        spawn(async move { place.store().answer(&place.keys, &place.args, values).await });
+        let first = place.store().defer(&place.key, values);
+        let refused = matches!(answer, Answer::Refused(_));
+        if refused || first {
+            let wait = if refused { Duration::ZERO } else { CARRY_FOR };
+            spawn(async move {
+                tokio::time::sleep(wait).await;
+                let answers = place.store().take_pending(&place.key);
+                if !answers.is_empty() {
+                    place
+                        .store()
+                        .answer(&place.keys, &place.args, &answers)
+                        .await;
+                }
+            });
+        }
         said
     }
 }
