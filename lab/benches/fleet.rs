@@ -1,5 +1,6 @@
 //! What sharing pacing in Redis costs a request: one script call on loopback, against a
-//! Redis `PING` (one round trip) and in-process pacing, over 1,000 destinations. Prints
+//! Redis `PING` (one round trip), a script call that does nothing, and in-process pacing,
+//! over 1,000 destinations in turn and over one. Prints
 //! each path's p50 and p99 first (criterion reports means and medians, not tails), then
 //! what Redis spent per script call and per `PING` (`INFO commandstats`).
 //! Needs `redis-server` (Debian package `redis-server`).
@@ -80,6 +81,20 @@ fn fleet(c: &mut Criterion) {
             .await
             .unwrap();
     };
+    // A script that does nothing, called as pacing calls its own: two keys, 20 arguments.
+    let noop = redis::Script::new("return {0, 0, 0, 0, 0, 0}");
+    let empty_script = async |_| {
+        let mut connection = connection.clone();
+        let mut invocation = noop.prepare_invoke();
+        invocation
+            .key("bench:{d}")
+            .key("bench:{d}:sent")
+            .arg("reserve");
+        for value in 0..19 {
+            invocation.arg(f64::from(value) * 1.5);
+        }
+        let _: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();
+    };
     let (local, shared) = (client(None), client(Some(&server)));
     let send = |client: &Client| {
         let client = client.clone();
@@ -90,6 +105,10 @@ fn fleet(c: &mut Criterion) {
     // Every destination once, then the tails.
     timings(&runtime, DESTINATIONS, send(&shared));
     percentiles("Redis PING", &timings(&runtime, 20_000, ping));
+    percentiles(
+        "a script doing nothing",
+        &timings(&runtime, 20_000, empty_script),
+    );
     percentiles(
         "in-process pacing",
         &timings(&runtime, 20_000, send(&local)),
