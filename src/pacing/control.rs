@@ -119,11 +119,11 @@ pub(crate) struct Controller {
     last_refusal: Option<Instant>,
     closed_until: Option<Instant>,
     room: Option<Room>,
-    /// This client's share of the quota's use, when others spend it too (1: alone).
+    /// This client's share of the quota's use, measured in its room's window (1: alone).
     share: f64,
-    /// The share was told (a fleet's process, alone), not measured. Measured, it would find
-    /// whoever sends first in a window taking all of it.
-    share_told: bool,
+    /// The share it was told (a fleet's process, alone), which outlasts rooms and wins over
+    /// the measure: measured, it would find whoever sends first in a window taking all.
+    told_share: Option<f64>,
     /// The probing delay; zero when not probing.
     pub(crate) probe: Duration,
     /// Closed for a delay asked since the last cut.
@@ -146,7 +146,7 @@ impl Controller {
             closed_until: None,
             room: None,
             share: 1.0,
-            share_told: false,
+            told_share: None,
             probe: Duration::ZERO,
             closed_in_round: false,
             config,
@@ -165,8 +165,12 @@ impl Controller {
     /// From now on this client's share of a reported quota's use is `share` (a fleet's
     /// process, alone).
     pub(crate) fn retell_share(&mut self, share: f64) {
-        self.share = share.clamp(0.0, 1.0);
-        self.share_told = true;
+        self.told_share = Some(share.clamp(0.0, 1.0));
+    }
+
+    /// This client's share of a reported quota's use.
+    fn share(&self) -> f64 {
+        self.told_share.unwrap_or(self.share)
     }
 
     /// The pace, in requests per second, while paced.
@@ -184,7 +188,7 @@ impl Controller {
         }
         let room = self
             .room
-            .and_then(|room| room.pace(self.share, self.sends, self.in_flight, now));
+            .and_then(|room| room.pace(self.share(), self.sends, self.in_flight, now));
         // The floor is the learned pace's; a known rate or a reported room may be slower.
         let caps = [self.config.known, room].into_iter().flatten();
         Some(caps.fold(rate.max(MIN_RATE), f64::min))
@@ -193,11 +197,7 @@ impl Controller {
     /// Until when nothing may leave: a cool-down, or the reported room spent.
     pub(crate) fn closed_until(&mut self, now: Instant) -> Option<Instant> {
         if self.room.is_some_and(|room| now >= room.reset_at) {
-            self.room = None;
-            // A measured share is its room's; a told one lasts.
-            if !self.share_told {
-                self.share = 1.0;
-            }
+            (self.room, self.share) = (None, 1.0);
         }
         self.cooldown(now).max(self.spent_until(now))
     }
@@ -205,7 +205,7 @@ impl Controller {
     /// The reset, if the sends spent the reported room before it.
     fn spent_until(&self, now: Instant) -> Option<Instant> {
         self.room?
-            .spent_until(self.share, self.sends, self.in_flight, now)
+            .spent_until(self.share(), self.sends, self.in_flight, now)
     }
 
     /// The end of the live cool-down (a spent room is not one).
@@ -306,7 +306,7 @@ impl Controller {
         let learned = quota.and_then(|left| Room::reported(self.room, sent.number, left, max, now));
         self.room = learned.or(self.room);
         // Measured on a newer report only: an older one's lower count is not others' use.
-        let newer = learned.filter(|room| room.number == sent.number && !self.share_told);
+        let newer = learned.filter(|room| room.number == sent.number);
         if let Some(share) = newer.and_then(|room| room.share()) {
             self.share = share;
         }

@@ -146,7 +146,7 @@ impl Store {
         }
     }
 
-    /// This process took send `number` of `key` at `now`, the fleet paced at `pace`.
+    /// This process took send `number` of `key`, in a slot at `now`, the fleet paced at `pace`.
     pub(crate) fn took(&self, key: &Key, number: u64, pace: Option<FleetPace>, now: Instant) {
         let mut views = lock(&self.views);
         if views.len() >= self.max_views && !views.contains_key(key) {
@@ -306,8 +306,7 @@ impl Store {
             }
             Err(error) => Err(error),
         };
-        self.note(result.as_ref().err());
-        result.map_err(drop)
+        result.map_err(|error| self.failed(&error))
     }
 
     /// The connection, made on first use (inside a runtime).
@@ -327,8 +326,7 @@ impl Store {
 
     /// Records a failed call: requests pace alone until a ping in the background is
     /// answered. Said once per outage; each failed call is counted.
-    fn note(&self, error: Option<&String>) {
-        let Some(error) = error else { return };
+    fn failed(&self, error: &str) {
         crate::metrics::pacing_store_failure();
         if self.down.swap(true, Ordering::AcqRel) {
             return;

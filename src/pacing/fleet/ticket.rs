@@ -236,9 +236,10 @@ impl FleetGrant {
         let first = place.store().defer(&place.key, values);
         let refused = matches!(answer, Answer::Refused(_));
         if refused || first {
-            let wait = if refused { Duration::ZERO } else { CARRY_FOR };
             spawn(async move {
-                tokio::time::sleep(wait).await;
+                if !refused {
+                    tokio::time::sleep(CARRY_FOR).await;
+                }
                 let answers = place.store().take_pending(&place.key);
                 if !answers.is_empty() {
                     place
