@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
+use support::limiters::{Seen, fixed_window};
 use support::pacing::*;
 use support::redis::RedisServer;
 use tokio::time::Instant;
@@ -468,73 +468,14 @@ async fn a_request_after_another_to_its_destination_costs_one_call() {
     assert!((21..=25).contains(&calls), "{stats}");
 }
 
-/// A server with a quota of `limit` requests per 1 s window, which it reports (IETF
-/// `RateLimit-*` fields) and refuses past. `restart` begins a new window.
-#[derive(Clone)]
-struct Quota {
-    window: Arc<Mutex<(Instant, u32)>>,
-    limit: u32,
-}
-
-impl Quota {
-    fn new(limit: u32) -> Self {
-        let window = Arc::new(Mutex::new((Instant::now(), 0)));
-        Self { window, limit }
-    }
-
-    fn restart(&self) {
-        *self.window.lock().unwrap() = (Instant::now(), 0);
-    }
-
-    /// Counts a request in the window; its answer.
-    fn count(&self) -> http::Response<()> {
-        let mut window = self.window.lock().unwrap();
-        if window.0.elapsed() >= secs(1) {
-            *window = (Instant::now(), 0);
-        }
-        window.1 += 1;
-        let status = if window.1 > self.limit { 429 } else { 200 };
-        let response = http::Response::builder()
-            .status(status)
-            .header("ratelimit-remaining", self.limit.saturating_sub(window.1))
-            .header("ratelimit-reset", 1)
-            .body(());
-        response.unwrap()
-    }
-
-    fn service(
-        &self,
-    ) -> impl tower::Service<
-        http::Request<()>,
-        Response = http::Response<()>,
-        Error = std::io::Error,
-        Future: Send,
-    > + Clone
-    + Send
-    + 'static {
-        let quota = self.clone();
-        tower::service_fn(move |_: http::Request<()>| {
-            let response = quota.count();
-            async move {
-                // Answered after 5 ms, so that sends overlap as on a network.
-                tokio::time::sleep(ms(5)).await;
-                Ok(response)
-            }
-        })
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 async fn alone_a_process_keeps_its_share_of_the_fleets_quota() {
     let mut redis = RedisServer::start().await;
-    let quota = Quota::new(1000);
+    let roomy = fixed_window(1000, &Seen::default());
     let a_layer = fleet_member(&redis, "quota", builder()).await;
     let b_layer = fleet_member(&redis, "quota", builder()).await;
-    let (a, b) = (
-        a_layer.layer(quota.service()),
-        b_layer.layer(quota.service()),
-    );
+    let (a, b) = (a_layer.layer(roomy.clone()), b_layer.layer(roomy));
     // A and B send alike: each takes about half of the fleet's sends.
     for _ in 0..5 {
         alternately(&a, &b, 8, "http://api.test/").await;
@@ -543,11 +484,10 @@ async fn alone_a_process_keeps_its_share_of_the_fleets_quota() {
     redis.kill();
     // A new window of 20. Alone, each sends 4 at a time, B from 25 ms after A, and counts
     // its half of what is left as its own: A does not take it all before B comes.
-    let quota = Quota { limit: 20, ..quota };
-    quota.restart();
+    let quota = fixed_window(20, &Seen::default());
     let until = Instant::now() + ms(400);
     let alone = |layer: &tower_backoff::PacingLayer| {
-        let senders = (0..4).map(|_| tokio::spawn(send_until(layer.layer(quota.service()), until)));
+        let senders = (0..4).map(|_| tokio::spawn(send_until(layer.layer(quota.clone()), until)));
         senders.collect::<Vec<_>>()
     };
     let a = alone(&a_layer);

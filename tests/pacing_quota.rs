@@ -5,85 +5,13 @@ mod support;
 
 use http::{Request, Response, StatusCode};
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use support::limiters::{Limiter, Seen, fixed_window, limiter};
 use support::pacing::*;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 use tower_backoff::{ExponentialBackOff, PacingError, PacingLayer, RetryLayer};
-
-/// What the limiter saw: answers by status.
-#[derive(Clone, Default)]
-struct Seen {
-    ok: Arc<AtomicUsize>,
-    refused: Arc<AtomicUsize>,
-}
-
-/// A fixed-window limiter as express-rate-limit runs one: `limit` requests per window of
-/// 1 s, opened by the first request after the previous one ended, every answer carrying
-/// `RateLimit: "w";r=<left>;t=<seconds to the window's end, rounded up>`; a refusal is a
-/// 429 with `Retry-After`. Answers after 1 ms.
-fn fixed_window(limit: usize, seen: &Seen) -> impl Limiter {
-    limiter(seen, move |window: &mut Option<(Instant, usize)>, now| {
-        let (start, hits) = match *window {
-            Some((start, hits)) if now < start + secs(1) => (start, hits + 1),
-            _ => (now, 1),
-        };
-        *window = Some((start, hits));
-        let reset = (start + secs(1) - now).as_secs_f64().ceil() as u64;
-        let left = limit.saturating_sub(hits);
-        let mut headers = vec![("ratelimit", format!("\"w\";r={left};t={reset}"))];
-        if hits > limit {
-            headers.push(("retry-after", reset.to_string()));
-        }
-        (hits <= limit, headers)
-    })
-}
-
-/// The services the limiters here are.
-trait Limiter:
-    Service<Request<()>, Response = Response<()>, Error = Infallible, Future: Send>
-    + Clone
-    + Send
-    + 'static
-{
-}
-
-impl<S> Limiter for S where
-    S: Service<Request<()>, Response = Response<()>, Error = Infallible, Future: Send>
-        + Clone
-        + Send
-        + 'static
-{
-}
-
-/// A limiter that answers after 1 ms: `decide` counts a request arriving `now` in its
-/// state and says whether it passes (`200`, else `429`) and with what headers.
-fn limiter<T, D>(seen: &Seen, decide: D) -> impl Limiter
-where
-    T: Default + Send + 'static,
-    D: Fn(&mut T, Instant) -> (bool, Vec<(&'static str, String)>) + Clone + Send + 'static,
-{
-    let state: Arc<Mutex<T>> = Arc::default();
-    let seen = seen.clone();
-    tower::service_fn(move |_: Request<()>| {
-        let (state, seen, decide) = (state.clone(), seen.clone(), decide.clone());
-        async move {
-            tokio::time::sleep(ms(1)).await;
-            let (passes, headers) = decide(&mut state.lock().unwrap(), Instant::now());
-            let (count, status) = match passes {
-                true => (&seen.ok, 200),
-                false => (&seen.refused, 429),
-            };
-            count.fetch_add(1, Ordering::SeqCst);
-            let mut response = Response::builder().status(status);
-            for (name, value) in headers {
-                response = response.header(name, value);
-            }
-            Ok::<_, Infallible>(response.body(()).unwrap())
-        }
-    })
-}
 
 /// A server that answers every request `200 OK` with the header `name: value`, logging it.
 fn reporting(

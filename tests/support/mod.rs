@@ -3,6 +3,7 @@
 pub mod backoffs;
 pub mod echo;
 pub mod fairness;
+pub mod limiters;
 pub mod pacing;
 #[cfg(feature = "redis")]
 pub mod redis;
