@@ -53,11 +53,12 @@ pub(crate) enum Reaction {
     Slower,
 }
 
-/// A request sent: its round (between two cuts) and its number among the sends.
+/// A request sent: its round (between two cuts), its number among the sends, and when.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sent {
     pub(crate) round: u64,
     pub(crate) number: u64,
+    pub(crate) at: Instant,
 }
 
 /// What a controller is told of its destination.
@@ -116,9 +117,14 @@ pub(crate) struct Controller {
     round: u64,
     sends: u64,
     last_send: Option<Instant>,
+    /// The paced slot [`ready_at`](Self::ready_at) last gave, and the spacing it came from.
+    due: Option<(Instant, Duration)>,
     last_refusal: Option<Instant>,
     closed_until: Option<Instant>,
     room: Option<Room>,
+    /// The reset of the last room that passed: a report of a send before it tells of the
+    /// window that ended, however much room it says is left.
+    last_reset: Option<Instant>,
     /// This client's share of the quota's use, measured in its room's window (1: alone).
     share: f64,
     /// The share it was told (a fleet's process, alone), which outlasts rooms and wins over
@@ -142,9 +148,11 @@ impl Controller {
             round: 0,
             sends: 0,
             last_send: None,
+            due: None,
             last_refusal: None,
             closed_until: None,
             room: None,
+            last_reset: None,
             share: 1.0,
             told_share: None,
             probe: Duration::ZERO,
@@ -158,7 +166,7 @@ impl Controller {
     pub(crate) fn retell(&mut self, known: f64, last_send: Instant, now: Instant) {
         self.config.known = Some(known);
         self.curve = Some(Curve::new(now, known, known, false));
-        self.last_send = self.last_send.max(Some(last_send));
+        (self.last_send, self.due) = (self.last_send.max(Some(last_send)), None);
         self.widen(None);
     }
 
@@ -196,10 +204,15 @@ impl Controller {
 
     /// Until when nothing may leave: a cool-down, or the reported room spent.
     pub(crate) fn closed_until(&mut self, now: Instant) -> Option<Instant> {
-        if self.room.is_some_and(|room| now >= room.reset_at) {
-            (self.room, self.share) = (None, 1.0);
-        }
+        self.expire_room(now);
         self.cooldown(now).max(self.spent_until(now))
+    }
+
+    /// Forgets the reported room once its reset passed.
+    fn expire_room(&mut self, now: Instant) {
+        if let Some(room) = self.room.filter(|room| now >= room.reset_at) {
+            (self.room, self.share, self.last_reset) = (None, 1.0, Some(room.reset_at));
+        }
     }
 
     /// The reset, if the sends spent the reported room before it.
@@ -238,7 +251,9 @@ impl Controller {
             let &(_, oldest) = self.starting.front().filter(|_| full)?;
             return Some(instant_after(oldest, STARTUP_DOUBLING));
         };
-        let next = instant_after(self.last_send?, interval(rate));
+        let spacing = interval(rate);
+        let next = instant_after(self.last_send?, spacing);
+        self.due = Some((next, spacing));
         (next > now).then_some(next)
     }
 
@@ -259,15 +274,25 @@ impl Controller {
     }
 
     pub(crate) fn send(&mut self, now: Instant) -> Sent {
+        self.last_send = Some(self.beat(now));
         self.in_flight = self.in_flight.saturating_add(1);
         self.sends = self.sends.saturating_add(1);
-        self.last_send = Some(now);
         if self.window.is_some() {
             self.starting.push_back((self.sends, now));
         }
         Sent {
             round: self.round,
             number: self.sends,
+            at: now,
+        }
+    }
+
+    /// When a send at `now` counts as sent. Less than one spacing after its slot, at the
+    /// slot (GCRA's theoretical arrival time): a send late by a wake-up slows no later one.
+    fn beat(&mut self, now: Instant) -> Instant {
+        match self.due.take() {
+            Some((due, spacing)) if due <= now && now < instant_after(due, spacing) => due,
+            _ => now,
         }
     }
 
@@ -302,6 +327,8 @@ impl Controller {
         quota: Option<QuotaLeft>,
         now: Instant,
     ) -> Reaction {
+        self.expire_room(now);
+        let quota = quota.filter(|_| self.last_reset.is_none_or(|reset| sent.at >= reset));
         let max = self.config.max_cooldown;
         let learned = quota.and_then(|left| Room::reported(self.room, sent.number, left, max, now));
         self.room = learned.or(self.room);
@@ -395,7 +422,7 @@ impl Controller {
             return;
         }
         self.closed_until = Some(until);
-        self.last_send = None;
+        (self.last_send, self.due) = (None, None);
         if let Some(curve) = &mut self.curve {
             curve.since = curve.since.max(until);
         }
@@ -479,9 +506,6 @@ pub(crate) struct Room {
     reset_at: Instant,
     /// The first report of this window: its send number and remaining count.
     first: (u64, u64),
-    /// The reset that first report gave. A reset is rounded up to whole seconds (IETF
-    /// `RateLimit`, `Retry-After`): once a window is seen to begin, its end is known closer.
-    window_end: Instant,
 }
 
 impl Room {
@@ -508,14 +532,13 @@ impl Room {
             remaining: left.remaining,
             reset_at,
             first: (number, left.remaining),
-            window_end: reset_at,
         };
         // A live room whose count went down is the same window; one that went up, a new one.
         let window = previous.filter(|old| now < old.reset_at && left.remaining <= old.remaining);
         if let Some(previous) = window {
-            // The room lasts at most to its window's end: if it lasts, so does the window.
-            room.window_end = previous.window_end;
-            room.reset_at = reset_at.min(previous.window_end);
+            // Resets are rounded up to whole seconds (IETF `RateLimit`, `Retry-After`): each
+            // report of the window bounds its end.
+            room.reset_at = reset_at.min(previous.reset_at);
             room.first = previous.first;
         }
         Some(room)

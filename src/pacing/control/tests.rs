@@ -256,6 +256,47 @@ fn a_told_share_of_a_quota_outlives_its_window() {
     assert_eq!(sends_now(&mut control, next), 40);
 }
 
+#[test]
+fn a_report_of_a_send_before_the_reset_tells_of_the_window_that_ended() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let mut control = Controller::new(0, config(), t0);
+    let sent = control.send(t0);
+    control.answered(sent, Answer::Served, Some(left(5)), t0);
+    control.release(sent);
+    // Sent at 900 ms, answered after the reset at 1 s: "none left, 1 s to the reset" was
+    // the ended window's count, rounded up. It does not hold the new window.
+    let late = control.send(t0 + ms(900));
+    assert_eq!(control.ready_at(t0 + ms(1100)), None);
+    control.answered(late, Answer::Served, Some(left(0)), t0 + ms(1100));
+    control.release(late);
+    assert_eq!(control.ready_at(t0 + ms(1100)), None);
+    // The same report of a send after the reset does.
+    let sent = control.send(t0 + ms(1100));
+    control.answered(sent, Answer::Served, Some(left(0)), t0 + ms(1110));
+    control.release(sent);
+    assert_eq!(control.ready_at(t0 + ms(1110)), Some(t0 + ms(2110)));
+}
+
+#[test]
+fn a_send_late_by_less_than_a_spacing_keeps_the_beat() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let known = Config {
+        known: Some(20.0),
+        ..config()
+    };
+    let mut control = Controller::new(0, known, t0);
+    control.send(t0);
+    assert_eq!(control.ready_at(t0), Some(t0 + ms(50)));
+    // 10 ms late: the next slot is still at 100 ms, as GCRA's theoretical arrival time.
+    control.send(t0 + ms(60));
+    assert_eq!(control.ready_at(t0 + ms(60)), Some(t0 + ms(100)));
+    // A whole spacing late or more: the beat restarts, no burst to catch up.
+    control.send(t0 + ms(200));
+    assert_eq!(control.ready_at(t0 + ms(200)), Some(t0 + ms(250)));
+}
+
 /// How many requests may leave at `now` (at most 100), sent together, then answered
 /// without a report.
 fn sends_now(control: &mut Controller, now: Instant) -> usize {
@@ -380,6 +421,25 @@ mod room {
         let first = Room::reported(None, 1, left(40), max, t0);
         let alone = Room::reported(first, 9, left(32), max, t0).unwrap();
         assert_eq!(alone.left(0.25, 9, 0), 2);
+    }
+
+    #[test]
+    fn a_reset_rounded_up_is_tightened_by_each_report_of_its_window() {
+        let t0 = Instant::now();
+        let max = Duration::from_secs(60);
+        let ms = Duration::from_millis;
+        // The window's first report, sent as it began, says "2 s": its 1 s rounded up.
+        let first = QuotaLeft {
+            remaining: 49,
+            reset: Some(Duration::from_secs(2)),
+        };
+        let opened = Room::reported(None, 1, first, max, t0);
+        assert_eq!(opened.unwrap().reset_at, t0 + ms(2000));
+        // The next says "1 s": the window ends by 1.04 s, and later reports keep that bound.
+        let next = Room::reported(opened, 2, left(48), max, t0 + ms(40));
+        assert_eq!(next.unwrap().reset_at, t0 + ms(1040));
+        let later = Room::reported(next, 3, left(47), max, t0 + ms(80)).unwrap();
+        assert_eq!(later.reset_at, t0 + ms(1040));
     }
 
     #[test]

@@ -82,6 +82,8 @@ local function in_flight() return redis.call('ZCARD', F) end
 -- The reported room left, after the sends since its report.
 local function room_left()
   if s.rt == nil or now >= s.rt then
+    -- A report of a send before the reset passed tells of the window that ended.
+    if s.rt ~= nil then s.rx = s.rt end
     s.rn, s.rr, s.rt = nil, nil, nil
     return nil
   end
@@ -197,18 +199,20 @@ end
 -- Learns from the answer to send `number`, then takes it out of the sends in flight.
 local function answered(round, number, answer, asked, remaining, reset)
   if asked <= 0 then asked = nil end
+  room_left()
+  local sent_at = tonumber(redis.call('ZSCORE', F, number))
+  if s.rx ~= nil and sent_at ~= nil and sent_at < s.rx then remaining = -1 end
   if remaining >= 0 and s.rn ~= nil and number < s.rn then
     -- An older send's report only lowers a live room: the server counted that send after
     -- the later one's report, as requests overtake each other on the way.
     if now < s.rt then s.rr = math.min(s.rr, remaining) end
   elseif remaining >= 0 and reset >= 0 then
-    -- A reset is rounded up: within a window, the end its first report gave is closer.
+    -- Resets are rounded up: each report of a window bounds its end.
     local at = now + math.min(reset, MAX_COOLDOWN)
-    -- (s.re is nil in state an older script wrote: a new window then.)
-    if s.rt ~= nil and now < s.rt and remaining <= s.rr and s.re ~= nil then
-      s.rt = math.min(at, s.re)
+    if s.rt ~= nil and now < s.rt and remaining <= s.rr then
+      s.rt = math.min(at, s.rt)
     else
-      s.rt, s.re = at, at
+      s.rt = at
     end
     s.rn, s.rr = number, remaining
   end
@@ -256,7 +260,10 @@ if op == 'reserve' then
     result = {3, math.floor((wait - spacing) * 1000), 0, 0, 0, 0}
   else
     s.sends = s.sends + 1
-    s.ls = at
+    -- Less than one spacing after its slot, a send counts at the slot (GCRA's theoretical
+    -- arrival time): a request late by a round trip slows no later one.
+    local due = s.ls and s.ls + spacing
+    if spacing > 0 and due ~= nil and due <= at and at < due + spacing then s.ls = due else s.ls = at end
     redis.call('ZADD', F, at, s.sends)
     local pace = (spacing > 0) and 1000 / spacing or 0
     local served = (spacing > 0) and served_rate(DOUBLING) or 0

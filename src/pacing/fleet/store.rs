@@ -241,6 +241,7 @@ impl Store {
         let sent = Sent {
             round: reply[2].max(0).unsigned_abs(),
             number: reply[3].max(0).unsigned_abs(),
+            at: crate::time::instant_after(Instant::now(), wait),
         };
         let pace = (reply[4] > 0).then(|| FleetPace {
             pace: reply[4] as f64 / 1000.0,
