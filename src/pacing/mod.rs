@@ -20,7 +20,8 @@
 //!   destination served in the last second after (its delivery rate, which BBR paces at).
 //!   The pace then grows back along CUBIC's curve, relative to the pace refused: back in
 //!   0.9 s, ×4 in 2 s more. Only a request sent after a cut can cut again: 50 refused
-//!   requests in flight make one cut, as TCP cuts once per round trip.
+//!   requests in flight make one cut, as TCP cuts once per round trip. A paced send late
+//!   by less than a spacing counts at its slot (GCRA's theoretical arrival time).
 //! - **Probing.** A refusal after nothing was served since the last cut closes the
 //!   destination for a probing delay, 100 ms doubled per refused probe up to 5 s (TCP's
 //!   retransmission timer). When nothing was served for a whole second either (a spent
@@ -28,9 +29,10 @@
 //! - **Reported quotas.** A response that says how many requests remain until a reset
 //!   holds the destination once they are sent, until the reset. Once it has refused,
 //!   the room left is spread until the reset. Clients sharing a quota count their own
-//!   share of its use. A reset rounded up to whole seconds ends no later than the first
-//!   report after the count went up said. Requests overtake each other on the way, so an
-//!   earlier request's report with less room lowers it.
+//!   share of its use. A reset rounded up to whole seconds ends by the earliest bound
+//!   its window's reports give; a report of a request sent before the last reset is the
+//!   ended window's. Requests overtake each other on the way, so an earlier request's
+//!   report with less room lowers it.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.
