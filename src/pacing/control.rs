@@ -110,7 +110,8 @@ pub(crate) struct Controller {
     curve: Option<Curve>,
     /// The slow start's limit on requests in flight, one more per success; `None`: paced or open.
     window: Option<u32>,
-    in_flight: u32,
+    /// The sends in flight, oldest first: (number, when).
+    flying: VecDeque<(u64, Instant)>,
     /// The sends of the slow start still in flight, oldest first: (number, when).
     starting: VecDeque<(u64, Instant)>,
     served: Served,
@@ -122,9 +123,9 @@ pub(crate) struct Controller {
     last_refusal: Option<Instant>,
     closed_until: Option<Instant>,
     room: Option<Room>,
-    /// The reset of the last room that passed: a report of a send before it tells of the
-    /// window that ended, however much room it says is left.
-    last_reset: Option<Instant>,
+    /// The last room that passed: its reset, and the room it last reported. A report of a
+    /// send before that reset with no more room tells of the window that ended.
+    last_reset: Option<(Instant, u64)>,
     /// This client's share of the quota's use, measured in its room's window (1: alone).
     share: f64,
     /// The share it was told (a fleet's process, alone), which outlasts rooms and wins over
@@ -142,7 +143,7 @@ impl Controller {
         Self {
             curve: config.known.map(|rate| Curve::new(now, rate, rate, false)),
             window: (config.known.is_none() && initial_window > 0).then_some(initial_window),
-            in_flight: 0,
+            flying: VecDeque::new(),
             starting: VecDeque::new(),
             served: Served::new(now),
             round: 0,
@@ -196,7 +197,7 @@ impl Controller {
         }
         let room = self
             .room
-            .and_then(|room| room.pace(self.share(), self.sends, self.in_flight, now));
+            .and_then(|room| room.pace(self.share(), self.sends, self.flying_in(&room, now), now));
         // The floor is the learned pace's; a known rate or a reported room may be slower.
         let caps = [self.config.known, room].into_iter().flatten();
         Some(caps.fold(rate.max(MIN_RATE), f64::min))
@@ -211,14 +212,27 @@ impl Controller {
     /// Forgets the reported room once its reset passed.
     fn expire_room(&mut self, now: Instant) {
         if let Some(room) = self.room.filter(|room| now >= room.reset_at) {
-            (self.room, self.share, self.last_reset) = (None, 1.0, Some(room.reset_at));
+            let next = room.next(self.sends).filter(|next| now < next.reset_at);
+            (self.room, self.share, self.last_reset) =
+                (next, 1.0, Some((room.reset_at, room.remaining)));
         }
     }
 
     /// The reset, if the sends spent the reported room before it.
     fn spent_until(&self, now: Instant) -> Option<Instant> {
-        self.room?
-            .spent_until(self.share(), self.sends, self.in_flight, now)
+        let room = self.room?;
+        room.spent_until(self.share(), self.sends, self.flying_in(&room, now), now)
+    }
+
+    /// The sends in flight that may count in `room`'s window: those sent within its length.
+    /// An older one unanswered (a fleet's process gone) is not waited for.
+    fn flying_in(&self, room: &Room, now: Instant) -> u32 {
+        let since = now.checked_sub(room.span);
+        let young = self
+            .flying
+            .iter()
+            .filter(|&&(_, at)| since.is_none_or(|since| at > since));
+        u32::try_from(young.count()).unwrap_or(u32::MAX)
     }
 
     /// The end of the live cool-down (a spent room is not one).
@@ -275,8 +289,8 @@ impl Controller {
 
     pub(crate) fn send(&mut self, now: Instant) -> Sent {
         self.last_send = Some(self.beat(now));
-        self.in_flight = self.in_flight.saturating_add(1);
         self.sends = self.sends.saturating_add(1);
+        self.flying.push_back((self.sends, now));
         if self.window.is_some() {
             self.starting.push_back((self.sends, now));
         }
@@ -298,12 +312,18 @@ impl Controller {
 
     /// Request `sent` is no longer in flight.
     pub(crate) fn release(&mut self, sent: Sent) {
-        self.in_flight = self.in_flight.saturating_sub(1);
+        if let Some(at) = self
+            .flying
+            .iter()
+            .position(|&(number, _)| number == sent.number)
+        {
+            self.flying.remove(at);
+        }
         self.starting.retain(|&(number, _)| number != sent.number);
     }
 
     pub(crate) fn in_flight(&self) -> u32 {
-        self.in_flight
+        u32::try_from(self.flying.len()).unwrap_or(u32::MAX)
     }
 
     /// Whether requests wait for the slow-start window (they never fail for it).
@@ -328,7 +348,11 @@ impl Controller {
         now: Instant,
     ) -> Reaction {
         self.expire_room(now);
-        let quota = quota.filter(|_| self.last_reset.is_none_or(|reset| sent.at >= reset));
+        let ended = |left: &QuotaLeft| {
+            let last = self.last_reset;
+            last.is_some_and(|(reset, room)| sent.at < reset && left.remaining <= room)
+        };
+        let quota = quota.filter(|left| !ended(left));
         let max = self.config.max_cooldown;
         let learned = quota.and_then(|left| Room::reported(self.room, sent.number, left, max, now));
         self.room = learned.or(self.room);
@@ -506,6 +530,12 @@ pub(crate) struct Room {
     reset_at: Instant,
     /// The first report of this window: its send number and remaining count.
     first: (u64, u64),
+    /// The most room reported in this window: what the next one is guessed to start with.
+    full: u64,
+    /// The reset of the window's first report: the next window's length, guessed.
+    span: Duration,
+    /// Guessed at the last reset, not reported yet.
+    guessed: bool,
 }
 
 impl Room {
@@ -526,22 +556,44 @@ impl Room {
             }
             return Some(old);
         }
-        let reset_at = instant_after(now, left.reset?.min(max_reset));
+        let span = left.reset?.min(max_reset);
+        let reset_at = instant_after(now, span);
         let mut room = Self {
             number,
             remaining: left.remaining,
             reset_at,
             first: (number, left.remaining),
+            full: left.remaining,
+            span,
+            guessed: false,
         };
         // A live room whose count went down is the same window; one that went up, a new one.
         let window = previous.filter(|old| now < old.reset_at && left.remaining <= old.remaining);
         if let Some(previous) = window {
-            // Resets are rounded up to whole seconds (IETF `RateLimit`, `Retry-After`): each
-            // report of the window bounds its end.
-            room.reset_at = reset_at.min(previous.reset_at);
-            room.first = previous.first;
+            (room.full, room.span) = (previous.full, previous.span);
+            if !previous.guessed {
+                // Resets are rounded up to whole seconds (IETF `RateLimit`, `Retry-After`):
+                // each report of the window bounds its end.
+                room.reset_at = reset_at.min(previous.reset_at);
+                room.first = previous.first;
+            }
         }
         Some(room)
+    }
+
+    /// The room of the window after this one, guessed at its reset: as full as this one was,
+    /// for as long. Else every request waiting for the reset would leave at once. A guess
+    /// lapses unreported: no window is guessed from a guess.
+    fn next(&self, sends: u64) -> Option<Self> {
+        let next = Self {
+            number: sends,
+            remaining: self.full,
+            reset_at: instant_after(self.reset_at, self.span),
+            first: (sends, self.full),
+            guessed: true,
+            ..*self
+        };
+        (!self.guessed).then_some(next)
     }
 
     /// This client's share of the quota's use since its window's first report, once measured:

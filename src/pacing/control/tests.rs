@@ -271,11 +271,64 @@ fn a_report_of_a_send_before_the_reset_tells_of_the_window_that_ended() {
     control.answered(late, Answer::Served, Some(left(0)), t0 + ms(1100));
     control.release(late);
     assert_eq!(control.ready_at(t0 + ms(1100)), None);
+    // One with more room than the ended window had left tells of the new window.
+    let mut twin = Controller::new(0, config(), t0);
+    let sent = twin.send(t0);
+    twin.answered(sent, Answer::Served, Some(left(5)), t0);
+    twin.release(sent);
+    let late = twin.send(t0 + ms(950));
+    twin.answered(late, Answer::Served, Some(left(40)), t0 + ms(1100));
+    twin.release(late);
+    assert_eq!(sends_now(&mut twin, t0 + ms(1100)), 40);
     // The same report of a send after the reset does.
     let sent = control.send(t0 + ms(1100));
     control.answered(sent, Answer::Served, Some(left(0)), t0 + ms(1110));
     control.release(sent);
     assert_eq!(control.ready_at(t0 + ms(1110)), Some(t0 + ms(2110)));
+}
+
+#[test]
+fn the_window_after_a_reset_is_guessed_as_full_as_the_last() {
+    let t0 = Instant::now();
+    let second = Duration::from_secs(1);
+    let mut control = Controller::new(0, config(), t0);
+    let sent = control.send(t0);
+    control.answered(sent, Answer::Served, Some(left(49)), t0);
+    control.release(sent);
+    assert_eq!(sends_now(&mut control, t0), 49);
+    // At the reset, 49 go, not every request waiting for it.
+    assert_eq!(sends_now(&mut control, t0 + second), 49);
+    // A report in the guessed window sets its end: a guess bounds nothing.
+    let later = QuotaLeft {
+        remaining: 0,
+        reset: Some(Duration::from_millis(1500)),
+    };
+    let sent = control.send(t0 + second);
+    control.answered(sent, Answer::Served, Some(later), t0 + second);
+    control.release(sent);
+    let end = t0 + Duration::from_millis(2500);
+    assert_eq!(control.ready_at(t0 + second), Some(end));
+    // With no report at all, a guess lapses after one window.
+    let mut control = Controller::new(0, config(), t0);
+    let sent = control.send(t0);
+    control.answered(sent, Answer::Served, Some(left(49)), t0);
+    control.release(sent);
+    assert_eq!(sends_now(&mut control, t0 + second), 49);
+    assert_eq!(sends_now(&mut control, t0 + second * 2), 100);
+}
+
+#[test]
+fn a_send_unanswered_for_a_window_does_not_hold_the_next() {
+    let t0 = Instant::now();
+    let mut control = Controller::new(0, config(), t0);
+    // Sent by a fleet's process that is gone: never answered.
+    control.send(t0);
+    let now = t0 + Duration::from_millis(1500);
+    let sent = control.send(now);
+    control.answered(sent, Answer::Served, Some(left(1)), now);
+    control.release(sent);
+    assert_eq!(control.in_flight(), 1);
+    assert_eq!(sends_now(&mut control, now), 1);
 }
 
 #[test]

@@ -77,17 +77,23 @@ local function served_rate(min_span)
   return in_window() / (span / 1000)
 end
 
-local function in_flight() return redis.call('ZCARD', F) end
-
 -- The reported room left, after the sends since its report.
 local function room_left()
-  if s.rt == nil or now >= s.rt then
-    -- A report of a send before the reset passed tells of the window that ended.
-    if s.rt ~= nil then s.rx = s.rt end
-    s.rn, s.rr, s.rt = nil, nil, nil
-    return nil
+  if s.rt ~= nil and now >= s.rt then
+    -- A report of a send before the reset passed, with no more room, tells of the window
+    -- that ended. The next window is guessed as full as this one, for as long; a guess
+    -- is not guessed on.
+    s.rx, s.rxr = s.rt, s.rr
+    if s.rg == nil and s.rs ~= nil and now < s.rt + s.rs then
+      s.rn, s.rr, s.rt, s.rg = s.sends, s.rf, s.rt + s.rs, 1
+    else
+      s.rn, s.rr, s.rt, s.rf, s.rs, s.rg = nil, nil, nil, nil, nil, nil
+    end
   end
-  return math.max(s.rr - math.max(s.sends - s.rn, in_flight()), 0)
+  if s.rt == nil then return nil end
+  -- The sends in flight that may count in this window: those sent within its length.
+  local flying = redis.call('ZCOUNT', F, '(' .. (now - (s.rs or 60000)), '+inf')
+  return math.max(s.rr - math.max(s.sends - s.rn, flying), 0)
 end
 
 local function curve_rate()
@@ -201,20 +207,23 @@ local function answered(round, number, answer, asked, remaining, reset)
   if asked <= 0 then asked = nil end
   room_left()
   local sent_at = tonumber(redis.call('ZSCORE', F, number))
-  if s.rx ~= nil and sent_at ~= nil and sent_at < s.rx then remaining = -1 end
+  if s.rx ~= nil and sent_at ~= nil and sent_at < s.rx and remaining <= (s.rxr or -1) then
+    remaining = -1
+  end
   if remaining >= 0 and s.rn ~= nil and number < s.rn then
     -- An older send's report only lowers a live room: the server counted that send after
     -- the later one's report, as requests overtake each other on the way.
     if now < s.rt then s.rr = math.min(s.rr, remaining) end
   elseif remaining >= 0 and reset >= 0 then
-    -- Resets are rounded up: each report of a window bounds its end.
-    local at = now + math.min(reset, MAX_COOLDOWN)
+    -- Resets are rounded up: each report of a window bounds its end (a guess does not).
+    local span = math.min(reset, MAX_COOLDOWN)
+    local at = now + span
     if s.rt ~= nil and now < s.rt and remaining <= s.rr then
-      s.rt = math.min(at, s.rt)
+      if s.rg == nil then s.rt = math.min(at, s.rt) else s.rt = at end
     else
-      s.rt = at
+      s.rt, s.rf, s.rs = at, remaining, span
     end
-    s.rn, s.rr = number, remaining
+    s.rn, s.rr, s.rg = number, remaining, nil
   end
   if answer == 0 then
     roll()
