@@ -712,8 +712,7 @@ async fn redis_fleet_learns_the_leaky_bucket_limit_to_the_targets() {
 
 /// express-rate-limit counts requests as they arrive, in any order: a fleet learning its
 /// limit in Redis meets issue #31's targets only if an older send's report with less room
-/// lowers the shared room (before, 2 of 11 fleets of 8 processes sent each second's room
-/// at once and had 8-13 % refused).
+/// lowers the shared room: else the fleet may send a second's room at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server and node: .ci/run, or see CONTRIBUTING.md"]
 async fn shared_pacing_in_redis_learns_the_express_limit() {
@@ -721,9 +720,8 @@ async fn shared_pacing_in_redis_learns_the_express_limit() {
 }
 
 /// express-rate-limit reports its quota (`RateLimit: r=...; t=1` all through its
-/// one-second window): told 49 r/s once, the fleet uses it as on the other limiters, its
-/// reset taken from the window's first report: 97.6 % used, none refused, Jain's index
-/// 0.93–0.96 in 5 s fleets of 8 layers here (62 % when the rounded-up reset held).
+/// one-second window): told 49 r/s once, the fleet uses it as on the other limiters, each
+/// report bounding the window's end. Bounds as on HAProxy's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server and node: .ci/run, or see CONTRIBUTING.md"]
 async fn shared_pacing_in_redis_told_once_uses_the_express_limit() {
