@@ -112,8 +112,8 @@ pub(crate) struct Controller {
     window: Option<u32>,
     /// The sends in flight, oldest first: (number, when).
     flying: VecDeque<(u64, Instant)>,
-    /// The sends of the slow start still in flight, oldest first: (number, when).
-    starting: VecDeque<(u64, Instant)>,
+    /// Sends in flight from before this left the slow start's count.
+    mark: Option<Instant>,
     served: Served,
     round: u64,
     sends: u64,
@@ -144,7 +144,7 @@ impl Controller {
             curve: config.known.map(|rate| Curve::new(now, rate, rate, false)),
             window: (config.known.is_none() && initial_window > 0).then_some(initial_window),
             flying: VecDeque::new(),
-            starting: VecDeque::new(),
+            mark: now.checked_sub(STARTUP_DOUBLING),
             served: Served::new(now),
             round: 0,
             sends: 0,
@@ -252,17 +252,16 @@ impl Controller {
             return Some(until);
         }
         let Some(rate) = self.rate(now) else {
-            // One out of the count widens the window as an answer would: with no answer
-            // at all, the window doubles every doubling period.
-            while let Some(&(_, at)) = self.starting.front() {
-                if instant_after(at, STARTUP_DOUBLING) > now {
-                    break;
-                }
-                self.starting.pop_front();
-                self.widen(self.window.map(|limit| limit.saturating_add(1)));
-            }
-            let full = self.starting.len() >= self.window? as usize;
-            let &(_, oldest) = self.starting.front().filter(|_| full)?;
+            // A send unanswered for a doubling period leaves the count and widens the
+            // window as an answer would: with no answer at all, it doubles every period.
+            let window = self.window?;
+            let before = self.counted().count();
+            self.mark = self.mark.max(now.checked_sub(STARTUP_DOUBLING));
+            let young = self.counted().count();
+            let stalled = u32::try_from(before - young).unwrap_or(u32::MAX);
+            self.widen(Some(window.saturating_add(stalled)));
+            let full = young >= self.window? as usize;
+            let &(_, oldest) = self.counted().next().filter(|_| full)?;
             return Some(instant_after(oldest, STARTUP_DOUBLING));
         };
         let spacing = interval(rate);
@@ -291,9 +290,6 @@ impl Controller {
         self.last_send = Some(self.beat(now));
         self.sends = self.sends.saturating_add(1);
         self.flying.push_back((self.sends, now));
-        if self.window.is_some() {
-            self.starting.push_back((self.sends, now));
-        }
         Sent {
             round: self.round,
             number: self.sends,
@@ -319,7 +315,14 @@ impl Controller {
         {
             self.flying.remove(at);
         }
-        self.starting.retain(|&(number, _)| number != sent.number);
+    }
+
+    /// The sends in flight the slow start counts: those after its mark.
+    fn counted(&self) -> impl Iterator<Item = &(u64, Instant)> {
+        let mark = self.mark;
+        self.flying
+            .iter()
+            .filter(move |&&(_, at)| mark.is_none_or(|mark| at > mark))
     }
 
     pub(crate) fn in_flight(&self) -> u32 {
@@ -334,9 +337,6 @@ impl Controller {
     /// Sets the slow start's window to `limit`: open from [`OPEN_WINDOW`] on.
     fn widen(&mut self, limit: Option<u32>) {
         self.window = limit.filter(|&limit| limit < OPEN_WINDOW);
-        if self.window.is_none() {
-            self.starting.clear();
-        }
     }
 
     /// Learns from the answer to `sent` and the quota it reported.
