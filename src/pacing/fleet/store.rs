@@ -388,3 +388,39 @@ impl Args {
 pub(crate) fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alone_a_process_paces_at_its_share_of_the_delivery_rate_from_its_last_slot() {
+        // No connection is made: the views are this process's own.
+        let client = redis::Client::open("redis://127.0.0.1:1/").unwrap();
+        let store = Store::new(RedisPacing::new(client), 16);
+        let key = Key::from_authority(&"api.example".parse().unwrap());
+        let t0 = Instant::now();
+        // CUBIC probes at 80 r/s; the fleet was served 50. This process took sends 1, 5,
+        // 9 and 13 in the first window, and 17 as the next began: 5 of the fleet's 17.
+        let pace = Some(FleetPace {
+            pace: 80.0,
+            served: 50.0,
+        });
+        for (i, number) in [1, 5, 9, 13, 17].into_iter().enumerate() {
+            let at = t0 + Duration::from_millis(250) * u32::try_from(i).unwrap();
+            store.took(&key, number, pace, at);
+        }
+        let alone = store.take_alone(&key).expect("seen, not told yet");
+        assert!((alone.share - 5.0 / 17.0).abs() < 1e-9);
+        assert!((alone.pace.unwrap() - 50.0 * 5.0 / 17.0).abs() < 1e-9);
+        assert_eq!(alone.last_send, t0 + Duration::from_secs(1));
+        assert!(store.take_alone(&key).is_none(), "told once per outage");
+        // Back, its first reservation brings that pace to a state Redis lost; the state
+        // starts at the delivery rate, not at the pace probed past it.
+        let later = t0 + Duration::from_secs(2);
+        let seed = store.seed(&key, Duration::from_secs(60), later);
+        assert_eq!(seed.pace, Some(50.0));
+        assert_eq!(seed.rejoin, alone.pace);
+        assert_eq!(store.seed(&key, Duration::from_secs(60), later).rejoin, None);
+    }
+}
