@@ -421,6 +421,9 @@ mod tests {
         let seed = store.seed(&key, Duration::from_secs(60), later);
         assert_eq!(seed.pace, Some(50.0));
         assert_eq!(seed.rejoin, alone.pace);
-        assert_eq!(store.seed(&key, Duration::from_secs(60), later).rejoin, None);
+        assert_eq!(
+            store.seed(&key, Duration::from_secs(60), later).rejoin,
+            None
+        );
     }
 }
