@@ -178,8 +178,7 @@ async fn express_recommended_stack_completes_a_burst() {
 
 /// 200 requests waiting on express-rate-limit's spent one-second window (50 a window): at
 /// each reset about 50 leave, not all 200, as the window after a reset is guessed as full
-/// as the last until it reports. Under 2 % of attempts refused (0-2 of 250 here; 12 when
-/// every waiter left at the reset).
+/// as the last until it reports. Under 2 % of attempts refused (0-2 of 250 here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs node and `npm ci` in lab/fixtures/express-limiter: .ci/run, or see CONTRIBUTING.md"]
 async fn express_paces_more_waiters_than_a_window_holds() {
