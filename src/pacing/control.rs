@@ -530,7 +530,7 @@ pub(crate) struct Room {
     reset_at: Instant,
     /// The first report of this window: its send number and remaining count.
     first: (u64, u64),
-    /// The most room reported in this window: what the next one is guessed to start with.
+    /// What this window started with, as its first report tells: the next one's guess.
     full: u64,
     /// The reset of the window's first report: the next window's length, guessed.
     span: Duration,
@@ -571,7 +571,11 @@ impl Room {
         let window = previous.filter(|old| now < old.reset_at && left.remaining <= old.remaining);
         if let Some(previous) = window {
             (room.full, room.span) = (previous.full, previous.span);
-            if !previous.guessed {
+            if previous.guessed {
+                // The window's first report: its count, and the sends since the reset.
+                let before = number.saturating_sub(previous.number.saturating_add(1));
+                room.full = left.remaining.saturating_add(before);
+            } else {
                 // Resets are rounded up to whole seconds (IETF `RateLimit`, `Retry-After`):
                 // each report of the window bounds its end.
                 room.reset_at = reset_at.min(previous.reset_at);

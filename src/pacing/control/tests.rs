@@ -308,6 +308,15 @@ fn the_window_after_a_reset_is_guessed_as_full_as_the_last() {
     control.release(sent);
     let end = t0 + Duration::from_millis(2500);
     assert_eq!(control.ready_at(t0 + second), Some(end));
+    // A quota lowered to 30: the next window is guessed from this one's first report.
+    let mut control = Controller::new(0, config(), t0);
+    let sent = control.send(t0);
+    control.answered(sent, Answer::Served, Some(left(49)), t0);
+    control.release(sent);
+    let sent = control.send(t0 + second);
+    control.answered(sent, Answer::Served, Some(left(29)), t0 + second);
+    control.release(sent);
+    assert_eq!(sends_now(&mut control, t0 + second * 2), 29);
     // With no report at all, a guess lapses after one window.
     let mut control = Controller::new(0, config(), t0);
     let sent = control.send(t0);

@@ -219,7 +219,12 @@ local function answered(round, number, answer, asked, remaining, reset)
     local span = math.min(reset, MAX_COOLDOWN)
     local at = now + span
     if s.rt ~= nil and now < s.rt and remaining <= s.rr then
-      if s.rg == nil then s.rt = math.min(at, s.rt) else s.rt = at end
+      if s.rg == nil then
+        s.rt = math.min(at, s.rt)
+      else
+        -- The window's first report: its count, and the sends since the reset.
+        s.rt, s.rf = at, remaining + math.max(number - s.rn - 1, 0)
+      end
     else
       s.rt, s.rf, s.rs = at, remaining, span
     end

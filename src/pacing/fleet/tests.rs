@@ -139,7 +139,9 @@ async fn the_script_sends_when_the_controller_would() {
                             window = (leaves / 1000, 0);
                         }
                         window.1 += 1;
-                        in_flight.push((sent, leaves, 30u64.saturating_sub(window.1)));
+                        // Five seeds lower the quota to 20 from the sixth window on.
+                        let limit: u64 = if seed >= 15 && window.0 >= 6 { 20 } else { 30 };
+                        in_flight.push((sent, leaves, limit.saturating_sub(window.1)));
                     }
                 }
                 kind => {
@@ -189,4 +191,36 @@ async fn the_script_sends_when_the_controller_would() {
             }
         }
     }
+}
+
+/// A quota lowered from 50 to 30: the window after the next reset is guessed from the
+/// first report of the one before, not from the old quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_script_guesses_a_window_from_the_last_ones_first_report() {
+    let server = redis_server::RedisServer::start().await;
+    let connection = server.client().get_multiplexed_async_connection().await;
+    let mut script = Script {
+        connection: connection.unwrap(),
+        args: Args::new(&settings(), None),
+    };
+    // (status, wait, round, number) of a reservation; then its answer: served, with
+    // `remaining` until a reset a second away (-1: no report).
+    let mut send = async |t: f64, remaining: f64| {
+        let got = script.call(t, "reserve", &[30_000.0]).await;
+        if got[0] == 0 {
+            let answer = [got[2] as f64, got[3] as f64, 0.0, -1.0, remaining, 1000.0];
+            script.call(t, "answer", &answer).await;
+        }
+        got[0]
+    };
+    assert_eq!(send(0.0, 49.0).await, 0);
+    // The guessed window (49) takes a first report: the quota is 30 now.
+    assert_eq!(send(1000.0, 29.0).await, 0);
+    // The reset is at 2 s; the window after it is guessed at 29, its sends unreported.
+    let mut sent = 0;
+    while sent < 100 && send(2000.0, -1.0).await == 0 {
+        sent += 1;
+    }
+    assert_eq!(sent, 29);
 }
