@@ -572,9 +572,10 @@ impl Room {
         if let Some(previous) = window {
             (room.full, room.span) = (previous.full, previous.span);
             if previous.guessed {
-                // The window's first report: its count, and the sends since the reset.
+                // The window's first report: its count, and the sends since the reset (at
+                // most the guess: a report with more room is a new window).
                 let before = number.saturating_sub(previous.number.saturating_add(1));
-                room.full = left.remaining.saturating_add(before);
+                room.full = left.remaining.saturating_add(before).min(previous.full);
             } else {
                 // Resets are rounded up to whole seconds (IETF `RateLimit`, `Retry-After`):
                 // each report of the window bounds its end.

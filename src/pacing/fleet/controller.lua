@@ -222,8 +222,9 @@ local function answered(round, number, answer, asked, remaining, reset)
       if s.rg == nil then
         s.rt = math.min(at, s.rt)
       else
-        -- The window's first report: its count, and the sends since the reset.
-        s.rt, s.rf = at, remaining + math.max(number - s.rn - 1, 0)
+        -- The window's first report: its count, and the sends since the reset (at most
+        -- the guess: a report with more room is a new window).
+        s.rt, s.rf = at, math.min(remaining + math.max(number - s.rn - 1, 0), s.rf)
       end
     else
       s.rt, s.rf, s.rs = at, remaining, span
