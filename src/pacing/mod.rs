@@ -28,7 +28,7 @@
 //!   quota, a server down), it closes for the `Retry-After` asked instead, once.
 //! - **Reported quotas.** A response that says how many requests remain until a reset
 //!   holds the destination once they are sent, until the reset. The next window is guessed
-//!   as full as the last until it reports, so the requests waiting for a reset do not all
+//!   as full as the last began until it reports, so the requests waiting for a reset do not all
 //!   leave at once. Once it has refused, the room left is spread until the reset. Clients
 //!   sharing a quota count their own share of its use. A reset rounded up to whole
 //!   seconds ends by the earliest bound its window's reports give; a report of a request
