@@ -27,13 +27,13 @@
 //!   retransmission timer). When nothing was served for a whole second either (a spent
 //!   quota, a server down), it closes for the `Retry-After` asked instead, once.
 //! - **Reported quotas.** A response that says how many requests remain until a reset
-//!   holds the destination once they are sent, until the reset. The next window is guessed
-//!   as full as the last began until it reports, so the requests waiting for a reset do not all
-//!   leave at once. Once it has refused, the room left is spread until the reset. Clients
-//!   sharing a quota count their own share of its use. A reset rounded up to whole
-//!   seconds ends by the earliest bound its window's reports give; a report of a request
-//!   sent before the last reset is the ended window's. Requests overtake each other on the way, so an earlier request's
-//!   report with less room lowers it.
+//!   holds the destination once they are sent, until the reset. The next window is
+//!   guessed as full as the last began until it reports, so the requests waiting for a
+//!   reset do not all leave at once. Once it has refused, the room left is spread until
+//!   the reset. Clients sharing a quota count their own share of its use. A reset rounded
+//!   up to whole seconds ends by the earliest bound its window's reports give; a report
+//!   of a request sent before the last reset is the ended window's. Requests overtake
+//!   each other on the way, so an earlier request's report with less room lowers it.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.
