@@ -28,8 +28,8 @@ pub(super) static SCRIPT: LazyLock<redis::Script> =
 /// What a reservation says.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Reserved {
-    /// Send after `wait`; the slot is taken. The fleet's pace, if paced.
-    At(Duration, Sent, Option<FleetPace>),
+    /// The slot is taken, at `Sent::at`. The fleet's pace, if paced.
+    At(Sent, Option<FleetPace>),
     /// The slow start's window is full: ask again within `wait`.
     Later(Duration),
     /// A paced send would wait `wait`, past the longest wait.
@@ -234,13 +234,15 @@ impl Store {
         answers: &[Answered],
     ) -> Result<Reserved, ()> {
         let [pace, rejoin] = [seed.pace, seed.rejoin].map(|pace| pace.unwrap_or(0.0));
-        let mut extra = vec![millis(max_wait), pace, rejoin];
-        extra.extend(answers.as_flattened());
-        let reply = self.call(keys, args, "reserve", &extra).await?;
+        let head = [millis(max_wait), pace, rejoin];
+        let reply = self
+            .call(keys, args, "reserve", &[&head, answers.as_flattened()])
+            .await?;
         let wait = Duration::from_micros(reply[1].max(0).unsigned_abs());
         let sent = Sent {
             round: reply[2].max(0).unsigned_abs(),
             number: reply[3].max(0).unsigned_abs(),
+            // The slot: when the send leaves.
             at: crate::time::instant_after(Instant::now(), wait),
         };
         let pace = (reply[4] > 0).then(|| FleetPace {
@@ -248,7 +250,7 @@ impl Store {
             served: reply[5] as f64 / 1000.0,
         });
         Ok(match reply[0] {
-            0 => Reserved::At(wait, sent, pace),
+            0 => Reserved::At(sent, pace),
             1 => Reserved::Later(wait),
             3 => Reserved::NotNext(wait),
             _ => Reserved::TooLong(wait),
@@ -271,14 +273,14 @@ impl Store {
     /// Tells the shared controller `answers` (the values `controller.lua` reads).
     pub(crate) async fn answer(&self, keys: &[String; 2], args: &Args, answers: &[Answered]) {
         let _ = self
-            .call(keys, args, "answer", answers.as_flattened())
+            .call(keys, args, "answer", &[answers.as_flattened()])
             .await;
     }
 
     /// Takes `sent` out of the sends in flight: it was dropped unanswered.
     pub(crate) async fn release(&self, keys: &[String; 2], args: &Args, sent: Sent) {
         let _ = self
-            .call(keys, args, "release", &[sent.number as f64])
+            .call(keys, args, "release", &[&[sent.number as f64]])
             .await;
     }
 
@@ -287,12 +289,13 @@ impl Store {
         keys: &[String; 2],
         args: &Args,
         op: &str,
-        extra: &[f64],
+        extra: &[&[f64]],
     ) -> Result<[i64; 6], ()> {
         let result = match self.connection() {
             Ok(mut connection) => {
                 let mut invocation = SCRIPT.prepare_invoke();
                 invocation.key(&keys[0]).key(&keys[1]).arg(op);
+                let extra = extra.iter().flat_map(|part| part.iter());
                 for value in args.0.iter().chain(&[REDIS_CLOCK]).chain(extra) {
                     invocation.arg(*value);
                 }

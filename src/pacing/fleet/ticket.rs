@@ -142,8 +142,8 @@ impl FleetTicket {
         self.reply = None;
         let now = Instant::now();
         match reply {
-            Ok(Reserved::At(wait, sent, pace)) => {
-                let at = instant_after(now, wait);
+            Ok(Reserved::At(sent, pace)) => {
+                let at = sent.at;
                 self.place
                     .store()
                     .took(&self.place.key, sent.number, pace, at);
