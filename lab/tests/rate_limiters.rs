@@ -132,16 +132,26 @@ async fn leaky_bucket_refuses_a_burst_with_retry_after() {
     refuses_a_burst(Kind::LeakyBucket).await;
 }
 
+/// `n` GETs, `at_once` at a time, from `stack` to a new `kind` limiter at the target rate:
+/// what they got, and what the limiter counted.
+async fn burst(
+    kind: Kind,
+    stack: Stack,
+    n: usize,
+    at_once: usize,
+) -> (Summary, limiters::client::Count) {
+    let limiter = start_for_test(kind, RateLimit::TARGET).await;
+    let counts = Counts::default();
+    let client = stack.build(&counts);
+    let outcomes = drive::burst(client, &limiter.url("/items"), n, at_once, TIMEOUT).await;
+    (Summary::of(&outcomes), counts.total())
+}
+
 /// With the recommended stack (`RetryLayer` with `PacingLayer` inside), 60 GETs, 20 at a
 /// time, all succeed, within a bound far from the 1 s the limit allows but far below what
 /// a hung client would take.
 async fn recommended_stack_completes(kind: Kind) -> (Summary, limiters::client::Count) {
-    let limiter = start_for_test(kind, RateLimit::TARGET).await;
-    let counts = Counts::default();
-    let client = Stack::RetryPacing.build(&counts);
-    let outcomes = drive::burst(client.clone(), &limiter.url("/items"), 60, 20, TIMEOUT).await;
-    let summary = Summary::of(&outcomes);
-    let count = counts.total();
+    let (summary, count) = burst(kind, Stack::RetryPacing, 60, 20).await;
     assert_eq!(
         summary.ok,
         60,
@@ -183,12 +193,7 @@ async fn express_recommended_stack_completes_a_burst() {
 #[ignore = "needs node and `npm ci` in lab/fixtures/express-limiter: .ci/run, or see CONTRIBUTING.md"]
 async fn express_paces_more_waiters_than_a_window_holds() {
     let _alone = one_at_a_time().await;
-    let limiter = start_for_test(Kind::Express, RateLimit::TARGET).await;
-    let counts = Counts::default();
-    let client = Stack::RetryPacing.build(&counts);
-    let outcomes = drive::burst(client, &limiter.url("/items"), 250, 200, TIMEOUT).await;
-    let summary = Summary::of(&outcomes);
-    let count = counts.total();
+    let (summary, count) = burst(Kind::Express, Stack::RetryPacing, 250, 200).await;
     assert_eq!(summary.ok, 250, "{:?} ({count:?})", summary.failures);
     assert!(count.refused * 50 < count.attempts, "{count:?}");
 }
@@ -213,12 +218,7 @@ async fn leaky_bucket_recommended_stack_completes_a_burst() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readme_first_snippet_gets_a_burst_through_tower_governor() {
     let _alone = one_at_a_time().await;
-    let limiter = start_for_test(Kind::Governor, RateLimit::TARGET).await;
-    let counts = Counts::default();
-    let client = Stack::Retry.build(&counts);
-    let outcomes = drive::burst(client, &limiter.url("/items"), 60, 20, TIMEOUT).await;
-    let summary = Summary::of(&outcomes);
-    let count = counts.total();
+    let (summary, count) = burst(Kind::Governor, Stack::Retry, 60, 20).await;
     // (Before: 11 of 300 at this rate; 60 of 60 in every run here.)
     assert!(summary.ok >= 57, "{} of 60 ({count:?})", summary.ok);
     assert!(count.refused > 0, "the limiter limited: {count:?}");
@@ -257,12 +257,7 @@ async fn healthy_destination_sees_no_failure_beside_a_limited_one() {
 /// of the attempts refused.
 async fn target_1(kind: Kind, max_time: f64, max_refused: f64) {
     for run in 1..=2 {
-        let limiter = start_for_test(kind, RateLimit::TARGET).await;
-        let counts = Counts::default();
-        let client = Stack::RetryPacing.build(&counts);
-        let outcomes = drive::burst(client, &limiter.url("/items"), 300, 20, TIMEOUT).await;
-        let s = Summary::of(&outcomes);
-        let c = counts.total();
+        let (s, c) = burst(kind, Stack::RetryPacing, 300, 20).await;
         assert_eq!(s.ok, 300, "{}: {:?}", kind.name(), s.failures);
         assert!(
             (c.refused as f64) < max_refused * c.attempts as f64,
