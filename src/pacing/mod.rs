@@ -32,8 +32,9 @@
 //!   reset do not all leave at once. Once it has refused, the room left is spread until
 //!   the reset. Clients sharing a quota count their own share of its use. A reset rounded
 //!   up to whole seconds ends by the earliest bound its window's reports give; a report
-//!   of a request sent before the last reset is the ended window's. Requests overtake
-//!   each other on the way, so an earlier request's report with less room lowers it.
+//!   of a request sent before the last reset, with no more room than that window had, is
+//!   that window's. Requests overtake each other on the way, so an earlier request's
+//!   report with less room lowers it.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.

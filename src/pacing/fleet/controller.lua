@@ -205,7 +205,7 @@ end
 -- Learns from the answer to send `number`, then takes it out of the sends in flight.
 local function answered(round, number, answer, asked, remaining, reset)
   if asked <= 0 then asked = nil end
-  room_left()
+  room_left() -- a room whose reset passed gives way to its guess first
   local sent_at = tonumber(redis.call('ZSCORE', F, number))
   if s.rx ~= nil and sent_at ~= nil and sent_at < s.rx and remaining <= (s.rxr or -1) then
     remaining = -1
