@@ -53,12 +53,23 @@ pub(crate) enum Reaction {
     Slower,
 }
 
-/// A request sent: its round (between two cuts), its number among the sends, and when.
+/// A request sent: its round (between two cuts), its number among the sends, when, and
+/// the reported room it left in.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sent {
     pub(crate) round: u64,
     pub(crate) number: u64,
     pub(crate) at: Instant,
+    pub(crate) seen: Option<Seen>,
+}
+
+/// A reported window's room as a send left: the server counts that send after every report
+/// heard by then, so in the same window its report shows no more room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Seen {
+    /// The window: the number of the send whose report began it.
+    pub(crate) window: u64,
+    pub(crate) remaining: u64,
 }
 
 /// What a controller is told of its destination.
@@ -294,6 +305,7 @@ impl Controller {
             round: self.round,
             number: self.sends,
             at: now,
+            seen: self.room.and_then(|room| room.seen()),
         }
     }
 
@@ -354,11 +366,14 @@ impl Controller {
         };
         let quota = quota.filter(|left| !ended(left));
         let max = self.config.max_cooldown;
-        let learned = quota.and_then(|left| Room::reported(self.room, sent.number, left, max, now));
+        let learned = quota
+            .and_then(|left| Room::reported(self.room, (sent.number, sent.seen), left, max, now));
         self.room = learned.or(self.room);
-        // Measured on a newer report only: an older one's lower count is not others' use.
-        let newer = learned.filter(|room| room.number == sent.number);
-        if let Some(share) = newer.and_then(|room| room.share()) {
+        // Measured on a newer report that sets the count only: an older or overtaken one's
+        // lower count is not others' use.
+        let own = |room: &Room| quota.is_some_and(|left| left.remaining == room.remaining);
+        let newer = learned.filter(|room| room.number == sent.number && own(room));
+        if let Some(share) = newer.and_then(|room| room.share(self.sends)) {
             self.share = share;
         }
         match answer {
@@ -539,13 +554,13 @@ pub(crate) struct Room {
 }
 
 impl Room {
-    /// The room reported by the response to send `number`, after `previous`; `None`
-    /// without a reset (nothing says when room comes back). An older send's report only
-    /// lowers a live room: the server counted that send after the later one's report, as
-    /// requests overtake each other on the way.
+    /// The room reported by the response to send `number` (which left in room `seen`),
+    /// after `previous`; `None` without a reset (nothing says when room comes back).
+    /// Requests overtake each other on the way: an older send's report only lowers a live
+    /// room, and only a send that left after a report of its window can tell a new one.
     pub(crate) fn reported(
         previous: Option<Self>,
-        number: u64,
+        (number, seen): (u64, Option<Seen>),
         left: QuotaLeft,
         max_reset: Duration,
         now: Instant,
@@ -567,8 +582,7 @@ impl Room {
             span,
             guessed: false,
         };
-        // A live room whose count went down is the same window; one that went up, a new one.
-        let window = previous.filter(|old| now < old.reset_at && left.remaining <= old.remaining);
+        let window = previous.filter(|old| now < old.reset_at && old.holds(seen, left.remaining));
         if let Some(previous) = window {
             (room.full, room.span) = (previous.full, previous.span);
             if previous.guessed {
@@ -581,9 +595,31 @@ impl Room {
                 // each report of the window bounds its end.
                 room.reset_at = reset_at.min(previous.reset_at);
                 room.first = previous.first;
+                room.remaining = left.remaining.min(previous.remaining);
             }
         }
         Some(room)
+    }
+
+    /// Whether a report of `remaining` for a send that left in room `seen` is of this live
+    /// window. A guess holds what does not pass it. A send that left after a report of this
+    /// window was counted after it: more room is a new window. One that left before may
+    /// have been counted first, so more room tells nothing.
+    fn holds(&self, seen: Option<Seen>, remaining: u64) -> bool {
+        match seen {
+            _ if self.guessed => remaining <= self.remaining,
+            Some(seen) if seen.window == self.first.0 => remaining <= seen.remaining,
+            _ => true,
+        }
+    }
+
+    /// The room a send leaving now leaves in; none while only guessed.
+    fn seen(&self) -> Option<Seen> {
+        let (window, _) = self.first;
+        (!self.guessed).then_some(Seen {
+            window,
+            remaining: self.remaining,
+        })
     }
 
     /// The room of the window after this one, guessed at its reset: as full as this one was,
@@ -602,10 +638,11 @@ impl Room {
     }
 
     /// This client's share of the quota's use since its window's first report, once measured:
-    /// its sends over what the quota lost.
-    pub(crate) fn share(&self) -> Option<f64> {
+    /// its `sends` so far over what the quota lost. Some may not be counted yet, so a client
+    /// alone reads all of it, whatever order the server counted its sends in.
+    pub(crate) fn share(&self, sends: u64) -> Option<f64> {
         let used = self.first.1.saturating_sub(self.remaining);
-        let sent = self.number.saturating_sub(self.first.0);
+        let sent = sends.saturating_sub(self.first.0);
         (used > 0 && sent > 0).then(|| (sent as f64 / used as f64).min(1.0))
     }
 

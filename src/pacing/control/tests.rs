@@ -229,6 +229,29 @@ fn an_older_sends_report_with_less_room_is_the_newer_count() {
 }
 
 #[test]
+fn a_newer_sends_report_with_more_room_is_a_new_window_only_if_it_left_after_a_report() {
+    let t0 = Instant::now();
+    let report = |control: &mut Controller, sent: Sent, remaining| {
+        control.answered(sent, Answer::Served, Some(left(remaining)), t0);
+        control.release(sent);
+    };
+    let mut control = Controller::new(0, config(), t0);
+    let first = control.send(t0);
+    report(&mut control, first, 49);
+    // Ten leave together; the server counts send 11 first (48 left) and send 2 last (39).
+    let sent: Vec<Sent> = (0..10).map(|_| control.send(t0)).collect();
+    report(&mut control, sent[0], 39);
+    report(&mut control, sent[9], 48);
+    sent[1..9].iter().for_each(|&sent| control.release(sent));
+    assert_eq!(sends_now(&mut control, t0), 39);
+    // A send that left after the report of 39 (counted after it) and reports 45: the
+    // window began again.
+    let later = control.send(t0);
+    report(&mut control, later, 45);
+    assert_eq!(sends_now(&mut control, t0), 45);
+}
+
+#[test]
 fn a_told_share_of_a_quota_outlives_its_window() {
     let t0 = Instant::now();
     let report = |control: &mut Controller, remaining, now| {
@@ -442,11 +465,16 @@ mod served {
 mod room {
     use super::*;
 
+    /// Send `number`, left after `room`'s latest report.
+    fn after(room: Option<Room>, number: u64) -> (u64, Option<Seen>) {
+        (number, room.and_then(|room| room.seen()))
+    }
+
     #[test]
     fn the_room_is_counted_down_by_later_sends_until_the_reset() {
         let t0 = Instant::now();
         let max = Duration::from_secs(60);
-        let room = Room::reported(None, 10, left(2), max, t0).unwrap();
+        let room = Room::reported(None, after(None, 10), left(2), max, t0).unwrap();
         assert_eq!(room.spent_until(1.0, 11, 0, t0), None);
         let reset = t0 + Duration::from_secs(1);
         assert_eq!(room.spent_until(1.0, 12, 0, t0), Some(reset));
@@ -462,26 +490,26 @@ mod room {
             remaining: 0,
             reset: None,
         };
-        assert!(Room::reported(None, 10, no_reset, max, t0).is_none());
+        assert!(Room::reported(None, after(None, 10), no_reset, max, t0).is_none());
     }
 
     #[test]
     fn a_client_sharing_the_quota_counts_its_share_of_the_room() {
         let t0 = Instant::now();
         let max = Duration::from_secs(60);
-        let first = Room::reported(None, 1, left(40), max, t0);
-        assert_eq!(first.unwrap().share(), None);
+        let first = Room::reported(None, after(None, 1), left(40), max, t0);
+        assert_eq!(first.unwrap().share(1), None);
         // Two of this client's sends later, the quota lost 8: others took 6.
-        let later = Room::reported(first, 3, left(32), max, t0).unwrap();
-        assert_eq!(later.share(), Some(0.25));
+        let later = Room::reported(first, after(first, 3), left(32), max, t0).unwrap();
+        assert_eq!(later.share(3), Some(0.25));
         assert_eq!(later.left(0.25, 3, 0), 8);
         // A new window (the count went up) has no measure of its own yet.
-        let next = Room::reported(Some(later), 4, left(50), max, t0).unwrap();
-        assert_eq!(next.share(), None);
+        let next = Room::reported(Some(later), after(Some(later), 4), left(50), max, t0).unwrap();
+        assert_eq!(next.share(4), None);
         // Its eight sends took eight: the others have not come yet. Its part is a quarter
         // of the window's 40, not of the 32 left.
-        let first = Room::reported(None, 1, left(40), max, t0);
-        let alone = Room::reported(first, 9, left(32), max, t0).unwrap();
+        let first = Room::reported(None, after(None, 1), left(40), max, t0);
+        let alone = Room::reported(first, after(first, 9), left(32), max, t0).unwrap();
         assert_eq!(alone.left(0.25, 9, 0), 2);
     }
 
@@ -495,12 +523,12 @@ mod room {
             remaining: 49,
             reset: Some(Duration::from_secs(2)),
         };
-        let opened = Room::reported(None, 1, first, max, t0);
+        let opened = Room::reported(None, after(None, 1), first, max, t0);
         assert_eq!(opened.unwrap().reset_at, t0 + ms(2000));
         // The next says "1 s": the window ends by 1.04 s, and later reports keep that bound.
-        let next = Room::reported(opened, 2, left(48), max, t0 + ms(40));
+        let next = Room::reported(opened, after(opened, 2), left(48), max, t0 + ms(40));
         assert_eq!(next.unwrap().reset_at, t0 + ms(1040));
-        let later = Room::reported(next, 3, left(47), max, t0 + ms(80)).unwrap();
+        let later = Room::reported(next, after(next, 3), left(47), max, t0 + ms(80)).unwrap();
         assert_eq!(later.reset_at, t0 + ms(1040));
     }
 
@@ -510,16 +538,23 @@ mod room {
         let max = Duration::from_secs(60);
         let ms = Duration::from_millis;
         // Every report says "1 s" (a fixed window's reset, rounded up to whole seconds).
-        let old = Room::reported(None, 1, left(3), max, t0);
+        let old = Room::reported(None, after(None, 1), left(3), max, t0);
         // The count went up at 300 ms: a window began, and ends by 1.3 s.
-        let opened = Room::reported(old, 2, left(49), max, t0 + ms(300));
+        let opened = Room::reported(old, after(old, 2), left(49), max, t0 + ms(300));
         assert_eq!(opened.unwrap().reset_at, t0 + ms(1300));
         // At 900 ms, after 39 sends, it still says "1 s": 10 left in the 400 ms to the end.
-        let later = Room::reported(opened, 41, left(10), max, t0 + ms(900)).unwrap();
+        let later = Room::reported(opened, after(opened, 41), left(10), max, t0 + ms(900)).unwrap();
         assert_eq!(later.reset_at, t0 + ms(1300));
         assert_eq!(later.pace(1.0, 41, 0, t0 + ms(900)), Some(25.0));
         // Past that end with no new window seen, a report starts a new bound.
-        let stale = Room::reported(Some(later), 42, left(5), max, t0 + ms(1400)).unwrap();
+        let stale = Room::reported(
+            Some(later),
+            after(Some(later), 42),
+            left(5),
+            max,
+            t0 + ms(1400),
+        )
+        .unwrap();
         assert_eq!(stale.reset_at, t0 + ms(2400));
     }
 }

@@ -2,18 +2,20 @@
 -- `src/pacing/control.rs`, on state kept in Redis, on Redis's clock, in one atomic call.
 --
 -- KEYS[1]: the state (a MessagePack map). KEYS[2]: the sends in flight (a sorted set: number by send time).
--- "reserve" answers {0, wait, round, number, pace, served}: the slot is taken, send after
--- `wait` (µs); `pace` is the fleet's and `served` its delivery rate, in thousandths of a
--- request per second (both 0: not paced);
+-- "reserve" answers {0, wait, round, number, pace, served, window, remaining}: the slot is
+-- taken, send after `wait` (µs); `pace` is the fleet's and `served` its delivery rate, in
+-- thousandths of a request per second (both 0: not paced); the reported room it leaves in
+-- is `remaining` of `window` (both -1: none);
 -- {1, wait}: the slow start's window is full; {2, wait}: a paced wait past the longest;
 -- {3, wait}: not next, ask again after `wait`.
 -- ARGV[1]: "reserve", "answer" or "release". ARGV[2..15]: the constants and settings (see
 -- `fleet/store.rs`). ARGV[16]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
 -- the longest wait (ms), the seed and the rejoining process's pace alone (r/s; 0 for
 -- none; see `Seed` in `fleet/store.rs`), then answers, applied first. For "answer":
--- answers. An answer is six values: the send's round and number, the answer (0 served,
+-- answers. An answer is eight values: the send's round and number, the answer (0 served,
 -- 1 refused, 2 other), the delay asked (ms, or -1), the quota's remaining count and reset
--- (ms; -1 for none). For "release": the send's number.
+-- (ms; -1 for none), and the room it left in (window and remaining, as "reserve" gave
+-- them). For "release": the send's number.
 -- Times are milliseconds; rates are requests per second.
 
 local K, F = KEYS[1], KEYS[2]
@@ -31,7 +33,7 @@ end
 
 local packed = redis.call('GET', K)
 -- An answer or a release for a state Redis lost tells nothing of the state that replaces it.
-if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0, 0} end
+if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0, 0, -1, -1} end
 local s = packed and cmsgpack.unpack(packed) or {}
 local seed, rejoin = tonumber(ARGV[18] or 0), tonumber(ARGV[19] or 0)
 if s.born == nil then
@@ -87,7 +89,7 @@ local function room_left()
     if s.rg == nil and s.rs ~= nil and now < s.rt + s.rs then
       s.rn, s.rr, s.rt, s.rg = s.sends, s.rf, s.rt + s.rs, 1
     else
-      s.rn, s.rr, s.rt, s.rf, s.rs, s.rg = nil, nil, nil, nil, nil, nil
+      s.rn, s.rr, s.rt, s.rf, s.rs, s.rg, s.rw = nil, nil, nil, nil, nil, nil, nil
     end
   end
   if s.rt == nil then return nil end
@@ -202,8 +204,18 @@ local function slot()
   return tonumber(starting[2]) + STALL, false, 0
 end
 
+-- Whether a report of `remaining` for a send that left in `seen_window` with
+-- `seen_remaining` is of the live window. A guess holds what does not pass it. A send that
+-- left after a report of this window was counted after it: more room is a new window.
+-- One that left before may have been counted first, so more room tells nothing.
+local function holds(seen_window, seen_remaining, remaining)
+  if s.rg ~= nil then return remaining <= s.rr end
+  if seen_window >= 0 and seen_window == s.rw then return remaining <= seen_remaining end
+  return true
+end
+
 -- Learns from the answer to send `number`, then takes it out of the sends in flight.
-local function answered(round, number, answer, asked, remaining, reset)
+local function answered(round, number, answer, asked, remaining, reset, seen_window, seen_remaining)
   if asked <= 0 then asked = nil end
   room_left() -- a room whose reset passed gives way to its guess first
   local sent_at = tonumber(redis.call('ZSCORE', F, number))
@@ -218,16 +230,17 @@ local function answered(round, number, answer, asked, remaining, reset)
     -- Resets are rounded up: each report of a window bounds its end (a guess does not).
     local span = math.min(reset, MAX_COOLDOWN)
     local at = now + span
-    if s.rt ~= nil and now < s.rt and remaining <= s.rr then
+    if s.rt ~= nil and now < s.rt and holds(seen_window, seen_remaining, remaining) then
       if s.rg == nil then
-        s.rt = math.min(at, s.rt)
+        s.rt, remaining = math.min(at, s.rt), math.min(remaining, s.rr)
       else
         -- The window's first report: its count, and the sends since the reset (at most
         -- the guess: a report with more room is a new window).
         s.rt, s.rf = at, math.min(remaining + math.max(number - s.rn - 1, 0), s.rf)
+        s.rw = number
       end
     else
-      s.rt, s.rf, s.rs = at, remaining, span
+      s.rt, s.rf, s.rs, s.rw = at, remaining, span, number
     end
     s.rn, s.rr, s.rg = number, remaining, nil
   end
@@ -246,14 +259,14 @@ local function answered(round, number, answer, asked, remaining, reset)
   redis.call('ZREM', F, number)
 end
 
--- The answers given from ARGV[first] on, six values each (see the header).
+-- The answers given from ARGV[first] on, eight values each (see the header).
 local function answer_all(first)
   local i = first
-  while ARGV[i + 5] ~= nil do
+  while ARGV[i + 7] ~= nil do
     local a = {}
-    for k = 0, 5 do a[k + 1] = tonumber(ARGV[i + k]) end
-    answered(a[1], a[2], a[3], a[4], a[5], a[6])
-    i = i + 6
+    for k = 0, 7 do a[k + 1] = tonumber(ARGV[i + k]) end
+    answered(a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8])
+    i = i + 8
   end
 end
 
@@ -265,14 +278,14 @@ if op == 'reserve' then
   local at, throttled, spacing = slot()
   local wait = at - now
   if throttled and wait > max_wait then
-    result = {2, math.floor(wait * 1000), 0, 0, 0, 0}
+    result = {2, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1}
   elseif not throttled and wait > 0 then
-    result = {1, math.floor(wait * 1000), 0, 0, 0, 0}
+    result = {1, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1}
   elseif wait > spacing + 0.001 then
     -- Only the next slot is given (GCRA's burst of one): a later request asks again when
     -- its slot is next, at the pace of then. Slots given ahead could not be taken back.
     -- (The microsecond absorbs rounding: a slot exactly one spacing ahead is next.)
-    result = {3, math.floor((wait - spacing) * 1000), 0, 0, 0, 0}
+    result = {3, math.floor((wait - spacing) * 1000), 0, 0, 0, 0, -1, -1}
   else
     s.sends = s.sends + 1
     -- Less than one spacing after its slot, a send counts at the slot (GCRA's theoretical
@@ -282,14 +295,16 @@ if op == 'reserve' then
     redis.call('ZADD', F, at, s.sends)
     local pace = (spacing > 0) and 1000 / spacing or 0
     local served = (spacing > 0) and served_rate(DOUBLING) or 0
-    result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000)}
+    local seen_window, seen_remaining = -1, -1
+    if s.rt ~= nil and s.rg == nil then seen_window, seen_remaining = s.rw, s.rr end
+    result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000), seen_window, seen_remaining}
   end
 elseif op == 'answer' then
   answer_all(17)
-  result = {0, 0, 0, 0, 0, 0}
+  result = {0, 0, 0, 0, 0, 0, -1, -1}
 else
   redis.call('ZREM', F, tonumber(ARGV[17]))
-  result = {0, 0, 0, 0, 0, 0}
+  result = {0, 0, 0, 0, 0, 0, -1, -1}
 end
 
 -- Written back whole; both keys expire with the destination's idleness.

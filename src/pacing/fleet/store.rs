@@ -2,7 +2,7 @@
 
 use super::RedisPacing;
 use crate::pacing::control::{
-    BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, STARTUP_DOUBLING, Sent,
+    BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, STARTUP_DOUBLING, Seen, Sent,
 };
 use crate::pacing::destination::Alone;
 use crate::pacing::destinations::{Key, lock};
@@ -79,8 +79,8 @@ pub(crate) struct Store {
 }
 
 /// An answer as the script reads it: the send's round and number, the answer, the delay
-/// asked, the quota's remaining count and reset.
-pub(crate) type Answered = [f64; 6];
+/// asked, the quota's remaining count and reset, and the room the send left in.
+pub(crate) type Answered = [f64; 8];
 
 /// A destination as this process last saw it in the shared state.
 #[derive(Debug, Clone, Copy)]
@@ -244,6 +244,10 @@ impl Store {
             number: reply[3].max(0).unsigned_abs(),
             // The slot: when the send leaves.
             at: crate::time::instant_after(Instant::now(), wait),
+            seen: (reply[6] >= 0).then(|| Seen {
+                window: reply[6].unsigned_abs(),
+                remaining: reply[7].max(0).unsigned_abs(),
+            }),
         };
         let pace = (reply[4] > 0).then(|| FleetPace {
             pace: reply[4] as f64 / 1000.0,
@@ -290,7 +294,7 @@ impl Store {
         args: &Args,
         op: &str,
         extra: &[&[f64]],
-    ) -> Result<[i64; 6], ()> {
+    ) -> Result<[i64; 8], ()> {
         let result = match self.connection() {
             Ok(mut connection) => {
                 let mut invocation = SCRIPT.prepare_invoke();

@@ -14,8 +14,9 @@ use tokio::time::Instant;
 #[path = "../../../tests/support/redis.rs"]
 mod redis_server;
 
-/// What a reservation gave: (status, wait in µs, round, number), as the script returns it.
-type Reply = [i64; 4];
+/// What a reservation gave: (status, wait in µs, round, number, the room's window and
+/// remaining count), as the script returns it (less the pace and delivery rate).
+type Reply = [i64; 6];
 
 /// The script on its own keys, on a clock the test sets (ms since the start).
 struct Script {
@@ -31,7 +32,7 @@ impl Script {
             invocation.arg(*value);
         }
         let reply: Vec<i64> = invocation.invoke_async(&mut self.connection).await.unwrap();
-        [reply[0], reply[1], reply[2], reply[3]]
+        [reply[0], reply[1], reply[2], reply[3], reply[6], reply[7]]
     }
 }
 
@@ -127,8 +128,11 @@ async fn the_script_sends_when_the_controller_would() {
                     if got[0] == 0 {
                         let slot = Duration::from_micros(got[1] as u64);
                         let sent = control.send(now + slot);
+                        let seen = sent
+                            .seen
+                            .map_or([-1, -1], |seen| [seen.window as i64, seen.remaining as i64]);
                         assert_eq!(
-                            [sent.round as i64, sent.number as i64],
+                            [sent.round as i64, sent.number as i64, seen[0], seen[1]],
                             got[2..],
                             "{}",
                             at("sent")
@@ -178,6 +182,9 @@ async fn the_script_sends_when_the_controller_would() {
                     let asked = asked.map_or(-1.0, |d| d.as_millis() as f64);
                     let (remaining, reset) =
                         left.map_or((-1.0, -1.0), |left| (left.remaining as f64, 1000.0));
+                    let seen = sent.seen.map_or((-1.0, -1.0), |seen| {
+                        (seen.window as f64, seen.remaining as f64)
+                    });
                     let values = [
                         sent.round as f64,
                         sent.number as f64,
@@ -185,6 +192,8 @@ async fn the_script_sends_when_the_controller_would() {
                         asked,
                         remaining,
                         reset,
+                        seen.0,
+                        seen.1,
                     ];
                     script.call(t as f64, "answer", &values).await;
                 }
@@ -204,12 +213,13 @@ async fn the_script_guesses_a_window_from_the_last_ones_first_report() {
         connection: connection.unwrap(),
         args: Args::new(&settings(), None),
     };
-    // (status, wait, round, number) of a reservation; then its answer: served, with
-    // `remaining` until a reset a second away (-1: no report).
+    // A reservation's status; then its answer: served, with `remaining` until a reset a
+    // second away (-1: no report).
     let mut send = async |t: f64, remaining: f64| {
         let got = script.call(t, "reserve", &[30_000.0]).await;
         if got[0] == 0 {
-            let answer = [got[2] as f64, got[3] as f64, 0.0, -1.0, remaining, 1000.0];
+            let [round, number, window, room] = [got[2], got[3], got[4], got[5]].map(|v| v as f64);
+            let answer = [round, number, 0.0, -1.0, remaining, 1000.0, window, room];
             script.call(t, "answer", &answer).await;
         }
         got[0]

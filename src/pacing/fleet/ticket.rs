@@ -224,6 +224,9 @@ impl FleetGrant {
         let quota = said.quota();
         let remaining = quota.map_or(-1.0, |left| left.remaining as f64);
         let reset = quota.and_then(|left| left.reset).map_or(-1.0, millis);
+        let (window, room) = sent.seen.map_or((-1.0, -1.0), |seen| {
+            (seen.window as f64, seen.remaining as f64)
+        });
         let values = [
             sent.round as f64,
             sent.number as f64,
@@ -231,6 +234,8 @@ impl FleetGrant {
             asked,
             remaining,
             reset,
+            window,
+            room,
         ];
         let place = self.place.clone();
         let first = place.store().defer(&place.key, values);
