@@ -33,8 +33,8 @@
 //!   the reset. Clients sharing a quota count their own share of its use. A reset rounded
 //!   up to whole seconds ends by the earliest bound its window's reports give; a report
 //!   of a request sent before the last reset, with no more room than that window had, is
-//!   that window's. Requests overtake each other on the way, so an earlier request's
-//!   report with less room lowers it.
+//!   that window's. Requests overtake each other on the way: only a request sent after a
+//!   report of the window can tell, with more room, that a new one began.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.
