@@ -2,11 +2,13 @@
 
 use super::RedisPacing;
 use crate::pacing::control::{
-    BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, STARTUP_DOUBLING, Seen, Sent,
+    Answer, BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, STARTUP_DOUBLING,
+    Seen, Sent,
 };
 use crate::pacing::destination::Alone;
 use crate::pacing::destinations::{Key, lock};
 use crate::pacing::layer::Settings;
+use crate::retry_after::QuotaLeft;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,6 +83,30 @@ pub(crate) struct Store {
 /// An answer as the script reads it: the send's round and number, the answer, the delay
 /// asked, the quota's remaining count and reset, and the room the send left in.
 pub(crate) type Answered = [f64; 8];
+
+/// The answer to `sent`, with the quota it reported, as the script reads it (-1: none).
+pub(crate) fn answered(sent: Sent, answer: Answer, quota: Option<QuotaLeft>) -> Answered {
+    let (kind, asked) = match answer {
+        Answer::Served => (0.0, -1.0),
+        Answer::Refused(asked) => (1.0, asked.map_or(-1.0, millis)),
+        Answer::Other => (2.0, -1.0),
+    };
+    let remaining = quota.map_or(-1.0, |left| left.remaining as f64);
+    let reset = quota.and_then(|left| left.reset).map_or(-1.0, millis);
+    let [window, room] = sent.seen.map_or([-1.0; 2], |seen| {
+        [seen.window, seen.remaining].map(|value| value as f64)
+    });
+    let [round, number] = [sent.round, sent.number].map(|value| value as f64);
+    [round, number, kind, asked, remaining, reset, window, room]
+}
+
+/// The room a reservation's send left in, from the script's reply (`-1`: none).
+pub(crate) fn seen(window: i64, remaining: i64) -> Option<Seen> {
+    (window >= 0).then(|| Seen {
+        window: window.unsigned_abs(),
+        remaining: remaining.max(0).unsigned_abs(),
+    })
+}
 
 /// A destination as this process last saw it in the shared state.
 #[derive(Debug, Clone, Copy)]
@@ -244,10 +270,7 @@ impl Store {
             number: reply[3].max(0).unsigned_abs(),
             // The slot: when the send leaves.
             at: crate::time::instant_after(Instant::now(), wait),
-            seen: (reply[6] >= 0).then(|| Seen {
-                window: reply[6].unsigned_abs(),
-                remaining: reply[7].max(0).unsigned_abs(),
-            }),
+            seen: seen(reply[6], reply[7]),
         };
         let pace = (reply[4] > 0).then(|| FleetPace {
             pace: reply[4] as f64 / 1000.0,

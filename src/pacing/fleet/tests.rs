@@ -1,7 +1,7 @@
 //! The script against the in-process controller: the same sends and answers at the same
 //! times give the same send times, on a real `redis-server`.
 
-use super::store::{Args, SCRIPT};
+use super::store::{Args, SCRIPT, answered, seen};
 use crate::pacing::control::{Answer, Config, Controller, Sent, interval};
 use crate::pacing::layer::Settings;
 use crate::pacing::{PacingBuilder, PacingLayer};
@@ -128,12 +128,9 @@ async fn the_script_sends_when_the_controller_would() {
                     if got[0] == 0 {
                         let slot = Duration::from_micros(got[1] as u64);
                         let sent = control.send(now + slot);
-                        let seen = sent
-                            .seen
-                            .map_or([-1, -1], |seen| [seen.window as i64, seen.remaining as i64]);
                         assert_eq!(
-                            [sent.round as i64, sent.number as i64, seen[0], seen[1]],
-                            got[2..],
+                            (sent.round as i64, sent.number as i64, sent.seen),
+                            (got[2], got[3], seen(got[4], got[5])),
                             "{}",
                             at("sent")
                         );
@@ -167,11 +164,11 @@ async fn the_script_sends_when_the_controller_would() {
                     let asked = rng.random_bool(0.5).then_some(Duration::from_secs(1));
                     // Half the runs never refuse: their slow start's window grows and stalls.
                     let refusals = if seed % 2 == 0 { 20 } else { 14 };
-                    let (answer, code) = match rng.random_range(0..20) {
+                    let answer = match rng.random_range(0..20) {
                         _ if refusals == 20 && rng.random_bool(0.7) => continue,
-                        n if n >= refusals && n < 19 => (Answer::Refused(asked), 1.0),
-                        0..19 => (Answer::Served, 0.0),
-                        _ => (Answer::Other, 2.0),
+                        n if n >= refusals && n < 19 => Answer::Refused(asked),
+                        0..19 => Answer::Served,
+                        _ => Answer::Other,
                     };
                     let left = quota.then_some(QuotaLeft {
                         remaining,
@@ -179,22 +176,7 @@ async fn the_script_sends_when_the_controller_would() {
                     });
                     control.answered(sent, answer, left, now);
                     control.release(sent);
-                    let asked = asked.map_or(-1.0, |d| d.as_millis() as f64);
-                    let (remaining, reset) =
-                        left.map_or((-1.0, -1.0), |left| (left.remaining as f64, 1000.0));
-                    let seen = sent.seen.map_or((-1.0, -1.0), |seen| {
-                        (seen.window as f64, seen.remaining as f64)
-                    });
-                    let values = [
-                        sent.round as f64,
-                        sent.number as f64,
-                        code,
-                        asked,
-                        remaining,
-                        reset,
-                        seen.0,
-                        seen.1,
-                    ];
+                    let values = answered(sent, answer, left);
                     script.call(t as f64, "answer", &values).await;
                 }
             }

@@ -1,6 +1,6 @@
 //! A request paced by the fleet's shared state: its reservation, then its send.
 
-use super::store::{Args, PROBE_EVERY, Reserved, Store, millis};
+use super::store::{Args, PROBE_EVERY, Reserved, Store, answered};
 use crate::error::pacing::PacingError;
 use crate::pacing::control::{Answer, STARTUP_DOUBLING, Sent};
 use crate::pacing::destination::{Admit, Grant, Limits, Ticket, Turn, read_answer};
@@ -216,27 +216,7 @@ impl FleetGrant {
     ) -> ServerSaid {
         let (said, answer) = read_answer(&self.place.shared.settings, status, headers, clock);
         let sent = self.sent.take().expect("a grant is finished once");
-        let (kind, asked) = match answer {
-            Answer::Served => (0.0, -1.0),
-            Answer::Refused(asked) => (1.0, asked.map_or(-1.0, millis)),
-            Answer::Other => (2.0, -1.0),
-        };
-        let quota = said.quota();
-        let remaining = quota.map_or(-1.0, |left| left.remaining as f64);
-        let reset = quota.and_then(|left| left.reset).map_or(-1.0, millis);
-        let (window, room) = sent.seen.map_or((-1.0, -1.0), |seen| {
-            (seen.window as f64, seen.remaining as f64)
-        });
-        let values = [
-            sent.round as f64,
-            sent.number as f64,
-            kind,
-            asked,
-            remaining,
-            reset,
-            window,
-            room,
-        ];
+        let values = answered(sent, answer, said.quota());
         let place = self.place.clone();
         let first = place.store().defer(&place.key, values);
         let refused = matches!(answer, Answer::Refused(_));
