@@ -21,10 +21,12 @@ async fn a_burst_from_a_new_client_is_slow_started() {
     for task in burst {
         task.await.unwrap().unwrap();
     }
-    // Four at first (the initial window); each success opens the window by one more.
+    // Four at first (the initial window). Each success opens the window by one more, but
+    // it holds at most four in flight until it may double, 100 ms after the first send.
     let offsets = log.offsets(start);
     assert_eq!(offsets[..4], [ms(0); 4]);
-    assert_eq!(offsets[4..], [ms(20); 6]);
+    assert_eq!(offsets[4..8], [ms(20); 4]);
+    assert_eq!(offsets[8..], [ms(40); 2]);
 
     // Without a slow start, all at once.
     let log = Log::default();

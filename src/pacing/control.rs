@@ -6,7 +6,7 @@
 //! | [`BETA`] | 0.7 | CUBIC's decrease (RFC 9438 §4.6), the AWS SDKs' adaptive mode |
 //! | [`CUBIC_C`] | 0.4 | CUBIC's growth (RFC 9438 §5), relative to the pace refused: matrix row 4 |
 //! | [`MIN_RATE`] | 0.5 r/s | the AWS SDKs' minimum fill rate |
-//! | [`STARTUP_DOUBLING`] | 100 ms | TCP's slow start and BBR's start-up double per round; an unanswered send leaves the slow start's count after it (matrix row 6) |
+//! | [`STARTUP_DOUBLING`] | 100 ms | TCP's slow start and BBR's start-up double per round: the slow start's window at most doubles per period; an unanswered send leaves its count after it (matrix row 6) |
 //! | [`REOPEN_AFTER`] | 10 s | matrix row 4: the pace grows past any limit by then |
 //! | [`SERVED_WINDOW`] | 1 s | the window of most published limits (matrix row 1) |
 //! | [`OPEN_WINDOW`] | 64 | where the slow start ends: past the 20 in flight of every matrix row |
@@ -121,6 +121,9 @@ pub(crate) struct Controller {
     curve: Option<Curve>,
     /// The slow start's limit on requests in flight, one more per success; `None`: paced or open.
     window: Option<u32>,
+    /// The slow start's first window, doubled per [`STARTUP_DOUBLING`] since `started`: its cap.
+    initial_window: u32,
+    started: Instant,
     /// The sends in flight, oldest first: (number, when).
     flying: VecDeque<(u64, Instant)>,
     /// Sends in flight from before this left the slow start's count.
@@ -154,6 +157,8 @@ impl Controller {
         Self {
             curve: config.known.map(|rate| Curve::new(now, rate, rate, false)),
             window: (config.known.is_none() && initial_window > 0).then_some(initial_window),
+            initial_window,
+            started: now,
             flying: VecDeque::new(),
             mark: now.checked_sub(STARTUP_DOUBLING),
             served: Served::new(now),
@@ -220,9 +225,15 @@ impl Controller {
         self.cooldown(now).max(self.spent_until(now))
     }
 
-    /// Forgets the reported room once its reset passed.
+    /// Forgets the reported room once its reset passed. A spent room held the client idle:
+    /// unpaced, it starts slow again, as TCP does after idle (RFC 5681 §4.1). The window
+    /// may not have turned over at the reset (a sliding one, a late reset).
     fn expire_room(&mut self, now: Instant) {
         if let Some(room) = self.room.filter(|room| now >= room.reset_at) {
+            let spent = room.left(self.share(), self.sends, self.flying_in(&room, now)) == 0;
+            if spent && self.curve.is_none() && self.initial_window > 0 {
+                (self.window, self.started) = (Some(self.initial_window), now);
+            }
             let next = room.next(self.sends).filter(|next| now < next.reset_at);
             (self.room, self.share, self.last_reset) =
                 (next, 1.0, Some((room.reset_at, room.remaining)));
@@ -271,9 +282,9 @@ impl Controller {
             let young = self.counted().count();
             let stalled = u32::try_from(before - young).unwrap_or(u32::MAX);
             self.widen(Some(window.saturating_add(stalled)));
-            let full = young >= self.window? as usize;
-            let &(_, oldest) = self.counted().next().filter(|_| full)?;
-            return Some(instant_after(oldest, STARTUP_DOUBLING));
+            let (limit, doubles_at) = self.window_at(now)?;
+            let &(_, oldest) = self.counted().next().filter(|_| young >= limit as usize)?;
+            return Some(instant_after(oldest, STARTUP_DOUBLING).min(doubles_at));
         };
         let spacing = interval(rate);
         let next = instant_after(self.last_send?, spacing);
@@ -346,9 +357,30 @@ impl Controller {
         self.curve.is_none() && self.window.is_some()
     }
 
-    /// Sets the slow start's window to `limit`: open from [`OPEN_WINDOW`] on.
+    /// Sets the slow start's window to `limit`; `None` opens it.
     fn widen(&mut self, limit: Option<u32>) {
-        self.window = limit.filter(|&limit| limit < OPEN_WINDOW);
+        self.window = limit;
+    }
+
+    /// The slow start's limit at `now`, and when its cap doubles next; `None`: open.
+    /// The window grows by one per success, so it doubles per round trip, as TCP's does.
+    /// On a fast link that outruns any limiter's window: the limit is also at most the
+    /// initial window doubled per [`STARTUP_DOUBLING`] since it started, as BBR's start-up
+    /// doubles per round. It opens from [`OPEN_WINDOW`] on.
+    fn window_at(&mut self, now: Instant) -> Option<(u32, Instant)> {
+        let age = now.saturating_duration_since(self.started);
+        let doublings = age.as_nanos() / STARTUP_DOUBLING.as_nanos();
+        let doublings = u32::try_from(doublings).unwrap_or(u32::MAX);
+        let cap = 2u32
+            .saturating_pow(doublings)
+            .saturating_mul(self.initial_window);
+        let limit = self.window?.min(cap);
+        if limit >= OPEN_WINDOW {
+            self.window = None;
+            return None;
+        }
+        let next = STARTUP_DOUBLING.saturating_mul(doublings.saturating_add(1));
+        Some((limit, instant_after(self.started, next)))
     }
 
     /// Learns from the answer to `sent` and the quota it reported.

@@ -419,11 +419,72 @@ fn the_slow_start_counts_young_requests_and_grows_with_successes() {
     control.answered(first, Answer::Served, None, t0 + STARTUP_DOUBLING);
     control.release(first);
     assert_eq!(control.window, Some(5));
-    for _ in 0..3 {
-        control.widen(control.window.map(|limit| limit * 4));
-    }
-    assert_eq!(control.window, None, "open at {OPEN_WINDOW}");
+    control.widen(Some(OPEN_WINDOW));
+    let later = t0 + STARTUP_DOUBLING * 10;
+    assert_eq!(control.window_at(later), None, "open at {OPEN_WINDOW}");
+    assert!(!control.starting());
     assert_eq!(Controller::new(0, config(), t0).window, None);
+}
+
+/// How many requests may leave at `now` (at most 100), sent together, then served at once;
+/// `reported`: each answer reports the quota, counting down to 0.
+fn served_now(control: &mut Controller, now: Instant, reported: bool) -> usize {
+    let mut sent = Vec::new();
+    while sent.len() < 100 && control.ready_at(now).is_none() {
+        sent.push(control.send(now));
+    }
+    for (i, &one) in sent.iter().enumerate() {
+        let quota = reported.then(|| left((sent.len() - 1 - i) as u64));
+        control.answered(one, Answer::Served, quota, now);
+        control.release(one);
+    }
+    sent.len()
+}
+
+#[test]
+fn the_slow_start_at_most_doubles_per_period_however_fast_the_answers() {
+    let t0 = Instant::now();
+    let mut control = Controller::new(4, config(), t0);
+    // Answered at once (a loopback server), the window grows past the cap: the cap holds.
+    for (period, limit) in [4, 8, 16, 32].into_iter().enumerate() {
+        let now = t0 + STARTUP_DOUBLING * u32::try_from(period).unwrap();
+        assert_eq!(
+            served_now(&mut control, now, false),
+            limit,
+            "period {period}"
+        );
+        assert_eq!(
+            served_now(&mut control, now, false),
+            limit,
+            "period {period}, again"
+        );
+    }
+    // Full, it waits for the next doubling, not for a stalled send.
+    let now = t0 + STARTUP_DOUBLING * 3 + Duration::from_millis(30);
+    for _ in 0..32 {
+        control.send(now);
+    }
+    assert_eq!(control.ready_at(now), Some(t0 + STARTUP_DOUBLING * 4));
+    assert_eq!(control.ready_at(t0 + STARTUP_DOUBLING * 4), None);
+    assert!(!control.starting(), "open at {OPEN_WINDOW}");
+}
+
+#[test]
+fn the_slow_start_starts_again_once_a_spent_room_resets() {
+    let t0 = Instant::now();
+    let mut control = Controller::new(4, config(), t0);
+    let open = t0 + STARTUP_DOUBLING * 5;
+    let grown: Vec<_> = (0..5)
+        .map(|_| served_now(&mut control, open, false))
+        .collect();
+    assert_eq!(grown, [4, 8, 16, 32, 100], "open at {OPEN_WINDOW}");
+    // 100 spend a quota of 100, reset a second later: the window may not have turned over.
+    assert_eq!(served_now(&mut control, open, true), 100);
+    assert!(control.ready_at(open).is_some());
+    assert_eq!(
+        served_now(&mut control, open + Duration::from_secs(1), false),
+        4
+    );
 }
 
 mod served {

@@ -216,3 +216,48 @@ async fn the_script_guesses_a_window_from_the_last_ones_first_report() {
     }
     assert_eq!(sent, 29);
 }
+
+/// As in-process: the slow start at most doubles per period however fast the answers, and
+/// starts again once a spent room resets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_scripts_slow_start_doubles_per_period_and_starts_again_after_a_spent_room() {
+    let server = redis_server::RedisServer::start().await;
+    let connection = server.client().get_multiplexed_async_connection().await;
+    let mut script = Script {
+        connection: connection.unwrap(),
+        args: Args::new(&settings(), None),
+    };
+    // How many reserve at `t` (at most 100), then served at once; `reported`: each answer
+    // reports the quota, counting down to 0, until a reset a second away.
+    let mut served_now = async |t: f64, reported: bool| {
+        let mut sent = Vec::new();
+        while sent.len() < 100 {
+            let got = script.call(t, "reserve", &[30_000.0]).await;
+            if got[0] != 0 {
+                break;
+            }
+            sent.push(got);
+        }
+        for (i, got) in sent.iter().enumerate() {
+            let remaining = if reported {
+                (sent.len() - 1 - i) as f64
+            } else {
+                -1.0
+            };
+            let [round, number, window, room] = [got[2], got[3], got[4], got[5]].map(|v| v as f64);
+            let answer = [round, number, 0.0, -1.0, remaining, 1000.0, window, room];
+            script.call(t, "answer", &answer).await;
+        }
+        sent.len()
+    };
+    for (period, limit) in [4, 8, 16, 32].into_iter().enumerate() {
+        let t = 100.0 * period as f64;
+        assert_eq!(served_now(t, false).await, limit, "period {period}");
+        assert_eq!(served_now(t, false).await, limit, "period {period}, again");
+    }
+    assert_eq!(served_now(400.0, false).await, 100, "open");
+    assert_eq!(served_now(400.0, true).await, 100);
+    assert_eq!(served_now(400.0, false).await, 0, "spent");
+    assert_eq!(served_now(1400.0, false).await, 4);
+}
