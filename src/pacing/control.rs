@@ -121,9 +121,8 @@ pub(crate) struct Controller {
     curve: Option<Curve>,
     /// The slow start's limit on requests in flight, one more per success; `None`: paced or open.
     window: Option<u32>,
-    /// The slow start's first window, doubled per [`STARTUP_DOUBLING`] since `started`: its cap.
+    /// The slow start's first window, doubled per [`STARTUP_DOUBLING`]: its cap.
     initial_window: u32,
-    started: Instant,
     /// The sends in flight, oldest first: (number, when).
     flying: VecDeque<(u64, Instant)>,
     /// Sends in flight from before this left the slow start's count.
@@ -158,7 +157,6 @@ impl Controller {
             curve: config.known.map(|rate| Curve::new(now, rate, rate, false)),
             window: (config.known.is_none() && initial_window > 0).then_some(initial_window),
             initial_window,
-            started: now,
             flying: VecDeque::new(),
             mark: now.checked_sub(STARTUP_DOUBLING),
             served: Served::new(now),
@@ -225,15 +223,9 @@ impl Controller {
         self.cooldown(now).max(self.spent_until(now))
     }
 
-    /// Forgets the reported room once its reset passed. A spent room held the client idle:
-    /// unpaced, it starts slow again, as TCP does after idle (RFC 5681 §4.1). The window
-    /// may not have turned over at the reset (a sliding one, a late reset).
+    /// Forgets the reported room once its reset passed.
     fn expire_room(&mut self, now: Instant) {
         if let Some(room) = self.room.filter(|room| now >= room.reset_at) {
-            let spent = room.left(self.share(), self.sends, self.flying_in(&room, now)) == 0;
-            if spent && self.curve.is_none() && self.initial_window > 0 {
-                (self.window, self.started) = (Some(self.initial_window), now);
-            }
             let next = room.next(self.sends).filter(|next| now < next.reset_at);
             (self.room, self.share, self.last_reset) =
                 (next, 1.0, Some((room.reset_at, room.remaining)));
@@ -364,23 +356,26 @@ impl Controller {
 
     /// The slow start's limit at `now`, and when its cap doubles next; `None`: open.
     /// The window grows by one per success, so it doubles per round trip, as TCP's does.
-    /// On a fast link that outruns any limiter's window: the limit is also at most the
-    /// initial window doubled per [`STARTUP_DOUBLING`] since it started, as BBR's start-up
-    /// doubles per round. It opens from [`OPEN_WINDOW`] on.
+    /// On a fast link that outruns any limiter's window: unless a reported room bounds the
+    /// sends, the limit is also at most the initial window doubled per [`STARTUP_DOUBLING`]
+    /// of the destination's life, as BBR's start-up doubles per round. It opens from
+    /// [`OPEN_WINDOW`] on.
     fn window_at(&mut self, now: Instant) -> Option<(u32, Instant)> {
-        let age = now.saturating_duration_since(self.started);
+        let age = now.saturating_duration_since(self.served.born);
         let doublings = age.as_nanos() / STARTUP_DOUBLING.as_nanos();
         let doublings = u32::try_from(doublings).unwrap_or(u32::MAX);
         let cap = 2u32
             .saturating_pow(doublings)
             .saturating_mul(self.initial_window);
-        let limit = self.window?.min(cap);
+        let limit = self
+            .window?
+            .min(if self.room.is_some() { u32::MAX } else { cap });
         if limit >= OPEN_WINDOW {
             self.window = None;
             return None;
         }
         let next = STARTUP_DOUBLING.saturating_mul(doublings.saturating_add(1));
-        Some((limit, instant_after(self.started, next)))
+        Some((limit, instant_after(self.served.born, next)))
     }
 
     /// Learns from the answer to `sent` and the quota it reported.

@@ -302,7 +302,8 @@ impl PacingBuilder {
     }
 
     /// Requests a new destination is sent before its first responses: its slow start's
-    /// window, until a refusal or [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW). Zero: none.
+    /// window, doubled at most every 100 ms, until a refusal or
+    /// [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW). Zero: none.
     pub fn with_initial_window(mut self, requests: u32) -> Self {
         self.settings.initial_window = requests;
         self

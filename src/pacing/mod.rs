@@ -10,8 +10,11 @@
 //!   a failing server is the retry budget's concern. A destination that never refused
 //!   is not paced, and no request to it fails for waiting.
 //! - **Slow start.** A new destination gets 4 requests in flight, one more per success,
-//!   up to 64 (TCP's slow start). A send unanswered for 100 ms leaves the count, so the
-//!   window doubles at least every 100 ms: slow servers and long-polls are barely held back.
+//!   up to 64 (TCP's slow start). Unless a reported quota bounds the sends, it at most
+//!   doubles per 100 ms (BBR's start-up doubles per round): answers in a millisecond do
+//!   not outrun a limiter's window before its first refusal. A send unanswered for
+//!   100 ms leaves the count, so the window doubles at least every 100 ms: slow servers
+//!   and long-polls are barely held back.
 //! - **Start-up.** The first refusal paces the destination at what it served in the last
 //!   second, doubling every 100 ms up to twice what it delivers (BBR's start-up), until
 //!   the next refusal.

@@ -41,7 +41,6 @@ if s.born == nil then
   -- process rejoining, else the pace the process asking saw it served at lately (the
   -- seed), else a slow start.
   s.born, s.ss, s.sc, s.sp, s.sn, s.rd, s.sends, s.pr, s.cir = now, now, 0, 0, 0, 0, 0, 0, 0
-  s.sb = now
   s.mark = now - STALL
   if rejoin > 0 then seed, s.rb = rejoin, now end
   if KNOWN > 0 then
@@ -80,18 +79,9 @@ local function served_rate(min_span)
   return in_window() / (span / 1000)
 end
 
--- The room left after the sends since its report; the sends in flight that may count in
--- its window are those sent within its length.
-local function left()
-  local flying = redis.call('ZCOUNT', F, '(' .. (now - (s.rs or 60000)), '+inf')
-  return math.max(s.rr - math.max(s.sends - s.rn, flying), 0)
-end
-
 -- The reported room left, after the sends since its report.
 local function room_left()
   if s.rt ~= nil and now >= s.rt then
-    -- A spent room held the fleet idle: unpaced, it starts slow again.
-    if s.cs == nil and INITIAL_WINDOW > 0 and left() == 0 then s.w, s.sb = INITIAL_WINDOW, now end
     -- A report of a send before the reset passed, with no more room, tells of the window
     -- that ended. The next window is guessed as full as this one, for as long; a guess
     -- is not guessed on.
@@ -103,7 +93,9 @@ local function room_left()
     end
   end
   if s.rt == nil then return nil end
-  return left()
+  -- The sends in flight that may count in this window: those sent within its length.
+  local flying = redis.call('ZCOUNT', F, '(' .. (now - (s.rs or 60000)), '+inf')
+  return math.max(s.rr - math.max(s.sends - s.rn, flying), 0)
 end
 
 local function curve_rate()
@@ -143,17 +135,19 @@ local function widen(limit)
   s.w = limit
 end
 
--- The slow start's limit: its window, at most the initial window doubled per DOUBLING
--- since it started, and when that cap doubles next; nil: open from OPEN_WINDOW on.
+-- The slow start's limit: its window, unless a reported room bounds the sends at most the
+-- initial window doubled per DOUBLING of the destination's life, and when that cap doubles
+-- next; nil: open from OPEN_WINDOW on.
 local function window_at()
   if s.w == nil then return nil end
-  local doublings = math.floor(math.max(now - s.sb, 0) / DOUBLING)
-  local limit = math.min(s.w, INITIAL_WINDOW * 2 ^ math.min(doublings, 31))
+  local doublings = math.floor(math.max(now - s.born, 0) / DOUBLING)
+  local limit = s.w
+  if s.rt == nil then limit = math.min(s.w, INITIAL_WINDOW * 2 ^ math.min(doublings, 31)) end
   if limit >= OPEN_WINDOW then
     s.w = nil
     return nil
   end
-  return limit, s.sb + (doublings + 1) * DOUBLING
+  return limit, s.born + (doublings + 1) * DOUBLING
 end
 
 local function close_for(delay)
