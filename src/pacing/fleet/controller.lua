@@ -135,9 +135,9 @@ local function widen(limit)
   s.w = limit
 end
 
--- The slow start's limit: its window, unless a reported room bounds the sends at most the
--- initial window doubled per DOUBLING of the destination's life, and when that cap doubles
--- next; nil: open from OPEN_WINDOW on.
+-- The slow start's limit, and when its cap doubles next; nil: open from OPEN_WINDOW on.
+-- The limit is the window and, unless a reported room bounds the sends, at most the
+-- initial window doubled per DOUBLING of the destination's life.
 local function window_at()
   if s.w == nil then return nil end
   local doublings = math.floor(math.max(now - s.born, 0) / DOUBLING)
