@@ -302,8 +302,8 @@ impl PacingBuilder {
     }
 
     /// Requests a new destination is sent before its first responses: its slow start's
-    /// window, doubled at most every 100 ms, until a refusal or
-    /// [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW). Zero: none.
+    /// window, until a refusal or [`OPEN_WINDOW`](PacingLayer::OPEN_WINDOW). Until a quota
+    /// is reported, it at most doubles every 100 ms. Zero: none.
     pub fn with_initial_window(mut self, requests: u32) -> Self {
         self.settings.initial_window = requests;
         self
