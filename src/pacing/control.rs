@@ -119,7 +119,8 @@ impl Curve {
 pub(crate) struct Controller {
     /// `None`: not paced.
     curve: Option<Curve>,
-    /// The slow start's limit on requests in flight, one more per success; `None`: paced or open.
+    /// The slow start's window, one more per success; its limit on requests in flight is
+    /// [`window_at`](Self::window_at)'s. `None`: paced or open.
     window: Option<u32>,
     /// The slow start's first window, doubled per [`STARTUP_DOUBLING`]: its cap.
     initial_window: u32,
@@ -182,7 +183,7 @@ impl Controller {
         self.config.known = Some(known);
         self.curve = Some(Curve::new(now, known, known, false));
         (self.last_send, self.due) = (self.last_send.max(Some(last_send)), None);
-        self.widen(None);
+        self.window = None;
     }
 
     /// From now on this client's share of a reported quota's use is `share` (a fleet's
@@ -273,7 +274,7 @@ impl Controller {
             self.mark = self.mark.max(now.checked_sub(STARTUP_DOUBLING));
             let young = self.counted().count();
             let stalled = u32::try_from(before - young).unwrap_or(u32::MAX);
-            self.widen(Some(window.saturating_add(stalled)));
+            self.window = Some(window.saturating_add(stalled));
             let (limit, doubles_at) = self.window_at(now)?;
             let &(_, oldest) = self.counted().next().filter(|_| young >= limit as usize)?;
             return Some(instant_after(oldest, STARTUP_DOUBLING).min(doubles_at));
@@ -349,11 +350,6 @@ impl Controller {
         self.curve.is_none() && self.window.is_some()
     }
 
-    /// Sets the slow start's window to `limit`; `None` opens it.
-    fn widen(&mut self, limit: Option<u32>) {
-        self.window = limit;
-    }
-
     /// The slow start's limit at `now`, and when its cap doubles next; `None`: open.
     /// The window grows by one per success, so it doubles per round trip, as TCP's does.
     /// On a fast link that outruns any limiter's window: unless a reported room bounds the
@@ -409,13 +405,13 @@ impl Controller {
                 self.probe = Duration::ZERO;
                 // A success that leaves no room does not widen the slow start.
                 if self.curve.is_none() && quota.is_none_or(|left| left.remaining > 0) {
-                    self.widen(self.window.map(|limit| limit.saturating_add(1)));
+                    self.window = self.window.map(|limit| limit.saturating_add(1));
                 }
                 Reaction::Faster
             }
             Answer::Refused(asked) => {
                 self.last_refusal = Some(now);
-                self.widen(None);
+                self.window = None;
                 self.refused(sent, asked.filter(|delay| !delay.is_zero()), now)
             }
             Answer::Other => Reaction::Nothing,

@@ -419,7 +419,7 @@ fn the_slow_start_counts_young_requests_and_grows_with_successes() {
     control.answered(first, Answer::Served, None, t0 + STARTUP_DOUBLING);
     control.release(first);
     assert_eq!(control.window, Some(5));
-    control.widen(Some(OPEN_WINDOW));
+    control.window = Some(OPEN_WINDOW);
     let later = t0 + STARTUP_DOUBLING * 10;
     assert_eq!(control.window_at(later), None, "open at {OPEN_WINDOW}");
     assert!(!control.starting());

@@ -131,10 +131,6 @@ local function set_curve(base, ceiling, startup)
   s.cs, s.cb, s.cc, s.cu = now, base, ceiling, startup
 end
 
-local function widen(limit)
-  s.w = limit
-end
-
 -- The slow start's limit, and when its cap doubles next; nil: open from OPEN_WINDOW on.
 -- The limit is the window and, unless a reported room bounds the sends, at most the
 -- initial window doubled per DOUBLING of the destination's life.
@@ -212,7 +208,7 @@ local function slot()
   -- Each send stalled for STALL since the last look widens the window, as an answer would.
   local stalled = redis.call('ZCOUNT', F, '(' .. s.mark, now - STALL)
   s.mark = now - STALL
-  if stalled > 0 then widen(s.w + stalled) end
+  if stalled > 0 then s.w = s.w + stalled end
   local limit, doubles_at = window_at()
   if limit == nil then return now, false, 0 end
   local starting = redis.call('ZRANGEBYSCORE', F, '(' .. s.mark, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
@@ -265,10 +261,10 @@ local function answered(round, number, answer, asked, remaining, reset, seen_win
     s.sc = s.sc + 1
     if round == s.rd then s.sn = s.sn + 1 end
     s.pr = 0
-    if s.cs == nil and s.w ~= nil and remaining ~= 0 then widen(s.w + 1) end
+    if s.cs == nil and s.w ~= nil and remaining ~= 0 then s.w = s.w + 1 end
   elseif answer == 1 then
     s.lr = now
-    widen(nil)
+    s.w = nil
     refused(round, asked)
   end
   -- Released after: a refusal counts the answered send in flight, as in-process.

@@ -34,6 +34,14 @@ impl Script {
         let reply: Vec<i64> = invocation.invoke_async(&mut self.connection).await.unwrap();
         [reply[0], reply[1], reply[2], reply[3], reply[6], reply[7]]
     }
+
+    /// Tells the script that the send `got` reserved was served at `t`, reporting
+    /// `remaining` until a reset a second away (-1: no report).
+    async fn served(&mut self, t: f64, got: Reply, remaining: f64) {
+        let [round, number, window, room] = [got[2], got[3], got[4], got[5]].map(|v| v as f64);
+        let answer = [round, number, 0.0, -1.0, remaining, 1000.0, window, room];
+        self.call(t, "answer", &answer).await;
+    }
 }
 
 /// What the in-process destination says of a request at `now`, first in its queue: go
@@ -200,9 +208,7 @@ async fn the_script_guesses_a_window_from_the_last_ones_first_report() {
     let mut send = async |t: f64, remaining: f64| {
         let got = script.call(t, "reserve", &[30_000.0]).await;
         if got[0] == 0 {
-            let [round, number, window, room] = [got[2], got[3], got[4], got[5]].map(|v| v as f64);
-            let answer = [round, number, 0.0, -1.0, remaining, 1000.0, window, room];
-            script.call(t, "answer", &answer).await;
+            script.served(t, got, remaining).await;
         }
         got[0]
     };
@@ -240,10 +246,8 @@ async fn the_scripts_slow_start_doubles_per_period_unless_a_room_is_reported() {
             }
             sent.push(got);
         }
-        for got in &sent {
-            let [round, number, window, room] = [got[2], got[3], got[4], got[5]].map(|v| v as f64);
-            let answer = [round, number, 0.0, -1.0, remaining, 1000.0, window, room];
-            script.call(t, "answer", &answer).await;
+        for &got in &sent {
+            script.served(t, got, remaining).await;
         }
         sent.len()
     };
