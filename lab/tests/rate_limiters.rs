@@ -276,20 +276,26 @@ async fn target_1(kind: Kind, max_time: f64, max_refused: f64) {
     }
 }
 
-/// Row 1's time is met against express-rate-limit and tower_governor; their refusals
-/// (2.6–6 % of attempts in recorded runs) are held under 8 % here, the 5 % target is
-/// measured by the matrix (`docs/BENCHMARKS.md`).
+/// Row 1 is met against express-rate-limit, tower_governor and the leaky bucket: the
+/// slow start doubles at most every 100 ms, so the first refusal meets few requests in
+/// flight (0 %, 2.9–3.5 % and 2.6–3.5 % refused in the matrix's 10 runs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs node and `npm ci` in lab/fixtures/express-limiter: .ci/run, or see CONTRIBUTING.md"]
 async fn target_1_express_recommended_stack_completes_a_burst_near_the_limit() {
     let _alone = one_at_a_time().await;
-    target_1(Kind::Express, 1.15, 0.08).await;
+    target_1(Kind::Express, 1.15, 0.05).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn target_1_governor_recommended_stack_completes_a_burst_near_the_limit() {
     let _alone = one_at_a_time().await;
-    target_1(Kind::Governor, 1.15, 0.08).await;
+    target_1(Kind::Governor, 1.15, 0.05).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn target_1_leaky_bucket_recommended_stack_completes_a_burst_near_the_limit() {
+    let _alone = one_at_a_time().await;
+    target_1(Kind::LeakyBucket, 1.15, 0.05).await;
 }
 
 /// HAProxy reports nothing and counts its refusals: every overshoot costs a probe of its
