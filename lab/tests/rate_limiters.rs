@@ -82,7 +82,7 @@ async fn refuses_a_burst(kind: Kind) {
                     // that reports nothing (`Rate::refused_by_limit`).
                     assert!(res.headers().contains_key("x-ratelimit-remaining"));
                 }
-                if matches!(kind, Kind::Haproxy | Kind::LeakyBucket) {
+                if matches!(kind, Kind::Haproxy | Kind::LeakyBucket | Kind::Nginx) {
                     // Nothing of its count: its refusals take that cut.
                     for quota in ["ratelimit", "ratelimit-remaining", "x-ratelimit-remaining"] {
                         assert!(!res.headers().contains_key(quota), "{quota}");
@@ -130,6 +130,13 @@ async fn haproxy_refuses_a_burst_with_retry_after() {
 async fn leaky_bucket_refuses_a_burst_with_retry_after() {
     let _alone = one_at_a_time().await;
     refuses_a_burst(Kind::LeakyBucket).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nginx (nginx-light): .ci/run, or see CONTRIBUTING.md"]
+async fn nginx_refuses_a_burst_with_retry_after() {
+    let _alone = one_at_a_time().await;
+    refuses_a_burst(Kind::Nginx).await;
 }
 
 /// `n` GETs, `at_once` at a time, from `stack` to a new `kind` limiter at the target rate:
@@ -296,6 +303,14 @@ async fn target_1_governor_recommended_stack_completes_a_burst_near_the_limit() 
 async fn target_1_leaky_bucket_recommended_stack_completes_a_burst_near_the_limit() {
     let _alone = one_at_a_time().await;
     target_1(Kind::LeakyBucket, 1.15, 0.05).await;
+}
+
+/// nginx's `limit_req`, a leaky bucket the controller was never tuned on, held to row 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs nginx (nginx-light): .ci/run, or see CONTRIBUTING.md"]
+async fn target_1_nginx_recommended_stack_completes_a_burst_near_the_limit() {
+    let _alone = one_at_a_time().await;
+    target_1(Kind::Nginx, 1.15, 0.05).await;
 }
 
 /// HAProxy reports nothing and counts its refusals: every overshoot costs a probe of its

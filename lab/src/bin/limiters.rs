@@ -2,7 +2,8 @@
 //! (in process), express-rate-limit (Node, `npm ci` in `lab/fixtures/express-limiter`
 //! first) and HAProxy (`apt-get install haproxy`), each limiting at 50 r/s. The leaky
 //! bucket (`leaky-bucket`, the lab's own server, in process) runs when named, and in
-//! `redis-fleet` with the others.
+//! `redis-fleet` with the others. `nginx` (`limit_req`, `apt-get install nginx-light`), a
+//! limiter nothing was tuned on, runs when named.
 //!
 //! ```text
 //! cargo run --release -p tower-backoff-lab --bin limiters -- all        # every target, every limiter

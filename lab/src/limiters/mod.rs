@@ -10,6 +10,7 @@
 //! | [`Kind::Haproxy`]: HAProxy stick table | a sliding one-second window (`http_req_rate(1s)`) counting *every* request, refused ones too | 429 with `Retry-After: 1` |
 //! | [`Kind::LeakyBucket`]: a leaky bucket with a burst (hyper, in process, [`leaky`]) | requests drain out at `rate`, at most `burst` held; a refused request takes no place (as in GCRA) | 429 with `Retry-After: 1` (though room comes back within `1/rate`), nothing of its count |
 //! | [`Kind::HaproxyRateLimit`] (an experiment, no target's): the same HAProxy | the same | the same, and every answer carries `RateLimit: "50-in-1sec"; r=<50 − its count>; t=1`, as a naive configuration writes it |
+//! | [`Kind::Nginx`] (no target's; nothing was tuned on it): nginx `limit_req` | a leaky bucket drained per millisecond, `burst` more at once, `nodelay`; refusals not counted | 429 with `Retry-After: 1` |
 //!
 //! Every limiter has one key for all clients (all come from 127.0.0.1 anyway): a fleet of
 //! clients shares one limit, as the clients of one API key do. A fleet's stacks may share
@@ -26,6 +27,8 @@ pub mod fairness;
 pub mod governor;
 pub mod haproxy;
 pub mod leaky;
+pub mod nginx;
+pub mod process;
 pub mod redis_server;
 pub mod told;
 
@@ -58,6 +61,8 @@ pub enum Kind {
     /// HAProxy sending a naive `RateLimit` field: `t=1` says the quota comes back whole in
     /// a second, which a sliding window's does not.
     HaproxyRateLimit,
+    /// nginx's `limit_req`: a leaky bucket nothing here was tuned on.
+    Nginx,
 }
 
 impl Kind {
@@ -74,7 +79,7 @@ impl Kind {
         Kind::LeakyBucket,
     ];
     /// Limiters run only when named.
-    pub const EXPERIMENTS: [Kind; 1] = [Kind::HaproxyRateLimit];
+    pub const EXPERIMENTS: [Kind; 2] = [Kind::HaproxyRateLimit, Kind::Nginx];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -83,6 +88,7 @@ impl Kind {
             Kind::Haproxy => "haproxy",
             Kind::LeakyBucket => "leaky-bucket",
             Kind::HaproxyRateLimit => "haproxy-ratelimit",
+            Kind::Nginx => "nginx",
         }
     }
 
@@ -96,6 +102,7 @@ impl Kind {
             Kind::HaproxyRateLimit => {
                 "sliding 1 s window counting refusals too, Retry-After: 1, and `RateLimit: r=<50 − its count>; t=1` (a naive configuration)"
             }
+            Kind::Nginx => "nginx limit_req: leaky bucket (burst 10, nodelay), Retry-After: 1",
         }
     }
 
@@ -136,6 +143,7 @@ impl Limiter {
             Kind::Haproxy => haproxy::start(limit, false).await?,
             Kind::LeakyBucket => leaky::start(limit).await,
             Kind::HaproxyRateLimit => haproxy::start(limit, true).await?,
+            Kind::Nginx => nginx::start(limit).await?,
         };
         Ok(Limiter {
             kind,
@@ -192,7 +200,7 @@ pub async fn start_for_test(kind: Kind, limit: RateLimit) -> Limiter {
         Ok(limiter) => limiter,
         Err(why) => panic!(
             "{} is not available here: {why} (HAProxy: `apt-get install haproxy`; \
-             express-rate-limit: node and `npm ci` in lab/fixtures/express-limiter; \
+             nginx: `apt-get install nginx-light`; express-rate-limit: node and `npm ci` in lab/fixtures/express-limiter; \
              `.ci/run` installs both)",
             kind.name()
         ),

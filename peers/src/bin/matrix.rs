@@ -7,7 +7,8 @@
 //!
 //! Libraries alternate within a run, in an order rotated each run. Each row prints a
 //! markdown table, min–max over the runs. The targets list then says, per row, whether the
-//! pacing stack met them. Missed targets still exit 0. A limiter that cannot start (no
+//! pacing stack met them. `--case TEXT` runs the cases whose label holds `TEXT` (`--case
+//! nginx`: row 1 on nginx). Missed targets still exit 0. A limiter that cannot start (no
 //! haproxy, no node) is skipped with its reason. Under `CI=true` that is an error (exit 1).
 
 use std::time::Instant;
@@ -20,10 +21,11 @@ struct Args {
     runs: u64,
     short: bool,
     row: Option<u8>,
+    case: Option<String>,
 }
 
 fn usage() -> ! {
-    eprintln!("usage: matrix [--runs N (1 to 20)] [--short] [--row N (1 to 6)]");
+    eprintln!("usage: matrix [--runs N (1 to 20)] [--short] [--row N (1 to 6)] [--case TEXT]");
     std::process::exit(2);
 }
 
@@ -32,6 +34,7 @@ fn parse_args() -> Args {
         runs: 3,
         short: false,
         row: None,
+        case: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -45,6 +48,7 @@ fn parse_args() -> Args {
             "--runs" => parsed.runs = number(1..=20),
             "--row" => parsed.row = Some(number(1..=6) as u8),
             "--short" => parsed.short = true,
+            "--case" => parsed.case = Some(args.next().unwrap_or_else(|| usage())),
             _ => usage(),
         }
     }
@@ -115,6 +119,11 @@ async fn main() {
     let cases: Vec<Case> = Case::all()
         .into_iter()
         .filter(|c| args.row.is_none_or(|r| r == c.row()))
+        .filter(|&c| {
+            args.case
+                .as_ref()
+                .is_none_or(|t| targets::label(c).contains(t))
+        })
         .collect();
     let started = Instant::now();
     let mut results = Results::new();

@@ -1,6 +1,6 @@
-//! Row 1: four real rate limiters of four algorithms at 50 r/s, 300 GETs 20 at a time:
-//! the lab's (tower_governor, express-rate-limit on Node, HAProxy, and its own leaky bucket
-//! with a burst of 10).
+//! Row 1: real rate limiters of four algorithms at 50 r/s, 300 GETs 20 at a time: the
+//! lab's (tower_governor, express-rate-limit on Node, HAProxy, its own leaky bucket with a
+//! burst of 10), and nginx's `limit_req`, a leaky bucket nothing here was tuned on.
 
 use super::{CONCURRENCY, Figures, Sizes, Unavailable, measure};
 use crate::attempts::AttemptLog;
@@ -22,14 +22,16 @@ pub enum Algorithm {
     FixedWindow,
     SlidingWindow,
     LeakyBucket,
+    Nginx,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 4] = [
+    pub const ALL: [Algorithm; 5] = [
         Algorithm::Gcra,
         Algorithm::FixedWindow,
         Algorithm::SlidingWindow,
         Algorithm::LeakyBucket,
+        Algorithm::Nginx,
     ];
 
     pub fn name(self) -> &'static str {
@@ -44,6 +46,7 @@ impl Algorithm {
                 "sliding 1 s window counting refusals: HAProxy, Retry-After: 1"
             }
             Algorithm::LeakyBucket => "leaky bucket, burst 10: the lab's server, Retry-After: 1",
+            Algorithm::Nginx => "leaky bucket, burst 10: nginx limit_req (nodelay), Retry-After: 1",
         }
     }
 
@@ -54,6 +57,7 @@ impl Algorithm {
             Algorithm::FixedWindow => Kind::Express,
             Algorithm::SlidingWindow => Kind::Haproxy,
             Algorithm::LeakyBucket => Kind::LeakyBucket,
+            Algorithm::Nginx => Kind::Nginx,
         };
         let limiter = Limiter::start(kind, LIMIT).await?;
         Ok((limiter.url("/"), Box::new(limiter)))

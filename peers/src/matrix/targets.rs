@@ -131,6 +131,7 @@ pub fn label(case: Case) -> String {
         Case::Limiter(Algorithm::FixedWindow) => "fixed window (express-rate-limit)",
         Case::Limiter(Algorithm::SlidingWindow) => "sliding window (HAProxy)",
         Case::Limiter(Algorithm::LeakyBucket) => "leaky bucket",
+        Case::Limiter(Algorithm::Nginx) => "leaky bucket (nginx)",
         Case::Failures => "random failures",
         Case::Outage => "outage",
         Case::ChangingLimit => "a limit that changes",

@@ -1,0 +1,70 @@
+//! nginx (the Debian package `nginx-light`) with `limit_req`, the most deployed leaky
+//! bucket, in front of a hyper backend of this process. A limiter nothing here was tuned
+//! on: `nginx -e` runs it in the foreground, as one process, killed when dropped.
+
+use super::{RateLimit, Running, Unavailable, backend, process};
+use std::net::SocketAddr;
+use std::path::Path;
+
+/// The configuration: one key for every client (the server's port), `per_second`
+/// requests per second drained in milliseconds, `burst` more at once (`nodelay`: past the
+/// burst nginx answers 429 at once, and counts nothing of it), `Retry-After: 1` on a 429.
+pub fn config(port: u16, dir: &Path, backend: SocketAddr, limit: RateLimit) -> String {
+    let dir = dir.display();
+    format!(
+        "daemon off;
+master_process off;
+user root root;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    limit_req_zone $server_port zone=all:1m rate={rate}r/s;
+    limit_req_status 429;
+    limit_req_log_level info;
+    map $status $retry_after {{ 429 1; default \"\"; }}
+    upstream app {{ server {backend}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            limit_req zone=all burst={burst} nodelay;
+            add_header Retry-After $retry_after always;
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }}
+    }}
+}}
+",
+        rate = limit.per_second,
+        burst = limit.burst,
+    )
+}
+
+pub async fn start(limit: RateLimit) -> Result<(SocketAddr, Running), Unavailable> {
+    let program = process::which("nginx").ok_or_else(|| {
+        Unavailable("no nginx on PATH (apt-get install nginx-light; .ci/run does)".into())
+    })?;
+    let (backend_addr, backend) = backend::serve().await;
+    let config = |port, dir: &Path| config(port, dir, backend_addr, limit);
+    let args = |dir: &Path, cfg: &Path| {
+        let log = dir.join("error.log");
+        [
+            "-p".into(),
+            dir.into(),
+            "-c".into(),
+            cfg.into(),
+            "-e".into(),
+            log.into(),
+        ]
+        .to_vec()
+    };
+    let (addr, guard) = process::start(&program, "nginx.conf", config, args).await?;
+    Ok((addr, Running::Process(guard, Some(backend))))
+}
