@@ -439,10 +439,10 @@ impl Controller {
         if served {
             return Reaction::Slower;
         }
-        // Nothing served since the last cut, nor for a window: a spent quota or a server
-        // down, closed for the delay it asked, once. Else a limiter counting refusals,
-        // closed for a doubled probing delay (at least the known spacing).
-        let silent = self.served.in_window(now) == 0.0;
+        // Nothing served since the last cut, nor for a window, nor pending: a spent quota or
+        // a server down, closed for the delay it asked, once. Else a limiter counting
+        // refusals, closed for a doubled probing delay (at least the known spacing).
+        let silent = self.served.in_window(now) == 0.0 && !self.others_pending(sent, now);
         let asked = asked.filter(|_| silent && !self.closed_in_round);
         self.closed_in_round |= asked.is_some();
         let doubled = self.probe.saturating_mul(2).max(self.config.first_probe);
@@ -455,6 +455,18 @@ impl Controller {
         let spacing = self.config.known.map_or(Duration::ZERO, interval);
         self.close_for(asked.unwrap_or(self.probe).max(spacing), now);
         Reaction::Slower
+    }
+
+    /// Whether a send other than `sent` may still be served: one in flight, sent within a
+    /// window. A burst's refusal may come back before its successes.
+    fn others_pending(&self, sent: Sent, now: Instant) -> bool {
+        let since = now.checked_sub(SERVED_WINDOW);
+        let young = |at: Instant| since.is_none_or(|since| at > since);
+        let mut others = self
+            .flying
+            .iter()
+            .filter(|&&(number, _)| number != sent.number);
+        others.any(|&(_, at)| young(at))
     }
 
     fn cut(&mut self, now: Instant) -> Curve {

@@ -102,7 +102,9 @@ impl Kind {
             Kind::HaproxyRateLimit => {
                 "sliding 1 s window counting refusals too, Retry-After: 1, and `RateLimit: r=<50 − its count>; t=1` (a naive configuration)"
             }
-            Kind::Nginx => "nginx limit_req: leaky bucket (burst 10, nodelay), Retry-After: 1",
+            Kind::Nginx => {
+                "nginx limit_req: leaky bucket (burst 10, or LIMITERS_NGINX_BURST; nodelay), Retry-After: 1"
+            }
         }
     }
 

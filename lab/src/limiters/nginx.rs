@@ -9,6 +9,7 @@ use std::path::Path;
 /// The configuration: one key for every client (the server's port), `per_second`
 /// requests per second drained in milliseconds, `burst` more at once (`nodelay`: past the
 /// burst nginx answers 429 at once, and counts nothing of it), `Retry-After: 1` on a 429.
+/// `LIMITERS_NGINX_BURST=N` sets another burst (at least 1), for a stricter limiter.
 pub fn config(port: u16, dir: &Path, backend: SocketAddr, limit: RateLimit) -> String {
     let dir = dir.display();
     format!(
@@ -47,10 +48,30 @@ http {{
     )
 }
 
+/// `LIMITERS_NGINX_BURST` if set, else `default`.
+fn burst(default: u32) -> Result<u32, Unavailable> {
+    let Ok(text) = std::env::var("LIMITERS_NGINX_BURST") else {
+        return Ok(default);
+    };
+    let why = || {
+        Unavailable(format!(
+            "LIMITERS_NGINX_BURST={text}: not a whole number ≥ 1"
+        ))
+    };
+    text.parse()
+        .ok()
+        .filter(|&burst| burst >= 1)
+        .ok_or_else(why)
+}
+
 pub async fn start(limit: RateLimit) -> Result<(SocketAddr, Running), Unavailable> {
     let program = process::which("nginx").ok_or_else(|| {
         Unavailable("no nginx on PATH (apt-get install nginx-light; .ci/run does)".into())
     })?;
+    let limit = RateLimit {
+        burst: burst(limit.burst)?,
+        ..limit
+    };
     let (backend_addr, backend) = backend::serve().await;
     let config = |port, dir: &Path| config(port, dir, backend_addr, limit);
     let args = |dir: &Path, cfg: &Path| {

@@ -158,6 +158,36 @@ fn what_closes_a_destination_and_for_how_long() {
     }
 }
 
+/// A burst's refusal may come back before its successes (a limiter answers at once, the
+/// backend later): with others of it pending, nothing served yet is no sign of a spent
+/// quota. Probed after 100 ms, not closed for the second asked. A refusal with nothing
+/// else pending, or only sends older than a window (a long-poll), is closed for it.
+#[test]
+fn a_refusal_is_closed_for_its_delay_only_with_nothing_else_pending() {
+    let second = Some(Duration::from_secs(1));
+    let t0 = Instant::now();
+    let mut control = Controller::new(4, config(), t0);
+    let burst: Vec<_> = (0..4).map(|_| control.send(t0)).collect();
+    let now = t0 + MS;
+    control.answered(burst[3], Answer::Refused(second), None, now);
+    assert_eq!(control.cooldown(now), Some(now + FIRST_PROBE));
+    for long_poll in [false, true] {
+        let mut control = Controller::new(4, config(), t0);
+        if long_poll {
+            control.send(t0);
+        }
+        let now = t0 + MS * 1_500;
+        let sent = control.send(now);
+        control.answered(sent, Answer::Refused(second), None, now);
+        let closed = Some(now + Duration::from_secs(1));
+        assert_eq!(
+            control.cooldown(now),
+            closed,
+            "beside a long-poll: {long_poll}"
+        );
+    }
+}
+
 #[test]
 fn a_known_rate_is_paced_from_the_first_request_and_never_passed() {
     let t0 = Instant::now();

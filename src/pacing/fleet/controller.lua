@@ -167,14 +167,23 @@ local function cut()
   end
 end
 
-local function probe(asked)
+local function probe(asked, silent)
   s.pr = math.min(math.max(s.pr * 2, FIRST_PROBE), MAX_PROBE)
-  if in_window() == 0 then set_curve(1000 / s.pr, 1000 / s.pr, 1) end
+  if silent then set_curve(1000 / s.pr, 1000 / s.pr, 1) end
   local spacing = (KNOWN > 0) and 1000 / KNOWN or 0
   close_for(math.max(asked or s.pr, spacing))
 end
 
-local function refused(round, asked)
+-- Whether a send other than `number` may still be served: one in flight, sent within a
+-- window. A burst's refusal may come back before its successes.
+local function others_pending(number)
+  local young = redis.call('ZCOUNT', F, '(' .. (now - WINDOW), '+inf')
+  local own = tonumber(redis.call('ZSCORE', F, number))
+  if own ~= nil and own > now - WINDOW then young = young - 1 end
+  return young > 0
+end
+
+local function refused(round, number, asked)
   if room_left() == 0 then
     if asked ~= nil then close_for(asked) end
     return
@@ -188,9 +197,10 @@ local function refused(round, asked)
     cut()
   end
   if served then return end
-  if not (in_window() == 0 and s.cir == 0) then asked = nil end
+  local silent = in_window() == 0 and not others_pending(number)
+  if not (silent and s.cir == 0) then asked = nil end
   if asked ~= nil then s.cir = 1 end
-  probe(asked)
+  probe(asked, silent)
 end
 
 -- When the next send may leave, whether it is held by a pace (else by the window), and
@@ -265,7 +275,7 @@ local function answered(round, number, answer, asked, remaining, reset, seen_win
   elseif answer == 1 then
     s.lr = now
     s.w = nil
-    refused(round, asked)
+    refused(round, number, asked)
   end
   -- Released after: a refusal counts the answered send in flight, as in-process.
   redis.call('ZREM', F, number)
