@@ -439,10 +439,10 @@ impl Controller {
         if served {
             return Reaction::Slower;
         }
-        // Nothing served since the last cut, nor for a window, nor pending: a spent quota or
-        // a server down, closed for the delay it asked, once. Else a limiter counting
-        // refusals, closed for a doubled probing delay (at least the known spacing).
-        let silent = self.served.in_window(now) == 0.0 && !self.others_pending(sent, now);
+        // Nothing served since the last cut, nor for a window: a spent quota or a server
+        // down, closed for the delay it asked, once. Else a limiter counting refusals,
+        // closed for a doubled probing delay (at least the known spacing).
+        let silent = self.silent(sent, now);
         let asked = asked.filter(|_| silent && !self.closed_in_round);
         self.closed_in_round |= asked.is_some();
         let doubled = self.probe.saturating_mul(2).max(self.config.first_probe);
@@ -457,16 +457,17 @@ impl Controller {
         Reaction::Slower
     }
 
-    /// Whether a send other than `sent` may still be served: one in flight, sent within a
-    /// window. A burst's refusal may come back before its successes.
-    fn others_pending(&self, sent: Sent, now: Instant) -> bool {
-        let since = now.checked_sub(SERVED_WINDOW);
-        let young = |at: Instant| since.is_none_or(|since| at > since);
+    /// Whether nothing was served for a window. A destination younger than that, told
+    /// nothing of its past (a rate, a fleet's share), knows it only once nothing else sent
+    /// is pending: its first burst's refusal may come before its successes.
+    fn silent(&mut self, sent: Sent, now: Instant) -> bool {
+        let told = self.config.known.is_some() || self.told_share.is_some();
+        let young = now.saturating_duration_since(self.served.born) < SERVED_WINDOW && !told;
         let mut others = self
             .flying
             .iter()
             .filter(|&&(number, _)| number != sent.number);
-        others.any(|&(_, at)| young(at))
+        self.served.in_window(now) == 0.0 && !(young && others.next().is_some())
     }
 
     fn cut(&mut self, now: Instant) -> Curve {

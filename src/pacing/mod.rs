@@ -27,9 +27,9 @@
 //!   by less than a spacing counts at its slot (GCRA's theoretical arrival time).
 //! - **Probing.** A refusal after nothing was served since the last cut closes the
 //!   destination for a probing delay, 100 ms doubled per refused probe up to 5 s (TCP's
-//!   retransmission timer). When nothing was served for a whole second either, and no
-//!   other request sent within it is pending (a spent quota, a server down), it closes for
-//!   the `Retry-After` asked instead, once.
+//!   retransmission timer). When nothing was served for a whole second either (a spent
+//!   quota, a server down), it closes for the `Retry-After` asked instead, once. A younger
+//!   destination waits for its other requests' answers before it says so.
 //! - **Reported quotas.** A response that says how many requests remain until a reset
 //!   holds the destination once they are sent, until the reset. The next window is
 //!   guessed as full as the last began until it reports, so the requests waiting for a

@@ -159,11 +159,12 @@ fn what_closes_a_destination_and_for_how_long() {
 }
 
 /// A burst's refusal may come back before its successes (a limiter answers at once, the
-/// backend later): with others of it pending, nothing served yet is no sign of a spent
-/// quota. Probed after 100 ms, not closed for the second asked. A refusal with nothing
-/// else pending, or only sends older than a window (a long-poll), is closed for it.
+/// backend later): at a new destination with others of it pending, nothing served yet is
+/// no sign of a spent quota. Probed after 100 ms, not closed for the second asked. A
+/// refusal with nothing else pending, a window after the destination's first send, or at a
+/// rate told, is closed for it, as a server down or a spent quota is.
 #[test]
-fn a_refusal_is_closed_for_its_delay_only_with_nothing_else_pending() {
+fn a_new_destination_is_closed_for_the_delay_asked_only_with_nothing_else_pending() {
     let second = Some(Duration::from_secs(1));
     let t0 = Instant::now();
     let mut control = Controller::new(4, config(), t0);
@@ -171,19 +172,29 @@ fn a_refusal_is_closed_for_its_delay_only_with_nothing_else_pending() {
     let now = t0 + MS;
     control.answered(burst[3], Answer::Refused(second), None, now);
     assert_eq!(control.cooldown(now), Some(now + FIRST_PROBE));
-    for long_poll in [false, true] {
-        let mut control = Controller::new(4, config(), t0);
-        if long_poll {
-            control.send(t0);
+    // Alone, a window on, or told its rate (a fleet's process while Redis is away).
+    let told = Config {
+        known: Some(10.0),
+        ..config()
+    };
+    for (pending, at, config) in [
+        (false, 1, config()),
+        (true, 1_000, config()),
+        (true, 1, told),
+    ] {
+        let mut control = Controller::new(4, config, t0);
+        let now = t0 + MS * at;
+        if pending {
+            control.send(now);
         }
-        let now = t0 + MS * 1_500;
         let sent = control.send(now);
         control.answered(sent, Answer::Refused(second), None, now);
         let closed = Some(now + Duration::from_secs(1));
         assert_eq!(
             control.cooldown(now),
             closed,
-            "beside a long-poll: {long_poll}"
+            "at {at} ms, another pending: {pending}, told {:?}",
+            config.known
         );
     }
 }

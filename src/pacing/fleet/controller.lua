@@ -167,20 +167,22 @@ local function cut()
   end
 end
 
-local function probe(asked, silent)
+local function probe(asked, quiet)
   s.pr = math.min(math.max(s.pr * 2, FIRST_PROBE), MAX_PROBE)
-  if silent then set_curve(1000 / s.pr, 1000 / s.pr, 1) end
+  if quiet then set_curve(1000 / s.pr, 1000 / s.pr, 1) end
   local spacing = (KNOWN > 0) and 1000 / KNOWN or 0
   close_for(math.max(asked or s.pr, spacing))
 end
 
--- Whether a send other than `number` may still be served: one in flight, sent within a
--- window. A burst's refusal may come back before its successes.
-local function others_pending(number)
-  local young = redis.call('ZCOUNT', F, '(' .. (now - WINDOW), '+inf')
-  local own = tonumber(redis.call('ZSCORE', F, number))
-  if own ~= nil and own > now - WINDOW then young = young - 1 end
-  return young > 0
+-- Whether nothing was served for a window. A destination younger than that, its rate
+-- unknown, knows it only once nothing else sent is pending: its first burst's refusal may
+-- come before its successes.
+local function silent(number)
+  if in_window() > 0 then return false end
+  if now - s.born >= WINDOW or KNOWN > 0 then return true end
+  local others = redis.call('ZCARD', F)
+  if redis.call('ZSCORE', F, number) then others = others - 1 end
+  return others == 0
 end
 
 local function refused(round, number, asked)
@@ -197,10 +199,10 @@ local function refused(round, number, asked)
     cut()
   end
   if served then return end
-  local silent = in_window() == 0 and not others_pending(number)
-  if not (silent and s.cir == 0) then asked = nil end
+  local quiet = silent(number)
+  if not (quiet and s.cir == 0) then asked = nil end
   if asked ~= nil then s.cir = 1 end
-  probe(asked, silent)
+  probe(asked, quiet)
 end
 
 -- When the next send may leave, whether it is held by a pace (else by the window), and

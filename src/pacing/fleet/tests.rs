@@ -265,8 +265,9 @@ async fn the_scripts_slow_start_doubles_per_period_unless_a_room_is_reported() {
     assert_eq!(served_now(0.0, -1.0).await, 8, "a room, no cap");
 }
 
-/// As in-process: a refusal with others of its burst pending is probed after 100 ms; one
-/// with nothing else pending closes the destination for the second asked.
+/// As in-process: at a new destination, a refusal with others of its burst pending is
+/// probed after 100 ms; one with nothing else pending, or a window after the first send,
+/// closes the destination for the second asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 async fn the_script_closes_for_the_delay_asked_only_with_nothing_else_pending() {
@@ -276,7 +277,7 @@ async fn the_script_closes_for_the_delay_asked_only_with_nothing_else_pending() 
         connection: connection.unwrap(),
         args: Args::new(&settings(), None),
     };
-    for (burst, probed) in [(4, true), (1, false)] {
+    for (burst, at, probed) in [(4, 1.0, true), (1, 1.0, false), (4, 1000.0, false)] {
         let _: () = redis::cmd("FLUSHALL")
             .query_async(&mut script.connection)
             .await
@@ -288,10 +289,14 @@ async fn the_script_closes_for_the_delay_asked_only_with_nothing_else_pending() 
         let last = sent[burst - 1];
         // Refused, a second asked: (round, number, refused, 1000 ms, no quota, its room).
         let answer = [last[2], last[3], 1, 1000, -1, -1, last[4], last[5]].map(|v| v as f64);
-        script.call(1.0, "answer", &answer).await;
-        let next = script.call(1.0, "reserve", &[30_000.0]).await;
+        script.call(at, "answer", &answer).await;
+        let next = script.call(at, "reserve", &[30_000.0]).await;
         // Probed: the slot after 100 ms. Closed: ask again 900 ms on, a spacing before it.
         let expected = if probed { [0, 100_000] } else { [3, 900_000] };
-        assert_eq!([next[0], next[1]], expected, "a burst of {burst}");
+        assert_eq!(
+            [next[0], next[1]],
+            expected,
+            "{burst} sent, refused at {at} ms"
+        );
     }
 }
