@@ -80,6 +80,8 @@ pub(crate) struct Config {
     pub(crate) max_cooldown: Duration,
     pub(crate) first_probe: Duration,
     pub(crate) max_probe: Duration,
+    /// A fleet's process, on its own only while Redis is away.
+    pub(crate) fleet: bool,
 }
 
 /// The pace while paced: a curve of the time since the last cut.
@@ -457,12 +459,12 @@ impl Controller {
         Reaction::Slower
     }
 
-    /// Whether nothing was served for a window. A destination younger than that, told
-    /// nothing of its past (a rate, a fleet's share), knows it only once nothing else sent
-    /// is pending: its first burst's refusal may come before its successes.
+    /// Whether nothing was served for a window. A client alone at a destination younger
+    /// than that, its rate unknown, knows it only once nothing else sent is pending: its
+    /// first burst's refusal may come before its successes.
     fn silent(&mut self, sent: Sent, now: Instant) -> bool {
-        let told = self.config.known.is_some() || self.told_share.is_some();
-        let young = now.saturating_duration_since(self.served.born) < SERVED_WINDOW && !told;
+        let alone = self.config.known.is_none() && !self.config.fleet;
+        let young = now.saturating_duration_since(self.served.born) < SERVED_WINDOW && alone;
         let mut others = self
             .flying
             .iter()

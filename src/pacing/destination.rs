@@ -279,6 +279,7 @@ impl Destination {
             max_cooldown: settings.max_cooldown,
             first_probe: settings.first_probe,
             max_probe: settings.max_probe,
+            fleet: settings.fleet,
         };
         let state = State {
             control: Controller::new(settings.initial_window, config, now),

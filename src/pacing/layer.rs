@@ -186,6 +186,8 @@ pub(crate) struct Settings {
     pub(crate) idle_timeout: Duration,
     pub(crate) first_probe: Duration,
     pub(crate) max_probe: Duration,
+    /// Whether the state is a fleet's, in Redis (in-process only while Redis is away).
+    pub(crate) fleet: bool,
 }
 
 /// Shared by a layer, its clones, and every service and response future they make.
@@ -271,6 +273,7 @@ impl Default for PacingBuilder {
                 idle_timeout: PacingLayer::DEFAULT_IDLE_TIMEOUT,
                 first_probe: PacingLayer::DEFAULT_FIRST_PROBE,
                 max_probe: PacingLayer::DEFAULT_MAX_PROBE,
+                fleet: false,
             },
             slow_down: PacingLayer::DEFAULT_SLOW_DOWN.to_vec(),
             known: Vec::new(),
@@ -397,12 +400,20 @@ impl PacingBuilder {
             ensure(new, "known_rate", destination, why)?;
         }
         #[cfg(feature = "redis")]
+        let fleet = self.redis.is_some();
+        #[cfg(not(feature = "redis"))]
+        let fleet = false;
+        #[cfg(feature = "redis")]
         if let Some(timeout) = self.redis.as_ref().map(|redis| redis.timeout) {
             let why = "must be greater than zero: every call to Redis would time out";
             ensure(!timeout.is_zero(), "redis_timeout", timeout, why)?;
         }
         let shared = Arc::new(Shared {
-            settings: Settings { slow_down, ..s },
+            settings: Settings {
+                slow_down,
+                fleet,
+                ..s
+            },
             destinations: Destinations::new(s.max_destinations, s.idle_timeout),
             known,
             series: PacingSeries::new(s.max_destinations),

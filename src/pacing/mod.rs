@@ -29,7 +29,7 @@
 //!   destination for a probing delay, 100 ms doubled per refused probe up to 5 s (TCP's
 //!   retransmission timer). When nothing was served for a whole second either (a spent
 //!   quota, a server down), it closes for the `Retry-After` asked instead, once. A younger
-//!   destination waits for its other requests' answers before it says so.
+//!   destination, told no rate, first waits for its other requests' answers.
 //! - **Reported quotas.** A response that says how many requests remain until a reset
 //!   holds the destination once they are sent, until the reset. The next window is
 //!   guessed as full as the last began until it reports, so the requests waiting for a

@@ -11,6 +11,7 @@ fn config() -> Config {
         max_cooldown: Duration::from_secs(300),
         first_probe: FIRST_PROBE,
         max_probe: MAX_PROBE,
+        fleet: false,
     }
 }
 
@@ -161,8 +162,9 @@ fn what_closes_a_destination_and_for_how_long() {
 /// A burst's refusal may come back before its successes (a limiter answers at once, the
 /// backend later): at a new destination with others of it pending, nothing served yet is
 /// no sign of a spent quota. Probed after 100 ms, not closed for the second asked. A
-/// refusal with nothing else pending, a window after the destination's first send, or at a
-/// rate told, is closed for it, as a server down or a spent quota is.
+/// refusal with nothing else pending, a window after the destination's first send, at a
+/// rate told, or of a fleet's process (Redis away), is closed for it, as a server down or a
+/// spent quota is.
 #[test]
 fn a_new_destination_is_closed_for_the_delay_asked_only_with_nothing_else_pending() {
     let second = Some(Duration::from_secs(1));
@@ -172,15 +174,20 @@ fn a_new_destination_is_closed_for_the_delay_asked_only_with_nothing_else_pendin
     let now = t0 + MS;
     control.answered(burst[3], Answer::Refused(second), None, now);
     assert_eq!(control.cooldown(now), Some(now + FIRST_PROBE));
-    // Alone, a window on, or told its rate (a fleet's process while Redis is away).
+    // Alone, a window on, told its rate, or a fleet's process while Redis is away.
     let told = Config {
         known: Some(10.0),
+        ..config()
+    };
+    let fleet = Config {
+        fleet: true,
         ..config()
     };
     for (pending, at, config) in [
         (false, 1, config()),
         (true, 1_000, config()),
         (true, 1, told),
+        (true, 1, fleet),
     ] {
         let mut control = Controller::new(4, config, t0);
         let now = t0 + MS * at;
@@ -193,8 +200,9 @@ fn a_new_destination_is_closed_for_the_delay_asked_only_with_nothing_else_pendin
         assert_eq!(
             control.cooldown(now),
             closed,
-            "at {at} ms, another pending: {pending}, told {:?}",
-            config.known
+            "at {at} ms, another pending: {pending}, told {:?}, fleet {}",
+            config.known,
+            config.fleet
         );
     }
 }

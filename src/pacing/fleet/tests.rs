@@ -90,6 +90,7 @@ async fn the_script_sends_when_the_controller_would() {
             max_cooldown: settings.max_cooldown,
             first_probe: settings.first_probe,
             max_probe: settings.max_probe,
+            fleet: false,
         };
         let mut control = Controller::new(settings.initial_window, config, start);
         let mut rng = SmallRng::seed_from_u64(seed);
