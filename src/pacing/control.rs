@@ -465,11 +465,8 @@ impl Controller {
     fn silent(&mut self, sent: Sent, now: Instant) -> bool {
         let alone = self.config.known.is_none() && !self.config.fleet;
         let young = now.saturating_duration_since(self.served.born) < SERVED_WINDOW && alone;
-        let mut others = self
-            .flying
-            .iter()
-            .filter(|&&(number, _)| number != sent.number);
-        self.served.in_window(now) == 0.0 && !(young && others.next().is_some())
+        let others = || self.flying.iter().any(|&(number, _)| number != sent.number);
+        self.served.in_window(now) == 0.0 && !(young && others())
     }
 
     fn cut(&mut self, now: Instant) -> Curve {

@@ -25,6 +25,23 @@ struct Script {
 }
 
 impl Script {
+    /// The script on `server`, with the default settings.
+    async fn on(server: &redis_server::RedisServer) -> Self {
+        let connection = server.client().get_multiplexed_async_connection().await;
+        Self {
+            connection: connection.unwrap(),
+            args: Args::new(&settings(), None),
+        }
+    }
+
+    /// Forgets every state: a new destination.
+    async fn flush(&mut self) {
+        let flushed: redis::RedisResult<()> = redis::cmd("FLUSHALL")
+            .query_async(&mut self.connection)
+            .await;
+        flushed.unwrap();
+    }
+
     async fn call(&mut self, now: f64, op: &str, extra: &[f64]) -> Reply {
         let mut invocation = SCRIPT.prepare_invoke();
         invocation.key("t:{a}").key("t:{a}:sent").arg(op);
@@ -70,20 +87,9 @@ fn settings() -> Settings {
 async fn the_script_sends_when_the_controller_would() {
     let server = redis_server::RedisServer::start().await;
     let settings = settings();
-    let connection = server
-        .client()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
+    let mut script = Script::on(&server).await;
     for seed in 0..20 {
-        let mut script = Script {
-            connection: connection.clone(),
-            args: Args::new(&settings, None),
-        };
-        let _: () = redis::cmd("FLUSHALL")
-            .query_async(&mut script.connection)
-            .await
-            .unwrap();
+        script.flush().await;
         let start = Instant::now();
         let config = Config {
             known: None,
@@ -199,11 +205,7 @@ async fn the_script_sends_when_the_controller_would() {
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 async fn the_script_guesses_a_window_from_the_last_ones_first_report() {
     let server = redis_server::RedisServer::start().await;
-    let connection = server.client().get_multiplexed_async_connection().await;
-    let mut script = Script {
-        connection: connection.unwrap(),
-        args: Args::new(&settings(), None),
-    };
+    let mut script = Script::on(&server).await;
     // A reservation's status; then its answer: served, with `remaining` until a reset a
     // second away (-1: no report).
     let mut send = async |t: f64, remaining: f64| {
@@ -230,12 +232,9 @@ async fn the_script_guesses_a_window_from_the_last_ones_first_report() {
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 async fn the_scripts_slow_start_doubles_per_period_unless_a_room_is_reported() {
     let server = redis_server::RedisServer::start().await;
-    let connection = server.client().get_multiplexed_async_connection().await;
-    let connection = connection.unwrap();
-    let mut script = Script {
-        connection: connection.clone(),
-        args: Args::new(&settings(), None),
-    };
+    let mut script = Script::on(&server).await;
+    // Flushes between the closure's calls, which hold the script.
+    let mut flusher = Script::on(&server).await;
     // How many reserve at `t` (at most 100), then served at once, each answer reporting
     // `remaining` until a reset a second away (-1: no report).
     let mut served_now = async |t: f64, remaining: f64| {
@@ -258,10 +257,7 @@ async fn the_scripts_slow_start_doubles_per_period_unless_a_room_is_reported() {
         assert_eq!(served_now(t, -1.0).await, limit, "period {period}, again");
     }
     assert_eq!(served_now(400.0, -1.0).await, 100, "open");
-    let _: () = redis::cmd("FLUSHALL")
-        .query_async(&mut connection.clone())
-        .await
-        .unwrap();
+    flusher.flush().await;
     assert_eq!(served_now(0.0, 100.0).await, 4);
     assert_eq!(served_now(0.0, -1.0).await, 8, "a room, no cap");
 }
@@ -273,16 +269,9 @@ async fn the_scripts_slow_start_doubles_per_period_unless_a_room_is_reported() {
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 async fn the_script_closes_for_the_delay_asked_only_with_nothing_else_pending() {
     let server = redis_server::RedisServer::start().await;
-    let connection = server.client().get_multiplexed_async_connection().await;
-    let mut script = Script {
-        connection: connection.unwrap(),
-        args: Args::new(&settings(), None),
-    };
+    let mut script = Script::on(&server).await;
     for (burst, at, probed) in [(4, 1.0, true), (1, 1.0, false), (4, 1000.0, false)] {
-        let _: () = redis::cmd("FLUSHALL")
-            .query_async(&mut script.connection)
-            .await
-            .unwrap();
+        script.flush().await;
         let mut sent = Vec::new();
         for _ in 0..burst {
             sent.push(script.call(0.0, "reserve", &[30_000.0]).await);
