@@ -8,6 +8,7 @@
 //! ```text
 //! cargo run --release -p tower-backoff-lab --bin limiters -- all        # every target, every limiter
 //! cargo run --release -p tower-backoff-lab --bin limiters -- burst      # target 1 (or: two, fleet)
+//! cargo run --release -p tower-backoff-lab --bin limiters -- burst nginx --paced --rate 10 --burst 2 --concurrency 50
 //! cargo run --release -p tower-backoff-lab --bin limiters -- fleet governor --in-process
 //! cargo run --release -p tower-backoff-lab --bin limiters -- all --reps 1
 //! cargo run --release -p tower-backoff-lab --bin limiters -- fleet governor --paced
@@ -31,7 +32,8 @@
 //! Targets, per limiter (figures in `docs/BENCHMARKS.md`, "Real rate limiters"):
 //!
 //! 1. **burst**: 300 GETs, 20 at a time: 300/300 succeed, within 1.1× the ideal 6 s, under
-//!    5 % of attempts refused.
+//!    5 % of attempts refused. `--rate R --burst B --requests N --concurrency C` run it
+//!    away from the point the harness was tuned at.
 //! 2. **two**: one client sends a burst to a limited (or down) destination and a steady
 //!    stream to a healthy one: the healthy one sees no failure, its p99 grows by < 10 ms.
 //! 3. **fleet**: 8 independent clients (8 processes: this example re-spawns itself) share
@@ -39,7 +41,7 @@
 //!    `--seconds N` runs the fleet longer, past what its first seconds cost (not with
 //!    `--record`: the calibration compares 10 s fleets).
 //!
-//! `--stack NAME` runs one stack only (`--paced`: the two with `PacingLayer`). `told` is a
+//! `--stack NAME[,NAME]` runs those stacks only (`--paced`: the two with `PacingLayer`). `told` is a
 //! reference beside the crate's stacks, never among them: each client of the fleet is told
 //! its share of the limit (one request per 160 ms, tower's own `RateLimit`, from a random
 //! phase) and need not learn it. What it reaches is what the limiter allows a fleet that
@@ -112,9 +114,18 @@ async fn main() -> Result<(), BoxError> {
     if kinds.contains(&Kind::LeakyBucket) && flag(&args, "--record").is_some() {
         return Err("--record: the models have no leaky bucket to compare it with".into());
     }
+    let work = Workload::from_args(&args)?;
+    if !work.is_target() && (what != "burst" || flag(&args, "--record").is_some()) {
+        return Err(
+            "--rate, --burst, --requests and --concurrency: `burst` only, not with --record".into(),
+        );
+    }
     let record = Record::open(flag(&args, "--record"))?;
     let stacks = match flag(&args, "--stack") {
-        Some(name) => vec![Stack::parse(name).ok_or(format!("unknown stack {name}"))?],
+        Some(names) => names
+            .split(',')
+            .map(|name| Stack::parse(name).ok_or(format!("unknown stack {name}")))
+            .collect::<Result<_, _>>()?,
         None if args.iter().any(|a| a == "--paced") => Stack::MEASURED
             .into_iter()
             .filter(|stack| matches!(stack, Stack::RetryPacing | Stack::RetryNoBudgetPacing))
@@ -145,14 +156,13 @@ async fn main() -> Result<(), BoxError> {
         );
     }
     for kind in kinds {
-        if Limiter::start(kind, LIMIT).await.is_err() {
-            let why = Limiter::start(kind, LIMIT).await.err().unwrap();
+        if let Err(why) = Limiter::start(kind, work.limit).await {
             let _ = writeln!(out, "## {}: not available ({why})\n", kind.name());
             continue;
         }
         let _ = writeln!(out, "## {} — {}\n", kind.name(), kind.model());
         if what == "all" || what == "burst" {
-            burst(kind, reps, &record, &mut out).await?;
+            burst(kind, work, reps, &record, &mut out).await?;
         }
         if what == "all" || what == "two" {
             two_destinations(kind, &mut out).await?;
@@ -249,14 +259,68 @@ fn range(values: &[f64], fmt: impl Fn(f64) -> String) -> String {
 // Target 1: a burst
 // ---------------------------------------------------------------------------------------
 
-const N: usize = 300;
-const CONCURRENCY: usize = 20;
+/// Target 1's workload, or another one away from the point the harness was tuned at:
+/// `--rate R --burst B --requests N --concurrency C` (not with `--record`).
+#[derive(Clone, Copy)]
+struct Workload {
+    limit: RateLimit,
+    requests: usize,
+    concurrency: usize,
+}
 
-async fn burst(kind: Kind, reps: usize, record: &Record, out: &mut String) -> Result<(), BoxError> {
-    let ideal = N as f64 / LIMIT.per_second as f64;
+impl Workload {
+    const TARGET: Self = Self {
+        limit: LIMIT,
+        requests: 300,
+        concurrency: 20,
+    };
+
+    fn from_args(args: &[String]) -> Result<Self, BoxError> {
+        let t = Self::TARGET;
+        let number = |name: &str, default: usize| -> Result<usize, BoxError> {
+            let Some(text) = flag(args, name) else {
+                return Ok(default);
+            };
+            let n: usize = text.parse().map_err(|e| format!("{name} {text}: {e}"))?;
+            (n >= 1)
+                .then_some(n)
+                .ok_or_else(|| format!("{name} {text}: at least 1").into())
+        };
+        let whole = |n: usize| u32::try_from(n).map_err(|e| format!("{n}: {e}"));
+        Ok(Self {
+            limit: RateLimit {
+                per_second: whole(number("--rate", t.limit.per_second as usize)?)?,
+                burst: whole(number("--burst", t.limit.burst as usize)?)?,
+            },
+            requests: number("--requests", t.requests)?,
+            concurrency: number("--concurrency", t.concurrency)?,
+        })
+    }
+
+    fn is_target(&self) -> bool {
+        let (t, l) = (Self::TARGET, self.limit);
+        (l.per_second, l.burst, self.requests, self.concurrency)
+            == (t.limit.per_second, t.limit.burst, t.requests, t.concurrency)
+    }
+}
+
+async fn burst(
+    kind: Kind,
+    work: Workload,
+    reps: usize,
+    record: &Record,
+    out: &mut String,
+) -> Result<(), BoxError> {
+    let Workload {
+        limit,
+        requests: n,
+        concurrency,
+    } = work;
+    let ideal = n as f64 / limit.per_second as f64;
     let _ = writeln!(
         out,
-        "### Target 1: {N} GETs, {CONCURRENCY} at a time (ideal {ideal:.0} s; met: {N}/{N}, ≤ 1.1×, < 5 % refused)\n"
+        "### Target 1: {n} GETs, {concurrency} at a time, {} r/s, burst {} (ideal {ideal:.1} s; met: {n}/{n}, ≤ 1.1×, < 5 % refused)\n",
+        limit.per_second, limit.burst
     );
     let _ = writeln!(
         out,
@@ -267,17 +331,11 @@ async fn burst(kind: Kind, reps: usize, record: &Record, out: &mut String) -> Re
         let (mut oks, mut times, mut attempts, mut refused) = (vec![], vec![], vec![], vec![]);
         let mut failures = Vec::new();
         for _ in 0..reps {
-            let limiter = Limiter::start(kind, LIMIT).await?;
+            let limiter = Limiter::start(kind, limit).await?;
             let counts = Counts::default();
             let client = stack.build_to(&counts, &limiter.url("/items"));
-            let outcomes = drive::burst(
-                client.clone(),
-                &limiter.url("/items"),
-                N,
-                CONCURRENCY,
-                TIMEOUT,
-            )
-            .await;
+            let url = limiter.url("/items");
+            let outcomes = drive::burst(client.clone(), &url, n, concurrency, TIMEOUT).await;
             let s = Summary::of(&outcomes);
             let c = counts.total();
             record.run(
@@ -298,12 +356,12 @@ async fn burst(kind: Kind, reps: usize, record: &Record, out: &mut String) -> Re
             drop(limiter);
             tokio::time::sleep(Duration::from_millis(1100)).await;
         }
-        let met = oks.iter().all(|&ok| ok == N as f64)
+        let met = oks.iter().all(|&ok| ok == n as f64)
             && times.iter().all(|&t| t <= 1.1 * ideal)
             && refused.iter().all(|&r| r < 5.0);
         let _ = writeln!(
             out,
-            "| {} | {} / {N} | {} s | {} | {} | {} % | {} |",
+            "| {} | {} / {n} | {} s | {} | {} | {} % | {} |",
             stack.describe(),
             range(&oks, |v| format!("{v:.0}")),
             range(&times, |v| format!("{v:.2}")),
@@ -336,13 +394,18 @@ async fn burst(kind: Kind, reps: usize, record: &Record, out: &mut String) -> Re
 const HEALTHY_N: usize = 200;
 const HEALTHY_EVERY: Duration = Duration::from_millis(25);
 
+const N: usize = Workload::TARGET.requests;
+const CONCURRENCY: usize = Workload::TARGET.concurrency;
+
 async fn two_destinations(kind: Kind, out: &mut String) -> Result<(), BoxError> {
     let _ = writeln!(
         out,
         "### Target 2: a burst to a limited (or down) destination and a stream to a healthy one, one client\n\n\
-         {HEALTHY_N} GETs to the healthy server, one every {} ms; meanwhile {N} GETs, {CONCURRENCY} at a time, to the other destination. \
+         {HEALTHY_N} GETs to the healthy server, one every {} ms; meanwhile {} GETs, {} at a time, to the other destination. \
          Met: no failure at the healthy one, its p99 grows by < 10 ms over the same stream alone.\n",
-        HEALTHY_EVERY.as_millis()
+        HEALTHY_EVERY.as_millis(),
+        N,
+        CONCURRENCY,
     );
     let _ = writeln!(
         out,
