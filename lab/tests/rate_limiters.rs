@@ -571,7 +571,7 @@ async fn fleet(
 
 /// Target 3: 8 processes, each its own layer, share one limit for 10 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue #31: fleets share their pacing in Redis; independent controllers, 8 processes: 17-27 % refused (docs/real-runs/2026-11-27.txt)"]
+#[ignore = "issue #31: fleets share their pacing in Redis; independent controllers, 8 processes: 16-21 % refused (docs/real-runs/2026-11-26.txt)"]
 async fn target_3_express_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
     target_3(Kind::Express, 10).await;
@@ -579,7 +579,7 @@ async fn target_3_express_fleet_shares_a_limit_fully_and_fairly() {
 
 /// Target 3: 8 processes, each its own layer, share one limit for 10 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue #31: fleets share their pacing in Redis; independent controllers, 8 processes: 17-27 % refused (docs/real-runs/2026-11-27.txt)"]
+#[ignore = "issue #31: fleets share their pacing in Redis; independent controllers, 8 processes: 16-21 % refused (docs/real-runs/2026-11-26.txt)"]
 async fn target_3_governor_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
     target_3(Kind::Governor, 10).await;
@@ -587,7 +587,7 @@ async fn target_3_governor_fleet_shares_a_limit_fully_and_fairly() {
 
 /// Target 3: 8 processes, each its own layer, share one limit for 10 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue #31: fleets share their pacing in Redis; independent controllers, 8 processes: 17-27 % refused (docs/real-runs/2026-11-27.txt)"]
+#[ignore = "issue #31: fleets share their pacing in Redis; independent controllers, 8 processes: 16-21 % refused (docs/real-runs/2026-11-26.txt)"]
 async fn target_3_haproxy_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
     target_3(Kind::Haproxy, 10).await;

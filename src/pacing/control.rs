@@ -131,9 +131,6 @@ pub(crate) struct Controller {
     /// Sends in flight from before this left the slow start's count.
     mark: Option<Instant>,
     served: Served,
-    /// The successes since the destination first refused after it was open: what a
-    /// limiter delivers once full. The burst it let through before is not a rate.
-    delivered: Option<Served>,
     round: u64,
     sends: u64,
     last_send: Option<Instant>,
@@ -166,7 +163,6 @@ impl Controller {
             flying: VecDeque::new(),
             mark: now.checked_sub(STARTUP_DOUBLING),
             served: Served::new(now),
-            delivered: None,
             round: 0,
             sends: 0,
             last_send: None,
@@ -213,7 +209,7 @@ impl Controller {
         let mut rate = curve.rate(now);
         if curve.startup {
             // BBR's start-up paces at most at twice what is delivered.
-            let delivered = self.delivery_rate(now);
+            let delivered = self.served.rate(STARTUP_DOUBLING, now);
             rate = rate.min(2.0 * delivered.max(curve.base));
         }
         let room = self
@@ -408,9 +404,6 @@ impl Controller {
         match answer {
             Answer::Served => {
                 self.served.add(sent.round == self.round, now);
-                if let Some(delivered) = &mut self.delivered {
-                    delivered.add(false, now);
-                }
                 self.probe = Duration::ZERO;
                 // A success that leaves no room does not widen the slow start.
                 if self.curve.is_none() && quota.is_none_or(|left| left.remaining > 0) {
@@ -484,23 +477,16 @@ impl Controller {
             // Paced: CUBIC's cut of what the destination served (its delivery rate, as
             // BBR paces at), never up.
             (Some(_), Some(rate)) => {
-                let served = self.delivery_rate(now).min(rate);
+                let served = self.served.rate(STARTUP_DOUBLING, now).min(rate);
                 cubic(BETA * served, served)
             }
             // The first refusal: a start-up from what the last window served.
             _ => {
                 let first = 1.0 / self.config.first_probe.as_secs_f64();
                 let served = self.served.in_window(now).max(first).max(MIN_RATE);
-                self.delivered = Some(Served::new(now));
                 Curve::new(now, served, served, true)
             }
         }
-    }
-
-    /// What the destination delivers, in requests per second: since it was first full, if it was.
-    fn delivery_rate(&mut self, now: Instant) -> f64 {
-        let counter = self.delivered.as_mut().unwrap_or(&mut self.served);
-        counter.rate(STARTUP_DOUBLING, now)
     }
 
     /// Closes the destination for `delay` (at most the max cool-down); the pace resumes after.

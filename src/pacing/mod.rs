@@ -17,8 +17,7 @@
 //!   and long-polls are barely held back.
 //! - **Start-up.** The first refusal paces the destination at what it served in the last
 //!   second, doubling every 100 ms up to twice what it delivers (BBR's start-up), until
-//!   the next refusal. Deliveries count from the first refusal: the burst a limiter let
-//!   through before is not a rate.
+//!   the next refusal.
 //! - **CUBIC.** Each later refusal cuts the pace to 70 % (RFC 9438; the AWS SDKs'
 //!   adaptive retry mode): of the pace refused at the end of the start-up, of what the
 //!   destination served in the last second after (its delivery rate, which BBR paces at).

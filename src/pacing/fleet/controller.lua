@@ -61,27 +61,22 @@ end
 -- Sends unanswered for a minute belong to a process that is gone.
 redis.call('ZREMRANGEBYSCORE', F, '-inf', now - 60000)
 
--- Sliding-window counts of successes: `s`, all of them; `d`, those since the destination
--- first refused after it was open (the burst a limiter let through before is not a rate).
-local function roll(p)
-  local elapsed = now - s[p .. 's']
+-- The delivery rate: a sliding-window count of successes.
+local function roll()
+  local elapsed = now - s.ss
   if elapsed < WINDOW then return end
   local windows = math.floor(elapsed / WINDOW)
-  s[p .. 'p'] = (windows == 1) and s[p .. 'c'] or 0
-  s[p .. 'c'] = 0
-  s[p .. 's'] = s[p .. 's'] + windows * WINDOW
+  s.sp = (windows == 1) and s.sc or 0
+  s.sc = 0
+  s.ss = s.ss + windows * WINDOW
 end
-local function in_window(p)
-  p = p or 's'
-  roll(p)
-  return s[p .. 'p'] * (1 - (now - s[p .. 's']) / WINDOW) + s[p .. 'c']
+local function in_window()
+  roll()
+  return s.sp * (1 - (now - s.ss) / WINDOW) + s.sc
 end
--- The delivery rate: since the destination was first full, if it was.
 local function served_rate(min_span)
-  local p, born = 's', s.born
-  if s.ds ~= nil then p, born = 'd', s.db end
-  local span = math.min(math.max(now - born, min_span), math.max(WINDOW, min_span))
-  return in_window(p) / (span / 1000)
+  local span = math.min(math.max(now - s.born, min_span), math.max(WINDOW, min_span))
+  return in_window() / (span / 1000)
 end
 
 -- The reported room left, after the sends since its report.
@@ -169,7 +164,6 @@ local function cut()
   else
     local served = math.max(in_window(), 1000 / FIRST_PROBE, MIN_RATE)
     set_curve(served, served, 1)
-    s.db, s.ds, s.dc, s.dp = now, now, 0, 0
   end
 end
 
@@ -275,12 +269,8 @@ local function answered(round, number, answer, asked, remaining, reset, seen_win
     s.rn, s.rr, s.rg = number, remaining, nil
   end
   if answer == 0 then
-    roll('s')
+    roll()
     s.sc = s.sc + 1
-    if s.ds ~= nil then
-      roll('d')
-      s.dc = s.dc + 1
-    end
     if round == s.rd then s.sn = s.sn + 1 end
     s.pr = 0
     if s.cs == nil and s.w ~= nil and remaining ~= 0 then s.w = s.w + 1 end
