@@ -115,7 +115,7 @@ async fn main() -> Result<(), BoxError> {
         return Err("--record: the models have no leaky bucket to compare it with".into());
     }
     let work = Workload::from_args(&args)?;
-    if !work.is_target() && (what != "burst" || flag(&args, "--record").is_some()) {
+    if work != Workload::TARGET && (what != "burst" || flag(&args, "--record").is_some()) {
         return Err(
             "--rate, --burst, --requests and --concurrency: `burst` only, not with --record".into(),
         );
@@ -261,7 +261,7 @@ fn range(values: &[f64], fmt: impl Fn(f64) -> String) -> String {
 
 /// Target 1's workload, or another one away from the point the harness was tuned at:
 /// `--rate R --burst B --requests N --concurrency C` (not with `--record`).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 struct Workload {
     limit: RateLimit,
     requests: usize,
@@ -288,19 +288,13 @@ impl Workload {
         };
         let whole = |n: usize| u32::try_from(n).map_err(|e| format!("{n}: {e}"));
         Ok(Self {
-            limit: RateLimit {
-                per_second: whole(number("--rate", t.limit.per_second as usize)?)?,
-                burst: whole(number("--burst", t.limit.burst as usize)?)?,
-            },
+            limit: RateLimit::new(
+                whole(number("--rate", t.limit.per_second as usize)?)?,
+                whole(number("--burst", t.limit.burst as usize)?)?,
+            ),
             requests: number("--requests", t.requests)?,
             concurrency: number("--concurrency", t.concurrency)?,
         })
-    }
-
-    fn is_target(&self) -> bool {
-        let (t, l) = (Self::TARGET, self.limit);
-        (l.per_second, l.burst, self.requests, self.concurrency)
-            == (t.limit.per_second, t.limit.burst, t.requests, t.concurrency)
     }
 }
 

@@ -37,7 +37,7 @@ use std::net::SocketAddr;
 
 /// A limit: `per_second` requests per second, `burst` of them at once (the token bucket's
 /// size; the window limiters have no separate burst and let `per_second` pass at once).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RateLimit {
     pub per_second: u32,
     pub burst: u32,
@@ -45,10 +45,11 @@ pub struct RateLimit {
 
 impl RateLimit {
     /// The limit of the harness's targets: 50 r/s, bursts of 10.
-    pub const TARGET: Self = Self {
-        per_second: 50,
-        burst: 10,
-    };
+    pub const TARGET: Self = Self::new(50, 10);
+
+    pub const fn new(per_second: u32, burst: u32) -> Self {
+        Self { per_second, burst }
+    }
 }
 
 /// Which real limiter.
