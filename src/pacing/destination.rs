@@ -266,11 +266,12 @@ impl Drop for Ticket {
 }
 
 impl Destination {
-    /// A destination's pacing; `known`: the rate the user said it allows (req/s).
+    /// A destination's pacing; `known`: the rate the user said it allows (req/s); `fleet`:
+    /// whether its state is a fleet's, in Redis (kept here only while Redis is away).
     pub(crate) fn new(
         key: Key,
         settings: Settings,
-        known: Option<f64>,
+        (known, fleet): (Option<f64>, bool),
         gauges: DestinationGauges,
         now: Instant,
     ) -> Self {
@@ -279,7 +280,7 @@ impl Destination {
             max_cooldown: settings.max_cooldown,
             first_probe: settings.first_probe,
             max_probe: settings.max_probe,
-            fleet: settings.fleet,
+            fleet,
         };
         let state = State {
             control: Controller::new(settings.initial_window, config, now),
@@ -359,7 +360,7 @@ mod tests {
         let settings = PacingLayer::new().shared.settings;
         let key = Key::from_authority(&"api.example".parse().unwrap());
         let gauges = PacingSeries::new(1).gauges(&key, false);
-        Arc::new(Destination::new(key, settings, None, gauges, now))
+        Arc::new(Destination::new(key, settings, (None, false), gauges, now))
     }
 
     fn go(destination: &Arc<Destination>, now: Instant) -> Grant {

@@ -169,7 +169,7 @@ mod tests {
         Destination::new(
             key.clone(),
             settings,
-            None,
+            (None, false),
             PacingSeries::new(1).gauges(key, false),
             now,
         )

@@ -186,8 +186,6 @@ pub(crate) struct Settings {
     pub(crate) idle_timeout: Duration,
     pub(crate) first_probe: Duration,
     pub(crate) max_probe: Duration,
-    /// Whether the state is a fleet's, in Redis (in-process only while Redis is away).
-    pub(crate) fleet: bool,
 }
 
 /// Shared by a layer, its clones, and every service and response future they make.
@@ -209,9 +207,12 @@ impl Shared {
     /// paces at this process's share of the fleet's last pace and quota, told once per outage.
     pub(crate) fn destination(&self, key: &Key, now: Instant) -> Option<Arc<Destination>> {
         #[cfg(feature = "redis")]
-        let alone = self.fleet.as_ref().and_then(|s| s.take_alone(key));
+        let (fleet, alone) = (
+            self.fleet.is_some(),
+            self.fleet.as_ref().and_then(|s| s.take_alone(key)),
+        );
         #[cfg(not(feature = "redis"))]
-        let alone: Option<Alone> = None;
+        let (fleet, alone): (bool, Option<Alone>) = (false, None);
         let known = self.known.get(key).copied();
         let alone = alone.map(|alone| Alone {
             pace: alone
@@ -224,7 +225,7 @@ impl Shared {
             .destinations
             .get_or_insert(key, known.is_some(), now, || {
                 let gauges = self.series.gauges(key, known.is_some());
-                Destination::new(key.clone(), self.settings, known, gauges, now)
+                Destination::new(key.clone(), self.settings, (known, fleet), gauges, now)
             })?;
         if let Some(alone) = alone {
             destination.retell(alone, now);
@@ -273,7 +274,6 @@ impl Default for PacingBuilder {
                 idle_timeout: PacingLayer::DEFAULT_IDLE_TIMEOUT,
                 first_probe: PacingLayer::DEFAULT_FIRST_PROBE,
                 max_probe: PacingLayer::DEFAULT_MAX_PROBE,
-                fleet: false,
             },
             slow_down: PacingLayer::DEFAULT_SLOW_DOWN.to_vec(),
             known: Vec::new(),
@@ -400,20 +400,12 @@ impl PacingBuilder {
             ensure(new, "known_rate", destination, why)?;
         }
         #[cfg(feature = "redis")]
-        let fleet = self.redis.is_some();
-        #[cfg(not(feature = "redis"))]
-        let fleet = false;
-        #[cfg(feature = "redis")]
         if let Some(timeout) = self.redis.as_ref().map(|redis| redis.timeout) {
             let why = "must be greater than zero: every call to Redis would time out";
             ensure(!timeout.is_zero(), "redis_timeout", timeout, why)?;
         }
         let shared = Arc::new(Shared {
-            settings: Settings {
-                slow_down,
-                fleet,
-                ..s
-            },
+            settings: Settings { slow_down, ..s },
             destinations: Destinations::new(s.max_destinations, s.idle_timeout),
             known,
             series: PacingSeries::new(s.max_destinations),
