@@ -92,8 +92,9 @@ struct Curve {
     base: f64,
     /// The pace refused (CUBIC's `W_max`).
     ceiling: f64,
-    /// Doubling (the start-up) rather than CUBIC.
-    startup: bool,
+    /// Doubling (the start-up) rather than CUBIC: what was served since it began, over
+    /// the last doubling period. The burst a limiter let through before is not a rate.
+    startup: Option<Served>,
 }
 
 impl Curve {
@@ -102,13 +103,13 @@ impl Curve {
             since,
             base,
             ceiling,
-            startup,
+            startup: startup.then(|| Served::over(STARTUP_DOUBLING, since)),
         }
     }
 
     fn rate(&self, now: Instant) -> f64 {
         let t = now.saturating_duration_since(self.since).as_secs_f64();
-        if self.startup {
+        if self.startup.is_some() {
             return self.base * (t / STARTUP_DOUBLING.as_secs_f64()).exp2();
         }
         let gap = (self.ceiling - self.base).max(0.0);
@@ -205,11 +206,11 @@ impl Controller {
         if reopen_at.is_some_and(|at| at <= now) && self.config.known.is_none() {
             self.curve = None;
         }
-        let curve = self.curve?;
+        let curve = self.curve.as_mut()?;
         let mut rate = curve.rate(now);
-        if curve.startup {
-            // BBR's start-up paces at most at twice what is delivered.
-            let delivered = self.served.rate(STARTUP_DOUBLING, now);
+        if let Some(delivered) = &mut curve.startup {
+            // BBR's start-up paces at most at twice what is delivered lately.
+            let delivered = delivered.rate(STARTUP_DOUBLING, now);
             rate = rate.min(2.0 * delivered.max(curve.base));
         }
         let room = self
@@ -294,7 +295,7 @@ impl Controller {
             return first;
         };
         // The time `queued` sends take from `rate` on: an upper bound for CUBIC.
-        let behind = if curve.startup && self.config.known.is_none() {
+        let behind = if curve.startup.is_some() && self.config.known.is_none() {
             let doubling = STARTUP_DOUBLING.as_secs_f64();
             doubling * (1.0 + queued as f64 * std::f64::consts::LN_2 / (rate * doubling)).log2()
         } else {
@@ -404,6 +405,9 @@ impl Controller {
         match answer {
             Answer::Served => {
                 self.served.add(sent.round == self.round, now);
+                if let Some(delivered) = self.curve.as_mut().and_then(|c| c.startup.as_mut()) {
+                    delivered.add(false, now);
+                }
                 self.probe = Duration::ZERO;
                 // A success that leaves no room does not widen the slow start.
                 if self.curve.is_none() && quota.is_none_or(|left| left.remaining > 0) {
@@ -473,7 +477,7 @@ impl Controller {
         let cubic = |b: f64, c: f64| Curve::new(now, b.max(MIN_RATE), c.max(MIN_RATE), false);
         match (self.curve, self.rate(now)) {
             // Out of the start-up: CUBIC's cut of the pace refused.
-            (Some(curve), Some(rate)) if curve.startup => cubic(BETA * rate, rate),
+            (Some(curve), Some(rate)) if curve.startup.is_some() => cubic(BETA * rate, rate),
             // Paced: CUBIC's cut of what the destination served (its delivery rate, as
             // BBR paces at), never up.
             (Some(_), Some(rate)) => {
@@ -510,6 +514,7 @@ pub(crate) const SERVED_WINDOW: Duration = Duration::from_secs(1);
 /// the previous one's, weighted by its share still inside the last second.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Served {
+    window: Duration,
     born: Instant,
     start: Instant,
     current: u32,
@@ -520,7 +525,13 @@ pub(crate) struct Served {
 
 impl Served {
     pub(crate) fn new(now: Instant) -> Self {
+        Self::over(SERVED_WINDOW, now)
+    }
+
+    /// A count over `window` rather than [`SERVED_WINDOW`].
+    pub(crate) fn over(window: Duration, now: Instant) -> Self {
         Self {
+            window,
             born: now,
             start: now,
             current: 0,
@@ -531,13 +542,15 @@ impl Served {
 
     fn roll(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.start);
-        if elapsed < SERVED_WINDOW {
+        if elapsed < self.window {
             return;
         }
-        let windows = elapsed.as_nanos() / SERVED_WINDOW.as_nanos();
+        let windows = elapsed.as_nanos() / self.window.as_nanos();
         self.previous = if windows == 1 { self.current } else { 0 };
         self.current = 0;
-        let whole = SERVED_WINDOW.saturating_mul(u32::try_from(windows).unwrap_or(u32::MAX));
+        let whole = self
+            .window
+            .saturating_mul(u32::try_from(windows).unwrap_or(u32::MAX));
         self.start = self.start.checked_add(whole).unwrap_or(now);
     }
 
@@ -548,19 +561,19 @@ impl Served {
         self.since = self.since.saturating_add(u32::from(this_round));
     }
 
-    /// The successes of the last [`SERVED_WINDOW`] (a window limiter's allowance).
+    /// The successes of the last window (a window limiter's allowance).
     pub(crate) fn in_window(&mut self, now: Instant) -> f64 {
         self.roll(now);
         let into = now.saturating_duration_since(self.start).as_secs_f64();
-        let left = 1.0 - into / SERVED_WINDOW.as_secs_f64();
+        let left = 1.0 - into / self.window.as_secs_f64();
         f64::from(self.previous) * left + f64::from(self.current)
     }
 
-    /// Successes per second over the last [`SERVED_WINDOW`], or a younger destination's life
+    /// Successes per second over the last window, or a younger destination's life
     /// (at least `min_span`): a burst is not a rate.
     pub(crate) fn rate(&mut self, min_span: Duration, now: Instant) -> f64 {
         let age = now.saturating_duration_since(self.born);
-        let span = age.clamp(min_span, SERVED_WINDOW.max(min_span));
+        let span = age.clamp(min_span, self.window.max(min_span));
         self.in_window(now) / span.as_secs_f64()
     }
 

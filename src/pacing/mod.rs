@@ -16,8 +16,8 @@
 //!   100 ms leaves the count, so the window doubles at least every 100 ms: slow servers
 //!   and long-polls are barely held back.
 //! - **Start-up.** The first refusal paces the destination at what it served in the last
-//!   second, doubling every 100 ms up to twice what it delivers (BBR's start-up), until
-//!   the next refusal.
+//!   second, doubling every 100 ms up to twice what it delivered in the last 100 ms
+//!   (BBR's start-up), until the next refusal. The burst before the refusal is not a rate.
 //! - **CUBIC.** Each later refusal cuts the pace to 70 % (RFC 9438; the AWS SDKs'
 //!   adaptive retry mode): of the pace refused at the end of the start-up, of what the
 //!   destination served in the last second after (its delivery rate, which BBR paces at).

@@ -71,18 +71,30 @@ fn the_pace_after_each_sequence_of_answers() {
             10,
             Some(10.0),
         ),
+        // Four served since the refusal (20 r/s): 40 r/s, twice what it delivers.
         (
             "start-up, 200 ms on",
-            [burst(0, 10), vec![No(10, None)]].concat(),
+            [
+                burst(0, 10),
+                vec![No(10, None), Ok(60), Ok(110), Ok(160), Ok(200)],
+            ]
+            .concat(),
             210,
             Some(40.0),
         ),
-        // Refused again at 40 r/s (sent after the first cut): CUBIC's cut to 28.
+        // The burst before the first refusal is not a rate: none served since, twice the base.
+        (
+            "start-up, nothing served since",
+            [burst(0, 10), vec![No(10, None)]].concat(),
+            210,
+            Some(20.0),
+        ),
+        // Refused again at 20 r/s (sent after the first cut): CUBIC's cut to 14.
         (
             "out of the start-up",
             [burst(0, 10), vec![No(10, None), Ok(150), No(210, None)]].concat(),
             210,
-            Some(28.0),
+            Some(14.0),
         ),
         // Nothing ever served: probed at one request per first probing delay.
         ("nothing served", vec![No(0, None)], 0, Some(10.0)),

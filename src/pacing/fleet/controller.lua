@@ -61,18 +61,20 @@ end
 -- Sends unanswered for a minute belong to a process that is gone.
 redis.call('ZREMRANGEBYSCORE', F, '-inf', now - 60000)
 
--- The delivery rate: a sliding-window count of successes.
-local function roll()
-  local elapsed = now - s.ss
-  if elapsed < WINDOW then return end
-  local windows = math.floor(elapsed / WINDOW)
-  s.sp = (windows == 1) and s.sc or 0
-  s.sc = 0
-  s.ss = s.ss + windows * WINDOW
+-- Sliding-window counts of successes: `s`, over WINDOW, the delivery rate; `d`, over
+-- DOUBLING, since the start-up began (the burst a limiter let through before is not a rate).
+local function roll(p, span)
+  local elapsed = now - s[p .. 's']
+  if elapsed < span then return end
+  local windows = math.floor(elapsed / span)
+  s[p .. 'p'] = (windows == 1) and s[p .. 'c'] or 0
+  s[p .. 'c'] = 0
+  s[p .. 's'] = s[p .. 's'] + windows * span
 end
-local function in_window()
-  roll()
-  return s.sp * (1 - (now - s.ss) / WINDOW) + s.sc
+local function in_window(p, span)
+  p, span = p or 's', span or WINDOW
+  roll(p, span)
+  return s[p .. 'p'] * (1 - (now - s[p .. 's']) / span) + s[p .. 'c']
 end
 local function served_rate(min_span)
   local span = math.min(math.max(now - s.born, min_span), math.max(WINDOW, min_span))
@@ -111,7 +113,11 @@ local function rate()
   if s.lr ~= nil and now >= s.lr + REOPEN and KNOWN <= 0 then s.cs = nil end
   if s.cs == nil then return nil end
   local r = curve_rate()
-  if s.cu == 1 then r = math.min(r, 2 * math.max(served_rate(DOUBLING), s.cb)) end
+  if s.cu == 1 then
+    -- BBR's start-up paces at most at twice what is delivered lately.
+    local recent = s.ds and in_window('d', DOUBLING) * 1000 / DOUBLING or 0
+    r = math.min(r, 2 * math.max(recent, s.cb))
+  end
   -- The floor is the learned pace's; a known rate or a reported room may be slower.
   r = math.max(r, MIN_RATE)
   local left = room_left()
@@ -129,6 +135,7 @@ end
 
 local function set_curve(base, ceiling, startup)
   s.cs, s.cb, s.cc, s.cu = now, base, ceiling, startup
+  if startup == 1 then s.ds, s.dc, s.dp = now, 0, 0 else s.ds, s.dc, s.dp = nil, nil, nil end
 end
 
 -- The slow start's limit, and when its cap doubles next; nil: open from OPEN_WINDOW on.
@@ -269,8 +276,12 @@ local function answered(round, number, answer, asked, remaining, reset, seen_win
     s.rn, s.rr, s.rg = number, remaining, nil
   end
   if answer == 0 then
-    roll()
+    roll('s', WINDOW)
     s.sc = s.sc + 1
+    if s.ds ~= nil then
+      roll('d', DOUBLING)
+      s.dc = s.dc + 1
+    end
     if round == s.rd then s.sn = s.sn + 1 end
     s.pr = 0
     if s.cs == nil and s.w ~= nil and remaining ~= 0 then s.w = s.w + 1 end
