@@ -302,7 +302,7 @@ async fn target_1_at(kind: Kind, limit: RateLimit, n: usize, max_time: f64, max_
 
 /// Row 1 is met against express-rate-limit, tower_governor and the leaky bucket: the
 /// slow start doubles at most every 100 ms, so the first refusal meets few requests in
-/// flight (0 %, 2.9–3.5 % and 2.6–3.5 % refused in the matrix's 10 runs).
+/// flight (0 %, 2.9–3.8 % and 2.9–3.8 % refused in the matrix's 10 runs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs node and `npm ci` in lab/fixtures/express-limiter: .ci/run, or see CONTRIBUTING.md"]
 async fn target_1_express_recommended_stack_completes_a_burst_near_the_limit() {
@@ -328,7 +328,7 @@ async fn target_1_nginx_recommended_stack_completes_a_burst_near_the_limit() {
 
 /// nginx with a burst of 1: of a new destination's first 4 requests, 2 are refused before
 /// the other 2 are served. It waits for those answers and probes after 100 ms, rather than
-/// closing for the second asked: 1.20-1.25x the ideal time here, 1.53-1.55x when it closed.
+/// closing for the second asked: 1.24-1.26x the ideal time here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs nginx (nginx-light): .ci/run, or see CONTRIBUTING.md"]
 async fn nginx_strict_first_refusals_before_successes_do_not_close_for_a_second() {
@@ -336,8 +336,7 @@ async fn nginx_strict_first_refusals_before_successes_do_not_close_for_a_second(
 }
 
 /// Away from 50 r/s, on nginx (nothing was tuned on it). At 200 r/s the start-up reaches
-/// the limit in a few hundred milliseconds: 1200 GETs in 1.00-1.03x the ideal, 0.6 %
-/// refused (a start-up capped by an average since its first refusal took 1.2x).
+/// the limit in a few hundred milliseconds: 1200 GETs in 1.00x the ideal, 0.6 % refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs nginx (nginx-light): .ci/run, or see CONTRIBUTING.md"]
 async fn nginx_fast_a_high_limit_is_reached_without_slowing_the_run() {
@@ -345,7 +344,7 @@ async fn nginx_fast_a_high_limit_is_reached_without_slowing_the_run() {
 }
 
 /// At 10 r/s every request completes in time, but a steady limit costs about one refusal
-/// a second at any rate: 9-11 % of attempts here (row 1 asks < 5 % at 50 r/s).
+/// a second at any rate: 10-13 % of attempts here (row 1 asks < 5 % at 50 r/s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs nginx (nginx-light): .ci/run, or see CONTRIBUTING.md"]
 async fn nginx_slow_a_low_limit_completes_in_time_with_a_refusal_a_second() {
@@ -353,15 +352,9 @@ async fn nginx_slow_a_low_limit_completes_in_time_with_a_refusal_a_second() {
 }
 
 /// HAProxy reports nothing and counts its refusals: every overshoot costs a probe of its
-/// memory. Held to 1.4× and 10 % here; row 1 asks 1.15× and 5 % (the test below).
+/// memory. Row 1 holds: 1.05-1.12x the ideal, 3.5-4.5 % refused in the matrix's 10 runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs haproxy: .ci/run, or see CONTRIBUTING.md"]
-async fn target_1_haproxy_time_is_met_with_few_refusals() {
-    target_1(Kind::Haproxy, 1.4, 0.1).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "row 1 against HAProxy is not met: 1.06-1.16x the ideal time, over 1.15x in 3 of 10 runs (matrix --runs 10 --row 1)"]
 async fn target_1_haproxy_recommended_stack_completes_a_burst_near_the_limit() {
     target_1(Kind::Haproxy, 1.15, 0.05).await;
 }
@@ -577,7 +570,7 @@ async fn fleet(
 
 /// Target 3: 8 processes, each its own layer, share one limit for 10 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue #31: fleets share their pacing in Redis; independent controllers, 8 processes: 16-21 % refused (docs/real-runs/2026-11-26.txt)"]
+#[ignore = "issue #31: fleets share their pacing in Redis; independent controllers, 8 processes: 18-21 % refused (docs/real-runs/2026-11-27.txt)"]
 async fn target_3_express_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
     target_3(Kind::Express, 10).await;
@@ -585,7 +578,7 @@ async fn target_3_express_fleet_shares_a_limit_fully_and_fairly() {
 
 /// Target 3: 8 processes, each its own layer, share one limit for 10 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue #31: fleets share their pacing in Redis; independent controllers, 8 processes: 16-21 % refused (docs/real-runs/2026-11-26.txt)"]
+#[ignore = "issue #31: fleets share their pacing in Redis; independent controllers, 8 processes: 17-20 % refused (docs/real-runs/2026-11-27.txt)"]
 async fn target_3_governor_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
     target_3(Kind::Governor, 10).await;
@@ -593,7 +586,7 @@ async fn target_3_governor_fleet_shares_a_limit_fully_and_fairly() {
 
 /// Target 3: 8 processes, each its own layer, share one limit for 10 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue #31: fleets share their pacing in Redis; independent controllers, 8 processes: 16-21 % refused (docs/real-runs/2026-11-26.txt)"]
+#[ignore = "issue #31: fleets share their pacing in Redis; independent controllers, 8 processes: 21-27 % refused (docs/real-runs/2026-11-27.txt)"]
 async fn target_3_haproxy_fleet_shares_a_limit_fully_and_fairly() {
     let _alone = one_at_a_time().await;
     target_3(Kind::Haproxy, 10).await;
@@ -743,14 +736,14 @@ const LEARNED_IN_REDIS: Bounds = Bounds {
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server; issue #31's targets at the edge: 8 processes 2.5-2.7 % refused for < 3 % (limiters -- redis-fleet)"]
+#[ignore = "needs redis-server; issue #31's targets at the edge: 8 processes 2.4-2.9 % refused for < 3 % (limiters -- redis-fleet)"]
 async fn redis_fleet_learns_the_governor_limit_to_the_targets() {
     let (kind, stack) = (Kind::Governor, Stack::RetryPacingRedis);
     shared_in_redis_within(kind, stack, 10, LEARNED_IN_REDIS).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue #31, not met: 88 % used, 7 % refused (8 layers); 8 processes 91 %, 6 % (limiters -- redis-fleet)"]
+#[ignore = "issue #31, not met: 88 % used, 7 % refused (8 layers); 8 processes 91-92 %, 5.0-5.6 % (limiters -- redis-fleet)"]
 async fn redis_fleet_learns_the_haproxy_limit_to_the_targets() {
     let (kind, stack) = (Kind::Haproxy, Stack::RetryPacingRedis);
     shared_in_redis_within(kind, stack, 10, LEARNED_IN_REDIS).await;
@@ -773,7 +766,7 @@ async fn shared_pacing_in_redis_learns_the_leaky_bucket_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs redis-server; issue #31's targets at the edge: 8 processes 2.5-2.7 % refused for < 3 %, most in the first second (limiters -- redis-fleet)"]
+#[ignore = "needs redis-server; issue #31's targets at the edge: 8 processes 2.7-3.1 % refused for < 3 %, Jain 0.92-0.99, most refusals in the first second (limiters -- redis-fleet)"]
 async fn redis_fleet_learns_the_leaky_bucket_limit_to_the_targets() {
     let (kind, stack) = (Kind::LeakyBucket, Stack::RetryPacingRedis);
     shared_in_redis_within(kind, stack, 10, LEARNED_IN_REDIS).await;
