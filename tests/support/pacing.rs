@@ -149,6 +149,20 @@ pub fn gaps(offsets: &[Duration]) -> Vec<Duration> {
     offsets.windows(2).map(|w| w[1] - w[0]).collect()
 }
 
+/// The sends in each whole `period` from `from` to the last offset (a partial last period
+/// is left out): a pace's rounds.
+pub fn per_period(offsets: &[Duration], from: Duration, period: Duration) -> Vec<usize> {
+    let last = offsets.iter().max().copied().unwrap_or_default();
+    let whole = last.saturating_sub(from).as_nanos() / period.as_nanos();
+    (0..whole as u32)
+        .map(|k| {
+            let start = from + period * k;
+            let sent = |at: &&Duration| **at >= start && **at < start + period;
+            offsets.iter().filter(sent).count()
+        })
+        .collect()
+}
+
 pub fn authority(name: &str) -> http::uri::Authority {
     name.parse().unwrap()
 }
