@@ -213,8 +213,11 @@ impl Controller {
             let delivered = delivered.rate(STARTUP_DOUBLING, now);
             rate = rate.min(2.0 * delivered.max(curve.base));
         }
-        let room = self
-            .room
+        // A known rate spreads the sends already: alone, a reported room only closes when
+        // spent. Others sharing the quota may leave less, and the rest is spread.
+        let alone_at_known = self.config.known.is_some() && self.share() >= 1.0;
+        let room = self.room.filter(|_| !alone_at_known);
+        let room = room
             .and_then(|room| room.pace(self.share(), self.sends, self.flying_in(&room, now), now));
         // The floor is the learned pace's; a known rate or a reported room may be slower.
         let caps = [self.config.known, room].into_iter().flatten();

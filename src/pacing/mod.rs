@@ -34,7 +34,7 @@
 //!   holds the destination once they are sent, until the reset. The next window is
 //!   guessed as full as the last began until it reports, so the requests waiting for a
 //!   reset do not all leave at once. Once it has refused, the room left is spread until
-//!   the reset. Clients sharing a quota count their own share of its use. A reset rounded
+//!   the reset, unless a known rate spreads the sends already. Clients sharing a quota count their own share of its use. A reset rounded
 //!   up to whole seconds ends by the earliest bound its window's reports give; a report
 //!   of a request sent before the last reset, with no more room than that window had, is
 //!   that window's. Requests overtake each other on the way: only a request sent after a

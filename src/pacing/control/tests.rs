@@ -269,6 +269,33 @@ fn reported_room_holds_and_spreads() {
     assert_eq!(control.rate(later), Some(10.0));
 }
 
+/// A known rate spreads the sends already: a room reported a little late in its window
+/// does not slow it, but a spent room still holds it until the reset.
+#[test]
+fn a_known_rate_is_not_spread_by_a_room_but_held_when_it_is_spent() {
+    let t0 = Instant::now();
+    let known = Config {
+        known: Some(20.0),
+        ..config()
+    };
+    let mut control = Controller::new(0, known, t0);
+    // Two left for a second: spread, 2 r/s; known, 20 r/s.
+    let sent = control.send(t0);
+    control.answered(sent, Answer::Served, Some(left(2)), t0);
+    control.release(sent);
+    assert_eq!(control.rate(t0), Some(20.0));
+    for k in 1..=2 {
+        let at = t0 + MS * (50 * k);
+        assert_eq!(control.ready_at(at), None, "send {k}");
+        let sent = control.send(at);
+        control.release(sent);
+    }
+    assert_eq!(
+        control.ready_at(t0 + MS * 150),
+        Some(t0 + Duration::from_secs(1))
+    );
+}
+
 #[test]
 fn an_older_sends_report_with_less_room_is_the_newer_count() {
     let t0 = Instant::now();

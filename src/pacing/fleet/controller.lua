@@ -121,7 +121,9 @@ local function rate()
   -- The floor is the learned pace's; a known rate or a reported room may be slower.
   r = math.max(r, MIN_RATE)
   local left = room_left()
-  if left ~= nil and left > 0 then r = math.min(r, left / ((s.rt - now) / 1000)) end
+  -- A known rate spreads the sends already: the fleet, one client, is alone at its
+  -- quota, and a reported room only closes when spent.
+  if left ~= nil and left > 0 and KNOWN <= 0 then r = math.min(r, left / ((s.rt - now) / 1000)) end
   if KNOWN > 0 then r = math.min(r, KNOWN) end
   return r
 end

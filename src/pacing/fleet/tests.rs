@@ -290,3 +290,22 @@ async fn the_script_closes_for_the_delay_asked_only_with_nothing_else_pending() 
         );
     }
 }
+
+/// As in-process: a known rate is not spread by a reported room, but a spent room holds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_script_does_not_spread_a_room_at_a_known_rate() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    script.args = Args::new(&settings(), Some(20.0));
+    let first = script.call(0.0, "reserve", &[30_000.0]).await;
+    // Two left until a reset a second away: spread, 2 r/s; known, 20 r/s.
+    script.served(0.0, first, 2.0).await;
+    for t in [50.0, 100.0] {
+        let got = script.call(t, "reserve", &[30_000.0]).await;
+        assert_eq!([got[0], got[1]], [0, 0], "at {t} ms");
+    }
+    // Spent: held until the reset; asked again a spacing before it.
+    let held = script.call(150.0, "reserve", &[30_000.0]).await;
+    assert_eq!([held[0], held[1]], [3, 800_000]);
+}
