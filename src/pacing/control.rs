@@ -514,7 +514,7 @@ impl Controller {
 pub(crate) const SERVED_WINDOW: Duration = Duration::from_secs(1);
 
 /// Successes per second, by a sliding-window counter: the current window's count plus
-/// the previous one's, weighted by its share still inside the last second.
+/// the previous one's, weighted by its share still inside the last window.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Served {
     window: Duration,
