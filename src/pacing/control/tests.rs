@@ -15,6 +15,14 @@ fn config() -> Config {
     }
 }
 
+/// The defaults, told the destination allows `rate` requests per second.
+fn known(rate: f64) -> Config {
+    Config {
+        known: Some(rate),
+        ..config()
+    }
+}
+
 /// An event at a time (ms from the start).
 #[derive(Clone, Copy)]
 enum Event {
@@ -187,10 +195,7 @@ fn a_new_destination_is_closed_for_the_delay_asked_only_with_nothing_else_pendin
     control.answered(burst[3], Answer::Refused(second), None, now);
     assert_eq!(control.cooldown(now), Some(now + FIRST_PROBE));
     // Alone, a window on, told its rate, or a fleet's process while Redis is away.
-    let told = Config {
-        known: Some(10.0),
-        ..config()
-    };
+    let told = known(10.0);
     let fleet = Config {
         fleet: true,
         ..config()
@@ -222,11 +227,7 @@ fn a_new_destination_is_closed_for_the_delay_asked_only_with_nothing_else_pendin
 #[test]
 fn a_known_rate_is_paced_from_the_first_request_and_never_passed() {
     let t0 = Instant::now();
-    let known = Config {
-        known: Some(20.0),
-        ..config()
-    };
-    let mut control = Controller::new(4, known, t0);
+    let mut control = Controller::new(4, known(20.0), t0);
     assert_eq!(control.rate(t0), Some(20.0));
     let sent = control.send(t0);
     control.answered(sent, Answer::Served, None, t0);
@@ -274,11 +275,7 @@ fn reported_room_holds_and_spreads() {
 #[test]
 fn a_known_rate_is_not_spread_by_a_room_but_held_when_it_is_spent() {
     let t0 = Instant::now();
-    let known = Config {
-        known: Some(20.0),
-        ..config()
-    };
-    let mut control = Controller::new(0, known, t0);
+    let mut control = Controller::new(0, known(20.0), t0);
     // Two left for a second: spread, 2 r/s; known, 20 r/s.
     let sent = control.send(t0);
     control.answered(sent, Answer::Served, Some(left(2)), t0);
@@ -294,6 +291,20 @@ fn a_known_rate_is_not_spread_by_a_room_but_held_when_it_is_spent() {
         control.ready_at(t0 + MS * 150),
         Some(t0 + Duration::from_secs(1))
     );
+}
+
+/// Others sharing the quota (a share under 1) may leave less than a known rate needs:
+/// the room left is spread until the reset.
+#[test]
+fn a_known_rate_sharing_a_quota_is_spread_by_its_room() {
+    let t0 = Instant::now();
+    let mut control = Controller::new(0, known(20.0), t0);
+    control.retell_share(0.5);
+    let sent = control.send(t0);
+    control.answered(sent, Answer::Served, Some(left(2)), t0);
+    control.release(sent);
+    let pace = control.rate(t0).unwrap();
+    assert!(pace < 20.0, "{pace}");
 }
 
 #[test]
@@ -455,11 +466,7 @@ fn a_send_unanswered_for_a_window_does_not_hold_the_next() {
 fn a_send_late_by_less_than_a_spacing_keeps_the_beat() {
     let t0 = Instant::now();
     let ms = Duration::from_millis;
-    let known = Config {
-        known: Some(20.0),
-        ..config()
-    };
-    let mut control = Controller::new(0, known, t0);
+    let mut control = Controller::new(0, known(20.0), t0);
     control.send(t0);
     assert_eq!(control.ready_at(t0), Some(t0 + ms(50)));
     // 10 ms late: the next slot is still at 100 ms, as GCRA's theoretical arrival time.
