@@ -11,6 +11,7 @@
 //! | [`SERVED_WINDOW`] | 1 s | the window of most published limits (matrix row 1) |
 //! | [`OPEN_WINDOW`] | 64 | where the slow start ends: past the 20 in flight of every matrix row |
 //! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 5 s | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5) |
+//! | [`COARSE`] | 1 s | the resolution of a reset given as a Unix time in whole seconds; probed by bisection |
 
 use crate::retry_after::QuotaLeft;
 use crate::time::instant_after;
@@ -227,7 +228,27 @@ impl Controller {
     /// Until when nothing may leave: a cool-down, or the reported room spent.
     pub(crate) fn closed_until(&mut self, now: Instant) -> Option<Instant> {
         self.expire_room(now);
-        self.cooldown(now).max(self.spent_until(now))
+        self.cooldown(now).max(self.held_until(now))
+    }
+
+    /// Until when a spent room holds the sends: its reset. Where that is known only to the
+    /// second, a probe goes halfway to it (a bisection), unless one is in flight or the
+    /// reset is less than a probing delay away.
+    fn held_until(&self, now: Instant) -> Option<Instant> {
+        let reset = self.spent_until(now)?;
+        let room = self.room?;
+        let from = room.probe_from.filter(|_| room.probe.is_none());
+        let left = from.map(|from| (from, reset.saturating_duration_since(from)));
+        match left.filter(|&(_, left)| left >= self.config.first_probe) {
+            Some((from, left)) => (now < from + left / 2).then_some(from + left / 2),
+            None => Some(reset),
+        }
+    }
+
+    /// The spent room `sent` probes, if it does.
+    fn probed(&mut self, sent: Sent) -> Option<&mut Room> {
+        let room = self.room.as_mut();
+        room.filter(|room| room.probe == Some(sent.number))
     }
 
     /// Forgets the reported room once its reset passed.
@@ -308,8 +329,13 @@ impl Controller {
     }
 
     pub(crate) fn send(&mut self, now: Instant) -> Sent {
+        let probing = self.spent_until(now).is_some();
         self.last_send = Some(self.beat(now));
         self.sends = self.sends.saturating_add(1);
+        let coarse = self.room.as_mut().filter(|room| room.probe_from.is_some());
+        if let Some(room) = coarse.filter(|_| probing) {
+            room.probe = Some(self.sends);
+        }
         self.flying.push_back((self.sends, now));
         Sent {
             round: self.round,
@@ -330,6 +356,9 @@ impl Controller {
 
     /// Request `sent` is no longer in flight.
     pub(crate) fn release(&mut self, sent: Sent) {
+        if let Some(room) = self.probed(sent) {
+            room.probe = None;
+        }
         if let Some(at) = self
             .flying
             .iter()
@@ -404,6 +433,10 @@ impl Controller {
         let newer = learned.filter(|room| room.number == sent.number && own(room));
         if let Some(share) = newer.and_then(|room| room.share(self.sends)) {
             self.share = share;
+        }
+        // A probe answered in the spent window: the reset came after it left.
+        if let Some(room) = self.probed(sent) {
+            (room.probe_from, room.probe) = (room.probe_from.max(Some(sent.at)), None);
         }
         match answer {
             Answer::Served => {
@@ -512,6 +545,8 @@ impl Controller {
 
 /// The span the delivery rate is counted over: the window of most published limits.
 pub(crate) const SERVED_WINDOW: Duration = Duration::from_secs(1);
+/// How much sooner than a reset given in whole Unix seconds its count may come back.
+const COARSE: Duration = Duration::from_secs(1);
 
 /// Successes per second, by a sliding-window counter: the current window's count plus
 /// the previous one's, weighted by its share still inside the last window.
@@ -602,6 +637,12 @@ pub(crate) struct Room {
     span: Duration,
     /// Guessed at the last reset, not reported yet.
     guessed: bool,
+    /// A reset known only to the second may pass up to a second sooner: after this
+    /// instant, at the latest a probe's refusal. A spent room lets one probe go at a time,
+    /// halfway to the reset.
+    probe_from: Option<Instant>,
+    /// The send probing the spent room, until answered.
+    probe: Option<u64>,
 }
 
 impl Room {
@@ -632,6 +673,10 @@ impl Room {
             full: left.remaining,
             span,
             guessed: false,
+            probe_from: left
+                .coarse
+                .then(|| reset_at.checked_sub(COARSE).map_or(now, |at| at.max(now))),
+            probe: None,
         };
         let window = previous.filter(|old| now < old.reset_at && old.holds(seen, left.remaining));
         if let Some(previous) = window {
@@ -647,6 +692,8 @@ impl Room {
                 room.reset_at = reset_at.min(previous.reset_at);
                 room.first = previous.first;
                 room.remaining = left.remaining.min(previous.remaining);
+                room.probe_from = room.probe_from.max(previous.probe_from);
+                room.probe = previous.probe;
             }
         }
         Some(room)
@@ -683,6 +730,8 @@ impl Room {
             reset_at: instant_after(self.reset_at, self.span),
             first: (sends, self.full),
             guessed: true,
+            probe_from: None,
+            probe: None,
             ..*self
         };
         (!self.guessed).then_some(next)

@@ -210,6 +210,9 @@ fn reset_in(value: &HeaderValue, now: impl FnOnce() -> SystemTime) -> Option<Dur
 pub(crate) struct QuotaLeft {
     pub(crate) remaining: u64,
     pub(crate) reset: Option<Duration>,
+    /// The reset is a Unix time in whole seconds, so the count may come back up to a
+    /// second sooner: the same instant from every report of a window, whenever asked.
+    pub(crate) coarse: bool,
 }
 
 /// The quota a response reports, from the first of these that has a remaining count: the
@@ -220,7 +223,12 @@ pub(crate) struct QuotaLeft {
 /// with no quota field or a reset in seconds, need none.
 pub(crate) fn quota(headers: &HeaderMap, now: impl Fn() -> SystemTime) -> Option<QuotaLeft> {
     if let Some((remaining, reset)) = rate_limit::tightest(headers.get_all(RATE_LIMIT)) {
-        return Some(QuotaLeft { remaining, reset });
+        let coarse = false;
+        return Some(QuotaLeft {
+            remaining,
+            reset,
+            coarse,
+        });
     }
     [
         (RATE_LIMIT_REMAINING, RATE_LIMIT_RESET),
@@ -229,8 +237,15 @@ pub(crate) fn quota(headers: &HeaderMap, now: impl Fn() -> SystemTime) -> Option
     .into_iter()
     .find_map(|(remaining, reset)| {
         let remaining = header::digits(trim_ows(headers.get(remaining)?.as_bytes()))?;
-        let reset = headers.get(reset).and_then(|value| reset_in(value, &now));
-        Some(QuotaLeft { remaining, reset })
+        let value = headers.get(reset);
+        let reset = value.and_then(|value| reset_in(value, &now));
+        let seconds = value.and_then(|value| delay_seconds(trim_ows(value.as_bytes())));
+        let coarse = seconds.is_some_and(|at| at.as_secs() > RESET_TIMESTAMP_THRESHOLD);
+        Some(QuotaLeft {
+            remaining,
+            reset,
+            coarse,
+        })
     })
 }
 
@@ -256,19 +271,26 @@ pub(crate) mod tests {
     fn quota_from_each_convention_first_one_wins() {
         let now = UNIX_EPOCH + Duration::from_secs(2_000_000_000);
         let secs = Duration::from_secs;
-        let left = |remaining, reset| Some(QuotaLeft { remaining, reset });
+        let at = |remaining, reset, coarse| {
+            Some(QuotaLeft {
+                remaining,
+                reset,
+                coarse,
+            })
+        };
+        let left = |remaining, reset| at(remaining, reset, false);
         // express-rate-limit's draft-8 field, on a success.
         let express = headers(&[("ratelimit", r#""50-in-1sec"; r=49; t=1"#)]);
         assert_eq!(quota(&express, || now), left(49, Some(secs(1))));
         // Older drafts, the reset in seconds.
         let drafts = headers(&[("ratelimit-remaining", "0"), ("ratelimit-reset", "30")]);
         assert_eq!(quota(&drafts, || now), left(0, Some(secs(30))));
-        // GitHub's: the reset as a Unix timestamp.
+        // GitHub's: the reset as a Unix timestamp, known to the second.
         let github = headers(&[
             ("x-ratelimit-remaining", " 4999 "),
             ("x-ratelimit-reset", "2000000060"),
         ]);
-        assert_eq!(quota(&github, || now), left(4999, Some(secs(60))));
+        assert_eq!(quota(&github, || now), at(4999, Some(secs(60)), true));
         // tower_governor's: a remaining count, no reset.
         let governor = headers(&[("x-ratelimit-remaining", "0")]);
         assert_eq!(quota(&governor, || now), left(0, None));

@@ -90,6 +90,7 @@ mod tests {
         let left = Some(QuotaLeft {
             remaining: 0,
             reset: None,
+            coarse: false,
         });
         let error = ServerSaid::read(StatusCode::SERVICE_UNAVAILABLE, &h, false, None);
         assert_eq!(error.retry_after(), Some(Some(Duration::from_secs(7))));

@@ -11,6 +11,7 @@
 //! | [`Kind::LeakyBucket`]: a leaky bucket with a burst (hyper, in process, [`leaky`]) | requests drain out at `rate`, at most `burst` held; a refused request takes no place (as in GCRA) | 429 with `Retry-After: 1` (though room comes back within `1/rate`), nothing of its count |
 //! | [`Kind::HaproxyRateLimit`] (an experiment, no target's): the same HAProxy | the same | the same, and every answer carries `RateLimit: "50-in-1sec"; r=<50 − its count>; t=1`, as a naive configuration writes it |
 //! | [`Kind::Nginx`] (no target's; nothing was tuned on it): nginx `limit_req` | a leaky bucket drained per millisecond, `burst` more at once, `nodelay`; refusals not counted | 429 with `Retry-After: 1` |
+//! | [`Kind::Flexible`] (no target's; nothing was tuned on it): rate-limiter-flexible (Node) | a fixed window of one second, opened by the first hit after the last window | 429 with `Retry-After` in fractions of a second (invalid), `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix seconds, rounded up) on every answer |
 //!
 //! Every limiter has one key for all clients (all come from 127.0.0.1 anyway): a fleet of
 //! clients shares one limit, as the clients of one API key do. A fleet's stacks may share
@@ -24,10 +25,12 @@ pub mod drive;
 pub mod express;
 #[path = "../../../tests/support/fairness.rs"]
 pub mod fairness;
+pub mod flexible;
 pub mod governor;
 pub mod haproxy;
 pub mod leaky;
 pub mod nginx;
+pub mod node;
 pub mod process;
 pub mod redis_server;
 pub mod told;
@@ -64,6 +67,8 @@ pub enum Kind {
     HaproxyRateLimit,
     /// nginx's `limit_req`: a leaky bucket nothing here was tuned on.
     Nginx,
+    /// rate-limiter-flexible with its README's headers: nothing here was tuned on it.
+    Flexible,
 }
 
 impl Kind {
@@ -80,7 +85,7 @@ impl Kind {
         Kind::LeakyBucket,
     ];
     /// Limiters run only when named.
-    pub const EXPERIMENTS: [Kind; 2] = [Kind::HaproxyRateLimit, Kind::Nginx];
+    pub const EXPERIMENTS: [Kind; 3] = [Kind::HaproxyRateLimit, Kind::Nginx, Kind::Flexible];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -90,6 +95,7 @@ impl Kind {
             Kind::LeakyBucket => "leaky-bucket",
             Kind::HaproxyRateLimit => "haproxy-ratelimit",
             Kind::Nginx => "nginx",
+            Kind::Flexible => "rate-limiter-flexible",
         }
     }
 
@@ -105,6 +111,9 @@ impl Kind {
             }
             Kind::Nginx => {
                 "nginx limit_req: leaky bucket (burst 10, or LIMITERS_NGINX_BURST; nodelay), Retry-After: 1"
+            }
+            Kind::Flexible => {
+                "fixed 1 s window from the first hit, X-RateLimit-Reset in Unix seconds (or none: LIMITERS_FLEXIBLE_HEADERS=none), Retry-After in fractions"
             }
         }
     }
@@ -147,6 +156,7 @@ impl Limiter {
             Kind::LeakyBucket => leaky::start(limit).await,
             Kind::HaproxyRateLimit => haproxy::start(limit, true).await?,
             Kind::Nginx => nginx::start(limit).await?,
+            Kind::Flexible => flexible::start(limit).await?,
         };
         Ok(Limiter {
             kind,

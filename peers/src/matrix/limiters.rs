@@ -1,6 +1,7 @@
 //! Row 1: real rate limiters of four algorithms at 50 r/s, 300 GETs 20 at a time: the
 //! lab's (tower_governor, express-rate-limit on Node, HAProxy, its own leaky bucket with a
-//! burst of 10), and nginx's `limit_req`, a leaky bucket nothing here was tuned on.
+//! burst of 10), and two nothing here was tuned on: nginx's `limit_req`, a leaky bucket,
+//! and rate-limiter-flexible, a fixed window reporting its reset in whole Unix seconds.
 
 use super::{CONCURRENCY, Figures, Sizes, Unavailable, measure};
 use crate::attempts::AttemptLog;
@@ -23,15 +24,17 @@ pub enum Algorithm {
     SlidingWindow,
     LeakyBucket,
     Nginx,
+    Flexible,
 }
 
 impl Algorithm {
-    pub const ALL: [Algorithm; 5] = [
+    pub const ALL: [Algorithm; 6] = [
         Algorithm::Gcra,
         Algorithm::FixedWindow,
         Algorithm::SlidingWindow,
         Algorithm::LeakyBucket,
         Algorithm::Nginx,
+        Algorithm::Flexible,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +50,9 @@ impl Algorithm {
             }
             Algorithm::LeakyBucket => "leaky bucket, burst 10: the lab's server, Retry-After: 1",
             Algorithm::Nginx => "leaky bucket, burst 10: nginx limit_req (nodelay), Retry-After: 1",
+            Algorithm::Flexible => {
+                "fixed 1 s window from the first hit: rate-limiter-flexible (Node), X-RateLimit-Reset in Unix seconds"
+            }
         }
     }
 
@@ -58,6 +64,7 @@ impl Algorithm {
             Algorithm::SlidingWindow => Kind::Haproxy,
             Algorithm::LeakyBucket => Kind::LeakyBucket,
             Algorithm::Nginx => Kind::Nginx,
+            Algorithm::Flexible => Kind::Flexible,
         };
         let limiter = Limiter::start(kind, LIMIT).await?;
         Ok((limiter.url("/"), Box::new(limiter)))

@@ -132,6 +132,7 @@ pub fn label(case: Case) -> String {
         Case::Limiter(Algorithm::SlidingWindow) => "sliding window (HAProxy)",
         Case::Limiter(Algorithm::LeakyBucket) => "leaky bucket",
         Case::Limiter(Algorithm::Nginx) => "leaky bucket (nginx)",
+        Case::Limiter(Algorithm::Flexible) => "fixed window (rate-limiter-flexible)",
         Case::Failures => "random failures",
         Case::Outage => "outage",
         Case::ChangingLimit => "a limit that changes",

@@ -58,6 +58,7 @@ fn left(remaining: u64) -> QuotaLeft {
     QuotaLeft {
         remaining,
         reset: Some(Duration::from_secs(1)),
+        coarse: false,
     }
 }
 
@@ -424,6 +425,7 @@ fn the_window_after_a_reset_is_guessed_as_full_as_the_last() {
     let later = QuotaLeft {
         remaining: 0,
         reset: Some(Duration::from_millis(1500)),
+        coarse: false,
     };
     let sent = control.send(t0 + second);
     control.answered(sent, Answer::Served, Some(later), t0 + second);
@@ -634,6 +636,7 @@ mod room {
         let no_reset = QuotaLeft {
             remaining: 0,
             reset: None,
+            coarse: false,
         };
         assert!(Room::reported(None, after(None, 10), no_reset, max, t0).is_none());
     }
@@ -667,6 +670,7 @@ mod room {
         let first = QuotaLeft {
             remaining: 49,
             reset: Some(Duration::from_secs(2)),
+            coarse: false,
         };
         let opened = Room::reported(None, after(None, 1), first, max, t0);
         assert_eq!(opened.unwrap().reset_at, t0 + ms(2000));
@@ -702,4 +706,63 @@ mod room {
         .unwrap();
         assert_eq!(stale.reset_at, t0 + ms(2400));
     }
+}
+
+/// A reset given in whole Unix seconds may pass up to a second sooner (rate-limiter-flexible
+/// rounds it up). A spent room then sends one probe at a time, halfway to the reset, each
+/// refusal halving what is left, until less than a probing delay is.
+#[test]
+fn a_spent_room_known_only_to_the_second_is_probed_halfway_to_its_reset() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let coarse = |remaining, reset: Duration| QuotaLeft {
+        remaining,
+        reset: Some(reset),
+        coarse: true,
+    };
+    let mut control = Controller::new(0, config(), t0);
+    let sent = control.send(t0);
+    control.answered(sent, Answer::Served, Some(coarse(0, ms(1500))), t0);
+    control.release(sent);
+    // The reset is between 0.5 s and 1.5 s: the first probe goes at 1 s.
+    assert_eq!(control.ready_at(t0), Some(t0 + ms(1000)));
+    let mut probe_at = ms(1000);
+    for next in [1250, 1375, 1437, 1500] {
+        assert_eq!(control.ready_at(t0 + probe_at), None, "{probe_at:?}");
+        let probe = control.send(t0 + probe_at);
+        // In flight, it holds the others until the reset.
+        assert_eq!(control.ready_at(t0 + probe_at), Some(t0 + ms(1500)));
+        // One refusal reports nothing: its send time alone bounds the reset.
+        let left = (next != 1375).then(|| coarse(0, ms(1500) - probe_at));
+        control.answered(probe, Answer::Refused(None), left, t0 + probe_at);
+        control.release(probe);
+        let held = control.ready_at(t0 + probe_at).unwrap() - t0;
+        // Under a probing delay (100 ms) from the reset, it waits for it.
+        assert!(held.abs_diff(ms(next)) <= ms(1), "{held:?} for {next} ms");
+        probe_at = held;
+    }
+    // A probe that finds the next window sends on at once.
+    let mut control = Controller::new(0, config(), t0);
+    let sent = control.send(t0);
+    control.answered(sent, Answer::Served, Some(coarse(0, ms(1500))), t0);
+    control.release(sent);
+    let probe = control.send(t0 + ms(1000));
+    control.answered(
+        probe,
+        Answer::Served,
+        Some(coarse(9, ms(1000))),
+        t0 + ms(1000),
+    );
+    control.release(probe);
+    assert_eq!(sends_now(&mut control, t0 + ms(1000)), 9);
+    // A reset in seconds from now is known to the report: it is waited for.
+    let mut control = Controller::new(0, config(), t0);
+    let sent = control.send(t0);
+    let exact = QuotaLeft {
+        coarse: false,
+        ..coarse(0, ms(1500))
+    };
+    control.answered(sent, Answer::Served, Some(exact), t0);
+    control.release(sent);
+    assert_eq!(control.ready_at(t0), Some(t0 + ms(1500)));
 }

@@ -12,10 +12,11 @@
 -- `fleet/store.rs`). ARGV[16]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
 -- the longest wait (ms), the seed and the rejoining process's pace alone (r/s; 0 for
 -- none; see `Seed` in `fleet/store.rs`), then answers, applied first. For "answer":
--- answers. An answer is eight values: the send's round and number, the answer (0 served,
+-- answers. An answer is nine values: the send's round and number, the answer (0 served,
 -- 1 refused, 2 other), the delay asked (ms, or -1), the quota's remaining count and reset
--- (ms; -1 for none), and the room it left in (window and remaining, as "reserve" gave
--- them). For "release": the send's number.
+-- (ms; -1 for none), whether that reset was a Unix time in whole seconds (1) or not (0),
+-- and the room it left in (window and remaining, as "reserve" gave them). For "release":
+-- the send's number.
 -- Times are milliseconds; rates are requests per second.
 
 local K, F = KEYS[1], KEYS[2]
@@ -93,6 +94,7 @@ local function room_left()
     else
       s.rn, s.rr, s.rt, s.rf, s.rs, s.rg, s.rw = nil, nil, nil, nil, nil, nil, nil
     end
+    s.rpf, s.rp = nil, nil
   end
   if s.rt == nil then return nil end
   -- The sends in flight that may count in this window: those sent within its length.
@@ -128,10 +130,24 @@ local function rate()
   return r
 end
 
+-- Until when a spent room holds the sends: its reset. Where that is known only to the
+-- second, a probe goes halfway to it (a bisection), unless one is in flight or the reset
+-- is less than a probing delay away.
+local function held_until()
+  if room_left() ~= 0 then return nil end
+  if s.rpf ~= nil and s.rp == nil and s.rt - s.rpf >= FIRST_PROBE then
+    local at = s.rpf + (s.rt - s.rpf) / 2
+    if now < at then return at end
+    return nil
+  end
+  return s.rt
+end
+
 local function closed_until()
   local until_ = nil
   if s.cl ~= nil and s.cl > now then until_ = s.cl end
-  if room_left() == 0 then until_ = math.max(until_ or 0, s.rt) end
+  local held = held_until()
+  if held ~= nil then until_ = math.max(until_ or 0, held) end
   return until_
 end
 
@@ -248,7 +264,7 @@ local function holds(seen_window, seen_remaining, remaining)
 end
 
 -- Learns from the answer to send `number`, then takes it out of the sends in flight.
-local function answered(round, number, answer, asked, remaining, reset, seen_window, seen_remaining)
+local function answered(round, number, answer, asked, remaining, reset, coarse, seen_window, seen_remaining)
   if asked <= 0 then asked = nil end
   room_left() -- a room whose reset passed gives way to its guess first
   local sent_at = tonumber(redis.call('ZSCORE', F, number))
@@ -263,19 +279,29 @@ local function answered(round, number, answer, asked, remaining, reset, seen_win
     -- Resets are rounded up: each report of a window bounds its end (a guess does not).
     local span = math.min(reset, MAX_COOLDOWN)
     local at = now + span
+    -- One in whole Unix seconds may pass up to a second sooner.
+    local from = nil
+    if coarse == 1 then from = math.max(at - 1000, now) end
     if s.rt ~= nil and now < s.rt and holds(seen_window, seen_remaining, remaining) then
       if s.rg == nil then
         s.rt, remaining = math.min(at, s.rt), math.min(remaining, s.rr)
+        if s.rpf ~= nil and (from == nil or s.rpf > from) then from = s.rpf end
+        s.rpf = from
       else
         -- The window's first report: its count, and the sends since the reset (at most
         -- the guess: a report with more room is a new window).
         s.rt, s.rf = at, math.min(remaining + math.max(number - s.rn - 1, 0), s.rf)
-        s.rw = number
+        s.rw, s.rpf, s.rp = number, from, nil
       end
     else
-      s.rt, s.rf, s.rs, s.rw = at, remaining, span, number
+      s.rt, s.rf, s.rs, s.rw, s.rpf, s.rp = at, remaining, span, number, from, nil
     end
     s.rn, s.rr, s.rg = number, remaining, nil
+  end
+  -- A probe answered in the spent window: the reset came after it left.
+  if s.rp ~= nil and s.rp == number then
+    if sent_at ~= nil and (s.rpf == nil or sent_at > s.rpf) then s.rpf = sent_at end
+    s.rp = nil
   end
   if answer == 0 then
     roll('s', WINDOW)
@@ -296,14 +322,14 @@ local function answered(round, number, answer, asked, remaining, reset, seen_win
   redis.call('ZREM', F, number)
 end
 
--- The answers given from ARGV[first] on, eight values each (see the header).
+-- The answers given from ARGV[first] on, nine values each (see the header).
 local function answer_all(first)
   local i = first
-  while ARGV[i + 7] ~= nil do
+  while ARGV[i + 8] ~= nil do
     local a = {}
-    for k = 0, 7 do a[k + 1] = tonumber(ARGV[i + k]) end
-    answered(a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8])
-    i = i + 8
+    for k = 0, 8 do a[k + 1] = tonumber(ARGV[i + k]) end
+    answered(a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9])
+    i = i + 9
   end
 end
 
@@ -324,7 +350,10 @@ if op == 'reserve' then
     -- (The microsecond absorbs rounding: a slot exactly one spacing ahead is next.)
     result = {3, math.floor((wait - spacing) * 1000), 0, 0, 0, 0, -1, -1}
   else
+    -- A send that leaves a spent room known only to the second probes it.
+    local probing = s.rpf ~= nil and room_left() == 0
     s.sends = s.sends + 1
+    if probing then s.rp = s.sends end
     -- Less than one spacing after its slot, a send counts at the slot (GCRA's theoretical
     -- arrival time): a request late by a round trip slows no later one.
     local due = s.ls and s.ls + spacing
@@ -341,6 +370,7 @@ elseif op == 'answer' then
   result = {0, 0, 0, 0, 0, 0, -1, -1}
 else
   redis.call('ZREM', F, tonumber(ARGV[17]))
+  if s.rp == tonumber(ARGV[17]) then s.rp = nil end
   result = {0, 0, 0, 0, 0, 0, -1, -1}
 end
 

@@ -81,8 +81,9 @@ pub(crate) struct Store {
 }
 
 /// An answer as the script reads it: the send's round and number, the answer, the delay
-/// asked, the quota's remaining count and reset, and the room the send left in.
-pub(crate) type Answered = [f64; 8];
+/// asked, the quota's remaining count, reset and whether that was in whole Unix seconds,
+/// and the room the send left in.
+pub(crate) type Answered = [f64; 9];
 
 /// The answer to `sent`, with the quota it reported, as the script reads it (-1: none).
 pub(crate) fn answered(sent: Sent, answer: Answer, quota: Option<QuotaLeft>) -> Answered {
@@ -93,11 +94,14 @@ pub(crate) fn answered(sent: Sent, answer: Answer, quota: Option<QuotaLeft>) -> 
     };
     let remaining = quota.map_or(-1.0, |left| left.remaining as f64);
     let reset = quota.and_then(|left| left.reset).map_or(-1.0, millis);
+    let coarse = f64::from(u8::from(quota.is_some_and(|left| left.coarse)));
     let [window, room] = sent.seen.map_or([-1.0; 2], |seen| {
         [seen.window, seen.remaining].map(|value| value as f64)
     });
     let [round, number] = [sent.round, sent.number].map(|value| value as f64);
-    [round, number, kind, asked, remaining, reset, window, room]
+    [
+        round, number, kind, asked, remaining, reset, coarse, window, room,
+    ]
 }
 
 /// The room a reservation's send left in, from the script's reply (`-1`: none).

@@ -56,7 +56,9 @@ impl Script {
     /// `remaining` until a reset a second away (-1: no report).
     async fn served(&mut self, t: f64, got: Reply, remaining: f64) {
         let [round, number, window, room] = [got[2], got[3], got[4], got[5]].map(|v| v as f64);
-        let answer = [round, number, 0.0, -1.0, remaining, 1000.0, window, room];
+        let answer = [
+            round, number, 0.0, -1.0, remaining, 1000.0, 0.0, window, room,
+        ];
         self.call(t, "answer", &answer).await;
     }
 }
@@ -108,7 +110,9 @@ async fn the_script_sends_when_the_controller_would() {
         let mut latest = 0.0f64;
         // Half the seeds report a quota: a fixed 1 s window of 30 counted at each send, its
         // reset rounded up to a whole second, as express-rate-limit says it: (window, sends).
+        // A third of those say it as a Unix time: the window's end from every report.
         let quota = seed >= 10;
+        let coarse = quota && seed % 3 == 0;
         let mut window = (0u64, 0u64);
         for step in 0..400 {
             // Both are born at the first reservation, at 0 ms.
@@ -185,9 +189,14 @@ async fn the_script_sends_when_the_controller_would() {
                         0..19 => Answer::Served,
                         _ => Answer::Other,
                     };
+                    let reset = match coarse {
+                        true => Duration::from_millis(1000 - t % 1000),
+                        false => Duration::from_secs(1),
+                    };
                     let left = quota.then_some(QuotaLeft {
                         remaining,
-                        reset: Some(Duration::from_secs(1)),
+                        reset: Some(reset),
+                        coarse,
                     });
                     control.answered(sent, answer, left, now);
                     control.release(sent);
@@ -278,7 +287,7 @@ async fn the_script_closes_for_the_delay_asked_only_with_nothing_else_pending() 
         }
         let last = sent[burst - 1];
         // Refused, a second asked: (round, number, refused, 1000 ms, no quota, its room).
-        let answer = [last[2], last[3], 1, 1000, -1, -1, last[4], last[5]].map(|v| v as f64);
+        let answer = [last[2], last[3], 1, 1000, -1, -1, 0, last[4], last[5]].map(|v| v as f64);
         script.call(at, "answer", &answer).await;
         let next = script.call(at, "reserve", &[30_000.0]).await;
         // Probed: the slot after 100 ms. Closed: ask again 900 ms on, a spacing before it.
@@ -308,4 +317,51 @@ async fn the_script_does_not_spread_a_room_at_a_known_rate() {
     // Spent: held until the reset; asked again a spacing before it.
     let held = script.call(150.0, "reserve", &[30_000.0]).await;
     assert_eq!([held[0], held[1]], [3, 800_000]);
+}
+
+/// As in-process: a spent room whose reset came in whole Unix seconds is probed halfway to
+/// it, one probe at a time, each refusal halving what is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_script_probes_a_spent_room_known_only_to_the_second() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    let reserve = async |script: &mut Script, t: f64| {
+        let got = script.call(t, "reserve", &[30_000.0]).await;
+        (got, [got[0], got[1] / 1000])
+    };
+    // Served, no room left until a reset 1.5 s away, in whole Unix seconds.
+    let answer = |got: Reply, kind: f64, reset: f64| {
+        [
+            got[2] as f64,
+            got[3] as f64,
+            kind,
+            -1.0,
+            0.0,
+            reset,
+            1.0,
+            got[4] as f64,
+            got[5] as f64,
+        ]
+    };
+    let (first, _) = reserve(&mut script, 0.0).await;
+    script
+        .call(0.0, "answer", &answer(first, 0.0, 1500.0))
+        .await;
+    // Held until the first probe, at 1 s: (status 3, ask again in ms).
+    assert_eq!(reserve(&mut script, 0.0).await.1, [3, 1000]);
+    let (probe, status) = reserve(&mut script, 1000.0).await;
+    assert_eq!(status, [0, 0]);
+    // In flight, it holds the others until the reset.
+    assert_eq!(reserve(&mut script, 1000.0).await.1, [3, 500]);
+    script
+        .call(1000.0, "answer", &answer(probe, 1.0, 500.0))
+        .await;
+    assert_eq!(reserve(&mut script, 1000.0).await.1, [3, 250]);
+    // Refused with no report: its send time alone bounds the reset.
+    let (probe, _) = reserve(&mut script, 1250.0).await;
+    let mut refused = answer(probe, 1.0, -1.0);
+    (refused[4], refused[6]) = (-1.0, 0.0);
+    script.call(1250.0, "answer", &refused).await;
+    assert_eq!(reserve(&mut script, 1250.0).await.1, [3, 125]);
 }
