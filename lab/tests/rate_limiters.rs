@@ -1,14 +1,14 @@
 //! The crate against real rate limiters nobody here wrote: tower_governor (in process),
-//! express-rate-limit (Node) and HAProxy's stick tables, and against the lab's own leaky
-//! bucket (in process), each limiting at 50 r/s (see `lab/src/limiters` for what each
-//! limiter is).
+//! express-rate-limit and rate-limiter-flexible (Node), nginx and HAProxy's stick tables,
+//! and against the lab's own leaky bucket (in process), each limiting at 50 r/s (see
+//! `lab/src/limiters` for what each limiter is).
 //!
 //! Real time is unavoidable with external limiters: each case is small (60 requests, about
 //! a second of the limit) and bounded by timeouts. The full-size measurements of the
 //! targets are `lab/src/bin/limiters.rs`; their figures are in `docs/BENCHMARKS.md`.
 //!
 //! The cases against tower_governor and the leaky bucket need nothing outside and always
-//! run. Those against express-rate-limit (node, `npm ci` in `lab/fixtures/express-limiter`)
+//! run. Those against the Node limiters (`npm ci` in their `lab/fixtures` folder), nginx
 //! and HAProxy, and those sharing pacing in `redis-server`, are `#[ignore = "needs ..."]`:
 //! `.ci/run` installs them and runs them with `--ignored`; run that way without them, a
 //! case fails saying what is missing.
@@ -280,23 +280,18 @@ async fn target_1(kind: Kind, max_time: f64, max_refused: f64) {
 async fn target_1_at(kind: Kind, limit: RateLimit, n: usize, max_time: f64, max_refused: f64) {
     let _alone = one_at_a_time().await;
     let ideal = n as f64 / f64::from(limit.per_second);
+    // The matrix holds every one of 10 runs to the bounds; this short form, one of two.
     for run in 1..=2 {
         let (s, c) = burst_at(kind, limit, Stack::RetryPacing, (n, 20)).await;
         assert_eq!(s.ok, n, "{}: {:?}", kind.name(), s.failures);
-        assert!(
-            (c.refused as f64) < max_refused * c.attempts as f64,
-            "{}: {c:?}",
-            kind.name()
-        );
-        if s.elapsed.as_secs_f64() <= ideal * max_time {
+        let refused = c.refused as f64 / c.attempts as f64;
+        let time = s.elapsed.as_secs_f64() / ideal;
+        if refused < max_refused && time <= max_time {
             return;
         }
-        assert!(run < 2, "{}: {:?} in two runs", kind.name(), s.elapsed);
-        eprintln!(
-            "{}: {:?}, over {max_time}× the ideal; once more",
-            kind.name(),
-            s.elapsed
-        );
+        let what = format!("{}: {time:.2}x the ideal, {c:?}", kind.name());
+        assert!(run < 2, "{what}, in two runs");
+        eprintln!("{what}, over {max_time}x or {max_refused} refused; once more");
     }
 }
 
@@ -349,6 +344,16 @@ async fn nginx_fast_a_high_limit_is_reached_without_slowing_the_run() {
 #[ignore = "needs nginx (nginx-light): .ci/run, or see CONTRIBUTING.md"]
 async fn nginx_slow_a_low_limit_completes_in_time_with_a_refusal_a_second() {
     target_1_at(Kind::Nginx, RateLimit::new(10, 2), 100, 1.15, 0.15).await;
+}
+
+/// rate-limiter-flexible with its README's headers, nothing tuned on it: a fixed window
+/// opened by its first request, its reset a Unix time rounded up to the second. A spent
+/// room is probed by bisection: 0.93-1.07x the ideal, 1.0-3.8 % refused in 10 runs (held
+/// to the reset, 1.57-1.95x).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs node and `npm ci` in lab/fixtures/flexible-limiter: .ci/run, or see CONTRIBUTING.md"]
+async fn target_1_rate_limiter_flexible_recommended_stack_completes_a_burst_near_the_limit() {
+    target_1(Kind::Flexible, 1.15, 0.05).await;
 }
 
 /// HAProxy reports nothing and counts its refusals: every overshoot costs a probe of its

@@ -23,14 +23,16 @@
 //! - **Probing.** A refusal when nothing was served since the last cut closes the
 //!   destination for 100 ms, doubled per refused probe up to 5 s (TCP's retransmission
 //!   timer). When nothing was served for a second either, it closes for the `Retry-After`
-//!   asked instead, once. A young destination first waits for its other answers.
+//!   asked instead, once. A younger destination, told no rate, first waits for its other
+//!   requests' answers.
 //! - **Reported quotas.** Once the reported room is sent, the destination is held until
 //!   the reset. The next window is guessed as full as the last began until it reports.
 //!   After a refusal the room left is spread until the reset, unless a known rate spreads
 //!   the sends already. Clients sharing a quota count their own share of its use. A reset
-//!   rounded to whole seconds ends by the earliest bound its reports give. Requests
-//!   overtake each other: only one sent after a report of a window can tell, with more
-//!   room, that a new window began.
+//!   rounded to whole seconds ends by the earliest bound its reports give; one given as a
+//!   Unix time may pass up to a second sooner, so a spent room is probed halfway to it,
+//!   one request at a time (a bisection). Requests overtake each other: only one sent
+//!   after a report of a window can tell, with more room, that a new window began.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.
