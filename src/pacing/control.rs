@@ -153,6 +153,8 @@ pub(crate) struct Controller {
     pub(crate) probe: Duration,
     /// Closed for a delay asked since the last cut.
     closed_in_round: bool,
+    /// When the pace was last cut: a window's count has passed a window after.
+    last_cut: Option<Instant>,
     config: Config,
 }
 
@@ -177,6 +179,7 @@ impl Controller {
             told_share: None,
             probe: Duration::ZERO,
             closed_in_round: false,
+            last_cut: None,
             config,
         }
     }
@@ -477,6 +480,7 @@ impl Controller {
         if served || self.curve.is_none() {
             self.closed_in_round = false;
             self.curve = Some(self.cut(now));
+            self.last_cut = Some(now);
         }
         if served {
             return Reaction::Slower;
@@ -485,6 +489,10 @@ impl Controller {
         // down, closed for the delay it asked, once. Else a limiter counting refusals,
         // closed for a doubled probing delay (at least the known spacing).
         let silent = self.silent(sent, now);
+        // Asked no delay, a probe comes by a window after the cut: a window's count has
+        // passed by then.
+        let passed = self.last_cut.map(|at| instant_after(at, SERVED_WINDOW));
+        let by = passed.filter(|&at| asked.is_none() && !silent && at > now);
         let asked = asked.filter(|_| silent && !self.closed_in_round);
         self.closed_in_round |= asked.is_some();
         let doubled = self.probe.saturating_mul(2).max(self.config.first_probe);
@@ -494,8 +502,9 @@ impl Controller {
             let base = 1.0 / self.probe.as_secs_f64();
             self.curve = Some(Curve::new(now, base, base, true));
         }
+        let probe = by.map_or(self.probe, |by| self.probe.min(by - now));
         let spacing = self.config.known.map_or(Duration::ZERO, interval);
-        self.close_for(asked.unwrap_or(self.probe).max(spacing), now);
+        self.close_for(asked.unwrap_or(probe).max(spacing), now);
         Reaction::Slower
     }
 

@@ -766,3 +766,22 @@ fn a_spent_room_known_only_to_the_second_is_probed_halfway_to_its_reset() {
     control.release(sent);
     assert_eq!(control.ready_at(t0), Some(t0 + ms(1500)));
 }
+
+/// A window spent, then refusals that ask no delay (rate-limiter-flexible's `Retry-After`
+/// in fractions of a second is none): the probes double, but the last comes a window
+/// after the cut at the latest, when a window's count has passed. Asked a delay, they
+/// double on (HAProxy's refusals count, and a probe too early is one more).
+#[test]
+fn probes_unasked_come_by_a_window_after_the_cut() {
+    use Event::*;
+    let t0 = Instant::now();
+    for (asked, last) in [(None, 1010), (Some(1000), 1530)] {
+        let mut control = Controller::new(0, config(), t0);
+        play(&mut control, t0, &burst(0, 50));
+        // The cut at 10 ms; then probes refused at 30, 130, 330 and 730 ms.
+        let probes = [10, 30, 130, 330, 730].map(|at| No(at, asked));
+        play(&mut control, t0, &probes);
+        let closed = control.closed_until(t0 + MS * 730).unwrap();
+        assert_eq!(closed, t0 + MS * last, "asked {asked:?}");
+    }
+}

@@ -192,11 +192,13 @@ local function cut()
   end
 end
 
-local function probe(asked, quiet)
+local function probe(asked, quiet, by)
   s.pr = math.min(math.max(s.pr * 2, FIRST_PROBE), MAX_PROBE)
   if quiet then set_curve(1000 / s.pr, 1000 / s.pr, 1) end
   local spacing = (KNOWN > 0) and 1000 / KNOWN or 0
-  close_for(math.max(asked or s.pr, spacing))
+  local delay = s.pr
+  if by ~= nil then delay = math.min(delay, by - now) end
+  close_for(math.max(asked or delay, spacing))
 end
 
 -- Whether nothing was served for a window. A destination younger than that, its rate
@@ -222,12 +224,17 @@ local function refused(round, number, asked)
   if served or s.cs == nil then
     s.cir = 0
     cut()
+    s.lc = now
   end
   if served then return end
   local quiet = silent(number)
+  -- Asked no delay, a probe comes by a window after the cut: a window's count has
+  -- passed by then.
+  local by = nil
+  if asked == nil and not quiet and s.lc ~= nil and s.lc + WINDOW > now then by = s.lc + WINDOW end
   if not (quiet and s.cir == 0) then asked = nil end
   if asked ~= nil then s.cir = 1 end
-  probe(asked, quiet)
+  probe(asked, quiet, by)
 end
 
 -- When the next send may leave, whether it is held by a pace (else by the window), and

@@ -183,7 +183,10 @@ async fn the_script_sends_when_the_controller_would() {
                     let asked = rng.random_bool(0.5).then_some(Duration::from_secs(1));
                     // Half the runs never refuse: their slow start's window grows and stalls.
                     let refusals = if seed % 2 == 0 { 20 } else { 14 };
+                    // A stretch of refusals in the runs that refuse: a window spent, probed.
+                    let spent = refusals < 20 && (200..260).contains(&step);
                     let answer = match rng.random_range(0..20) {
+                        _ if spent => Answer::Refused(asked),
                         _ if refusals == 20 && rng.random_bool(0.7) => continue,
                         n if n >= refusals && n < 19 => Answer::Refused(asked),
                         0..19 => Answer::Served,
