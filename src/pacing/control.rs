@@ -155,6 +155,8 @@ pub(crate) struct Controller {
     closed_in_round: bool,
     /// When the pace was last cut: a window's count has passed a window after.
     last_cut: Option<Instant>,
+    /// The shortest and longest a window opened by a request may last, as learned.
+    length: (Duration, Duration),
     config: Config,
 }
 
@@ -180,6 +182,7 @@ impl Controller {
             probe: Duration::ZERO,
             closed_in_round: false,
             last_cut: None,
+            length: (Duration::ZERO, Duration::MAX),
             config,
         }
     }
@@ -240,12 +243,48 @@ impl Controller {
     fn held_until(&self, now: Instant) -> Option<Instant> {
         let reset = self.spent_until(now)?;
         let room = self.room?;
-        let from = room.probe_from.filter(|_| room.probe.is_none());
-        let left = from.map(|from| (from, reset.saturating_duration_since(from)));
-        match left.filter(|&(_, left)| left >= self.config.first_probe) {
-            Some((from, left)) => (now < from + left / 2).then_some(from + left / 2),
-            None => Some(reset),
+        let Some(from) = room.probe_from.filter(|_| room.probe.is_none()) else {
+            return Some(reset);
+        };
+        // Opened by a request, a window ends its length after it, as learned so far.
+        let (shortest, longest) = self.length;
+        let (from, until) = room.opened.map_or((from, reset), |at| {
+            let until = at.checked_add(longest).map_or(reset, |end| end.min(reset));
+            (from.max(instant_after(at, shortest)), until)
+        });
+        let left = until.saturating_duration_since(from);
+        let at = match left >= self.config.first_probe {
+            true => from + left / 2,
+            false => until,
+        };
+        (now < at).then_some(at)
+    }
+
+    /// What the answer to `sent` tells of a reset known only to the second: a probe's
+    /// answer in the spent window, that the reset came after it left; of the length of
+    /// windows opened by a request, a new window's opener bounds the last one's from above,
+    /// a refused probe from below. Bounds that cross are forgotten.
+    fn learn_length(&mut self, before: Option<Room>, sent: Sent, answer: Answer) {
+        let (mut shortest, mut longest) = self.length;
+        let new = self
+            .room
+            .filter(|room| room.probe_from.is_some() && room.first.0 == sent.number);
+        let last = before.filter(|last| new.is_some_and(|new| new.first != last.first));
+        if let Some(opened) = last.and_then(|last| last.opened) {
+            longest = longest.min(sent.at.saturating_duration_since(opened));
         }
+        if let Some(room) = self.probed(sent) {
+            // The reset came after the probe left.
+            (room.probe_from, room.probe) = (room.probe_from.max(Some(sent.at)), None);
+            let opened = room.opened.filter(|_| matches!(answer, Answer::Refused(_)));
+            if let Some(opened) = opened {
+                shortest = shortest.max(sent.at.saturating_duration_since(opened));
+            }
+        }
+        self.length = match shortest < longest {
+            true => (shortest, longest),
+            false => (Duration::ZERO, Duration::MAX),
+        };
     }
 
     /// The spent room `sent` probes, if it does.
@@ -427,9 +466,14 @@ impl Controller {
         };
         let quota = quota.filter(|left| !ended(left));
         let max = self.config.max_cooldown;
+        let before = self.room;
         let learned = quota
             .and_then(|left| Room::reported(self.room, (sent.number, sent.seen), left, max, now));
         self.room = learned.or(self.room);
+        let began = |room: &&mut Room| !room.guessed && room.first.0 == sent.number;
+        if let Some(room) = self.room.as_mut().filter(began) {
+            room.opened = Some(sent.at);
+        }
         // Measured on a newer report that sets the count only: an older or overtaken one's
         // lower count is not others' use.
         let own = |room: &Room| quota.is_some_and(|left| left.remaining == room.remaining);
@@ -437,10 +481,7 @@ impl Controller {
         if let Some(share) = newer.and_then(|room| room.share(self.sends)) {
             self.share = share;
         }
-        // A probe answered in the spent window: the reset came after it left.
-        if let Some(room) = self.probed(sent) {
-            (room.probe_from, room.probe) = (room.probe_from.max(Some(sent.at)), None);
-        }
+        self.learn_length(before, sent, answer);
         match answer {
             Answer::Served => {
                 self.served.add(sent.round == self.round, now);
@@ -652,6 +693,8 @@ pub(crate) struct Room {
     probe_from: Option<Instant>,
     /// The send probing the spent room, until answered.
     probe: Option<u64>,
+    /// When the request whose report began this window left.
+    opened: Option<Instant>,
 }
 
 impl Room {
@@ -686,6 +729,7 @@ impl Room {
                 .coarse
                 .then(|| reset_at.checked_sub(COARSE).map_or(now, |at| at.max(now))),
             probe: None,
+            opened: None,
         };
         let window = previous.filter(|old| now < old.reset_at && old.holds(seen, left.remaining));
         if let Some(previous) = window {
@@ -702,7 +746,7 @@ impl Room {
                 room.first = previous.first;
                 room.remaining = left.remaining.min(previous.remaining);
                 room.probe_from = room.probe_from.max(previous.probe_from);
-                room.probe = previous.probe;
+                (room.probe, room.opened) = (previous.probe, previous.opened);
             }
         }
         Some(room)
@@ -741,6 +785,7 @@ impl Room {
             guessed: true,
             probe_from: None,
             probe: None,
+            opened: None,
             ..*self
         };
         (!self.guessed).then_some(next)

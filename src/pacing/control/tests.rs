@@ -785,3 +785,37 @@ fn probes_unasked_come_by_a_window_after_the_cut() {
         assert_eq!(closed, t0 + MS * last, "asked {asked:?}");
     }
 }
+
+/// A window opened by its first request lasts a fixed length. A new window's opener bounds
+/// it from above, a refused probe from below; a spent room bisects what they leave of its
+/// reset's second, waits for its end once under a probing delay, and forgets bounds that cross.
+#[test]
+fn the_length_of_windows_opened_by_a_request_is_learned() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut control = Controller::new(0, config(), t0);
+    // Answers at `ms`, each with a room reported until the whole second `reset` (ms).
+    let mut answer = |ms: u64, answer: Answer, remaining: u64, reset: u64| {
+        let left = QuotaLeft {
+            remaining,
+            reset: Some(Duration::from_millis(reset - ms)),
+            coarse: true,
+        };
+        let sent = control.send(at(ms));
+        control.answered(sent, answer, Some(left), at(ms));
+        control.release(sent);
+        control.ready_at(at(ms)).map(|t| (t - t0).as_millis())
+    };
+    // A window opened at 0, spent, its reset 1.3 s: a probe at 800 ms, refused.
+    answer(0, Answer::Served, 1, 1300);
+    assert_eq!(answer(0, Answer::Served, 0, 1300), Some(800));
+    assert_eq!(answer(800, Answer::Refused(None), 0, 1300), Some(1050));
+    // The probe at 1050 ms opens the next window: windows last over 800 ms, at most 1050.
+    answer(1050, Answer::Served, 1, 2300);
+    assert_eq!(answer(1050, Answer::Served, 0, 2300), Some(1975));
+    assert_eq!(answer(1975, Answer::Refused(None), 0, 2300), Some(2037));
+    // Over 987 ms, at most 1050: the window ends by 2100 ms, which it waits for.
+    assert_eq!(answer(2037, Answer::Refused(None), 0, 2300), Some(2100));
+    // Refused then, the bounds cross and are forgotten: the reset's second is bisected.
+    assert_eq!(answer(2100, Answer::Refused(None), 0, 2300), Some(2200));
+}

@@ -94,7 +94,7 @@ local function room_left()
     else
       s.rn, s.rr, s.rt, s.rf, s.rs, s.rg, s.rw = nil, nil, nil, nil, nil, nil, nil
     end
-    s.rpf, s.rp = nil, nil
+    s.rpf, s.rp, s.ro = nil, nil, nil
   end
   if s.rt == nil then return nil end
   -- The sends in flight that may count in this window: those sent within its length.
@@ -132,15 +132,20 @@ end
 
 -- Until when a spent room holds the sends: its reset. Where that is known only to the
 -- second, a probe goes halfway to it (a bisection), unless one is in flight or the reset
--- is less than a probing delay away.
+-- is less than a probing delay away. Opened by a request, a window ends its length after
+-- it, as learned so far.
 local function held_until()
   if room_left() ~= 0 then return nil end
-  if s.rpf ~= nil and s.rp == nil and s.rt - s.rpf >= FIRST_PROBE then
-    local at = s.rpf + (s.rt - s.rpf) / 2
-    if now < at then return at end
-    return nil
+  if s.rpf == nil or s.rp ~= nil then return s.rt end
+  local from, until_ = s.rpf, s.rt
+  if s.ro ~= nil then
+    from = math.max(from, s.ro + (s.dlo or 0))
+    if s.dhi ~= nil then until_ = math.min(until_, s.ro + s.dhi) end
   end
-  return s.rt
+  local at = until_
+  if until_ - from >= FIRST_PROBE then at = from + (until_ - from) / 2 end
+  if now < at then return at end
+  return nil
 end
 
 local function closed_until()
@@ -275,6 +280,7 @@ local function answered(round, number, answer, asked, remaining, reset, coarse, 
   if asked <= 0 then asked = nil end
   room_left() -- a room whose reset passed gives way to its guess first
   local sent_at = tonumber(redis.call('ZSCORE', F, number))
+  local last_window, last_opened = s.rw, s.ro
   if s.rx ~= nil and sent_at ~= nil and sent_at < s.rx and remaining <= (s.rxr or -1) then
     remaining = -1
   end
@@ -305,11 +311,20 @@ local function answered(round, number, answer, asked, remaining, reset, coarse, 
     end
     s.rn, s.rr, s.rg = number, remaining, nil
   end
-  -- A probe answered in the spent window: the reset came after it left.
+  if s.rt ~= nil and s.rg == nil and s.rw == number then s.ro = sent_at end
+  -- The length of windows opened by a request, with a reset known only to the second: a
+  -- new window's opener bounds the last one's from above, a refused probe from below.
+  -- Bounds that cross are forgotten.
+  if s.rpf ~= nil and s.rw == number and last_window ~= number and last_opened ~= nil and sent_at ~= nil then
+    s.dhi = math.min(s.dhi or math.huge, sent_at - last_opened)
+  end
   if s.rp ~= nil and s.rp == number then
+    -- The reset came after the probe left.
     if sent_at ~= nil and (s.rpf == nil or sent_at > s.rpf) then s.rpf = sent_at end
     s.rp = nil
+    if answer == 1 and s.ro ~= nil and sent_at ~= nil then s.dlo = math.max(s.dlo or 0, sent_at - s.ro) end
   end
+  if (s.dlo or 0) >= (s.dhi or math.huge) then s.dlo, s.dhi = nil, nil end
   if answer == 0 then
     roll('s', WINDOW)
     s.sc = s.sc + 1

@@ -368,3 +368,45 @@ async fn the_script_probes_a_spent_room_known_only_to_the_second() {
     script.call(1250.0, "answer", &refused).await;
     assert_eq!(reserve(&mut script, 1250.0).await.1, [3, 125]);
 }
+
+/// As in-process: the length of windows opened by a request is learned from their openers
+/// and refused probes, and bounds what is bisected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_script_learns_the_length_of_windows_opened_by_a_request() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    // Sends at `t`, answered at once with `remaining` until the whole second `reset`; then
+    // when the next may leave, if the room is spent (ms; the script says "ask again then").
+    let mut answer = async |t: f64, kind: f64, remaining: f64, reset: f64| {
+        let got = script.call(t, "reserve", &[30_000.0]).await;
+        assert_eq!(got[..2], [0, 0], "a send at {t} ms");
+        let [round, number, window, room] = [got[2], got[3], got[4], got[5]].map(|v| v as f64);
+        let values = [
+            round,
+            number,
+            kind,
+            -1.0,
+            remaining,
+            reset - t,
+            1.0,
+            window,
+            room,
+        ];
+        script.call(t, "answer", &values).await;
+        if remaining > 0.0 {
+            return 0;
+        }
+        let next = script.call(t, "reserve", &[30_000.0]).await;
+        assert_eq!(next[0], 3, "held at {t} ms");
+        (t + next[1] as f64 / 1000.0).floor() as i64
+    };
+    answer(0.0, 0.0, 1.0, 1300.0).await;
+    assert_eq!(answer(0.0, 0.0, 0.0, 1300.0).await, 800);
+    assert_eq!(answer(800.0, 1.0, 0.0, 1300.0).await, 1050);
+    answer(1050.0, 0.0, 1.0, 2300.0).await;
+    assert_eq!(answer(1050.0, 0.0, 0.0, 2300.0).await, 1975);
+    assert_eq!(answer(1975.0, 1.0, 0.0, 2300.0).await, 2037);
+    assert_eq!(answer(2037.5, 1.0, 0.0, 2300.0).await, 2100);
+    assert_eq!(answer(2100.0, 1.0, 0.0, 2300.0).await, 2200);
+}
