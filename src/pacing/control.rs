@@ -243,7 +243,10 @@ impl Controller {
     fn held_until(&self, now: Instant) -> Option<Instant> {
         let reset = self.spent_until(now)?;
         let room = self.room?;
-        let Some(from) = room.probe_from.filter(|_| room.probe.is_none()) else {
+        // A fleet's process alone shares the room with processes it cannot see: their
+        // probes would be many. It waits for the reset.
+        let probing = room.probe.is_none() && !self.config.fleet;
+        let Some(from) = room.probe_from.filter(|_| probing) else {
             return Some(reset);
         };
         // Opened by a request, a window ends its length after it, as learned so far.

@@ -32,8 +32,10 @@
 //!   the sends already. Clients sharing a quota count their own share of its use. A reset
 //!   rounded to whole seconds ends by the earliest bound its reports give; one given as a
 //!   Unix time may pass up to a second sooner, so a spent room is probed halfway to it,
-//!   one request at a time (a bisection). Requests overtake each other: only one sent
-//!   after a report of a window can tell, with more room, that a new window began.
+//!   one request at a time (a bisection), within the length its windows are learned to
+//!   last from their first requests and refused probes. Requests overtake each other:
+//!   only one sent after a report of a window can tell, with more room, that a new one
+//!   began.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.

@@ -755,6 +755,16 @@ fn a_spent_room_known_only_to_the_second_is_probed_halfway_to_its_reset() {
     );
     control.release(probe);
     assert_eq!(sends_now(&mut control, t0 + ms(1000)), 9);
+    // A fleet's process alone (Redis away) waits for the reset: the others would probe too.
+    let alone = Config {
+        fleet: true,
+        ..config()
+    };
+    let mut control = Controller::new(0, alone, t0);
+    let sent = control.send(t0);
+    control.answered(sent, Answer::Served, Some(coarse(0, ms(1500))), t0);
+    control.release(sent);
+    assert_eq!(control.ready_at(t0), Some(t0 + ms(1500)));
     // A reset in seconds from now is known to the report: it is waited for.
     let mut control = Controller::new(0, config(), t0);
     let sent = control.send(t0);
