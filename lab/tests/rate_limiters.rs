@@ -348,8 +348,8 @@ async fn nginx_slow_a_low_limit_completes_in_time_with_a_refusal_a_second() {
 
 /// rate-limiter-flexible with its README's headers, nothing tuned on it: a fixed window
 /// opened by its first request, its reset a Unix time rounded up to the second. A spent
-/// room is probed by bisection: 0.93-1.07x the ideal, 1.0-3.8 % refused in 10 runs (held
-/// to the reset, 1.57-1.95x).
+/// room bisects that second within the windows' learned length: 0.84-0.99x the ideal,
+/// 0.3-1.3 % refused in 10 runs (held to the reset, 1.57-1.95x).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs node and `npm ci` in lab/fixtures/flexible-limiter: .ci/run, or see CONTRIBUTING.md"]
 async fn target_1_rate_limiter_flexible_recommended_stack_completes_a_burst_near_the_limit() {
