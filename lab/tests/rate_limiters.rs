@@ -346,7 +346,7 @@ async fn nginx_slow_a_low_limit_completes_in_time_with_a_refusal_a_second() {
     target_1_at(Kind::Nginx, RateLimit::new(10, 2), 100, 1.15, 0.15).await;
 }
 
-/// rate-limiter-flexible with its README's headers, nothing tuned on it: a fixed window
+/// rate-limiter-flexible with its README's headers (it showed the defect): a fixed window
 /// opened by its first request, its reset a Unix time rounded up to the second. A spent
 /// room bisects that second within the windows' learned length: 0.84-0.99x the ideal,
 /// 0.3-1.3 % refused in 10 runs (held to the reset, 1.57-1.95x).

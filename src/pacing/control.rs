@@ -263,16 +263,13 @@ impl Controller {
         (now < at).then_some(at)
     }
 
-    /// What the answer to `sent` tells of a reset known only to the second: a probe's
-    /// answer in the spent window, that the reset came after it left; of the length of
-    /// windows opened by a request, a new window's opener bounds the last one's from above,
-    /// a refused probe from below. Bounds that cross are forgotten.
-    fn learn_length(&mut self, before: Option<Room>, sent: Sent, answer: Answer) {
+    /// What the answer to `sent` tells of a reset known only to the second. A probe
+    /// answered in the spent window: the reset came after it left, and a window opened by
+    /// a request lasts longer than that. Sent when the `last` window had ended (it opened
+    /// a new one known only to the second): that one lasted at most since its opener. Bounds
+    /// that cross are forgotten.
+    fn learn_reset(&mut self, last: Option<Room>, sent: Sent, answer: Answer) {
         let (mut shortest, mut longest) = self.length;
-        let new = self
-            .room
-            .filter(|room| room.probe_from.is_some() && room.first.0 == sent.number);
-        let last = before.filter(|last| new.is_some_and(|new| new.first != last.first));
         if let Some(opened) = last.and_then(|last| last.opened) {
             longest = longest.min(sent.at.saturating_duration_since(opened));
         }
@@ -374,11 +371,12 @@ impl Controller {
     }
 
     pub(crate) fn send(&mut self, now: Instant) -> Sent {
-        let probing = self.spent_until(now).is_some();
+        // A send that leaves a spent room known only to the second probes it.
+        let coarse = self.room.is_some_and(|room| room.probe_from.is_some());
+        let probing = coarse && self.spent_until(now).is_some();
         self.last_send = Some(self.beat(now));
         self.sends = self.sends.saturating_add(1);
-        let coarse = self.room.as_mut().filter(|room| room.probe_from.is_some());
-        if let Some(room) = coarse.filter(|_| probing) {
+        if let Some(room) = self.room.as_mut().filter(|_| probing) {
             room.probe = Some(self.sends);
         }
         self.flying.push_back((self.sends, now));
@@ -473,10 +471,13 @@ impl Controller {
         let learned = quota
             .and_then(|left| Room::reported(self.room, (sent.number, sent.seen), left, max, now));
         self.room = learned.or(self.room);
-        let began = |room: &&mut Room| !room.guessed && room.first.0 == sent.number;
-        if let Some(room) = self.room.as_mut().filter(began) {
+        // This send's report began the window's record: it opened the window, if any did.
+        let began = self.room.as_mut();
+        let began = began.filter(|room| !room.guessed && room.first.0 == sent.number);
+        let last = began.map(|room| {
             room.opened = Some(sent.at);
-        }
+            before.filter(|_| room.probe_from.is_some())
+        });
         // Measured on a newer report that sets the count only: an older or overtaken one's
         // lower count is not others' use.
         let own = |room: &Room| quota.is_some_and(|left| left.remaining == room.remaining);
@@ -484,7 +485,7 @@ impl Controller {
         if let Some(share) = newer.and_then(|room| room.share(self.sends)) {
             self.share = share;
         }
-        self.learn_length(before, sent, answer);
+        self.learn_reset(last.flatten(), sent, answer);
         match answer {
             Answer::Served => {
                 self.served.add(sent.round == self.round, now);

@@ -188,20 +188,21 @@ fn legacy_reset(headers: &HeaderMap, now: impl Fn() -> SystemTime) -> Option<Dur
     {
         return None;
     }
-    reset_in(headers.get(RATE_LIMIT_RESET)?, now)
+    reset_in(headers.get(RATE_LIMIT_RESET)?, now).map(|(reset, _)| reset)
 }
 
 /// A reset field's value: seconds from now, or past [`RESET_TIMESTAMP_THRESHOLD`] a Unix
-/// timestamp.
-fn reset_in(value: &HeaderValue, now: impl FnOnce() -> SystemTime) -> Option<Duration> {
+/// timestamp (then `true`: known only to the second).
+fn reset_in(value: &HeaderValue, now: impl FnOnce() -> SystemTime) -> Option<(Duration, bool)> {
     let reset = delay_seconds(trim_ows(value.as_bytes()))?;
     if reset.as_secs() <= RESET_TIMESTAMP_THRESHOLD {
-        return Some(reset);
+        return Some((reset, false));
     }
-    Some(match UNIX_EPOCH.checked_add(reset) {
+    let left = match UNIX_EPOCH.checked_add(reset) {
         Some(at) => at.duration_since(now()).unwrap_or(Duration::ZERO),
         None => reset,
-    })
+    };
+    Some((left, true))
 }
 
 /// What a response says of the quota its sender still grants: how many requests, and
@@ -237,14 +238,11 @@ pub(crate) fn quota(headers: &HeaderMap, now: impl Fn() -> SystemTime) -> Option
     .into_iter()
     .find_map(|(remaining, reset)| {
         let remaining = header::digits(trim_ows(headers.get(remaining)?.as_bytes()))?;
-        let value = headers.get(reset);
-        let reset = value.and_then(|value| reset_in(value, &now));
-        let seconds = value.and_then(|value| delay_seconds(trim_ows(value.as_bytes())));
-        let coarse = seconds.is_some_and(|at| at.as_secs() > RESET_TIMESTAMP_THRESHOLD);
+        let reset = headers.get(reset).and_then(|value| reset_in(value, &now));
         Some(QuotaLeft {
             remaining,
-            reset,
-            coarse,
+            reset: reset.map(|(reset, _)| reset),
+            coarse: reset.is_some_and(|(_, coarse)| coarse),
         })
     })
 }

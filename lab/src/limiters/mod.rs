@@ -11,7 +11,7 @@
 //! | [`Kind::LeakyBucket`]: a leaky bucket with a burst (hyper, in process, [`leaky`]) | requests drain out at `rate`, at most `burst` held; a refused request takes no place (as in GCRA) | 429 with `Retry-After: 1` (though room comes back within `1/rate`), nothing of its count |
 //! | [`Kind::HaproxyRateLimit`] (an experiment, no target's): the same HAProxy | the same | the same, and every answer carries `RateLimit: "50-in-1sec"; r=<50 − its count>; t=1`, as a naive configuration writes it |
 //! | [`Kind::Nginx`] (no target's; nothing was tuned on it): nginx `limit_req` | a leaky bucket drained per millisecond, `burst` more at once, `nodelay`; refusals not counted | 429 with `Retry-After: 1` |
-//! | [`Kind::Flexible`] (no target's; nothing was tuned on it): rate-limiter-flexible (Node) | a fixed window of one second, opened by the first hit after the last window | 429 with `Retry-After` in fractions of a second (invalid), `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix seconds, rounded up) on every answer |
+//! | [`Kind::Flexible`] (no target's; its Unix-time reset led to the bisection of such resets): rate-limiter-flexible (Node) | a fixed window of one second, opened by the first hit after the last window | 429 with `Retry-After` in fractions of a second (invalid), `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix seconds, rounded up) on every answer |
 //!
 //! Every limiter has one key for all clients (all come from 127.0.0.1 anyway): a fleet of
 //! clients shares one limit, as the clients of one API key do. A fleet's stacks may share
@@ -67,7 +67,7 @@ pub enum Kind {
     HaproxyRateLimit,
     /// nginx's `limit_req`: a leaky bucket nothing here was tuned on.
     Nginx,
-    /// rate-limiter-flexible with its README's headers: nothing here was tuned on it.
+    /// rate-limiter-flexible with its README's headers; its Unix-time reset led to their bisection.
     Flexible,
 }
 

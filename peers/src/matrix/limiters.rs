@@ -1,7 +1,7 @@
 //! Row 1: real rate limiters of four algorithms at 50 r/s, 300 GETs 20 at a time: the
 //! lab's (tower_governor, express-rate-limit on Node, HAProxy, its own leaky bucket with a
-//! burst of 10), and two nothing here was tuned on: nginx's `limit_req`, a leaky bucket,
-//! and rate-limiter-flexible, a fixed window reporting its reset in whole Unix seconds.
+//! burst of 10), nginx's `limit_req` (a leaky bucket nothing here was tuned on), and
+//! rate-limiter-flexible, a fixed window reporting its reset in whole Unix seconds.
 
 use super::{CONCURRENCY, Figures, Sizes, Unavailable, measure};
 use crate::attempts::AttemptLog;

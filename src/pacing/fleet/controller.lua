@@ -280,7 +280,7 @@ local function answered(round, number, answer, asked, remaining, reset, coarse, 
   if asked <= 0 then asked = nil end
   room_left() -- a room whose reset passed gives way to its guess first
   local sent_at = tonumber(redis.call('ZSCORE', F, number))
-  local last_window, last_opened = s.rw, s.ro
+  local last_opened = s.ro
   if s.rx ~= nil and sent_at ~= nil and sent_at < s.rx and remaining <= (s.rxr or -1) then
     remaining = -1
   end
@@ -311,12 +311,15 @@ local function answered(round, number, answer, asked, remaining, reset, coarse, 
     end
     s.rn, s.rr, s.rg = number, remaining, nil
   end
-  if s.rt ~= nil and s.rg == nil and s.rw == number then s.ro = sent_at end
-  -- The length of windows opened by a request, with a reset known only to the second: a
-  -- new window's opener bounds the last one's from above, a refused probe from below.
+  -- This send's report began the window's record: it opened the window, if any did. The
+  -- length of windows opened by a request, with a reset known only to the second: a new
+  -- window's opener bounds the last one's from above, a refused probe from below.
   -- Bounds that cross are forgotten.
-  if s.rpf ~= nil and s.rw == number and last_window ~= number and last_opened ~= nil and sent_at ~= nil then
-    s.dhi = math.min(s.dhi or math.huge, sent_at - last_opened)
+  if s.rt ~= nil and s.rg == nil and s.rw == number then
+    if s.rpf ~= nil and last_opened ~= nil and sent_at ~= nil then
+      s.dhi = math.min(s.dhi or math.huge, sent_at - last_opened)
+    end
+    s.ro = sent_at
   end
   if s.rp ~= nil and s.rp == number then
     -- The reset came after the probe left.
