@@ -2,24 +2,26 @@
 -- `src/pacing/control.rs`, on state kept in Redis, on Redis's clock, in one atomic call.
 --
 -- KEYS[1]: the state (a MessagePack map). KEYS[2]: the sends in flight (a sorted set: number by send time).
+-- KEYS[3], KEYS[4]: the waiting line (sorted sets of requests: by first ask, by last ask).
 -- "reserve" answers {0, wait, round, number, pace, served, window, remaining}: the slot is
 -- taken, send after `wait` (µs); `pace` is the fleet's and `served` its delivery rate, in
 -- thousandths of a request per second (both 0: not paced); the reported room it leaves in
 -- is `remaining` of `window` (both -1: none);
 -- {1, wait}: the slow start's window is full; {2, wait}: a paced wait past the longest;
 -- {3, wait}: not next, ask again after `wait`.
--- ARGV[1]: "reserve", "answer" or "release". ARGV[2..15]: the constants and settings (see
+-- ARGV[1]: "reserve", "answer", "release" or "leave". ARGV[2..15]: the constants and settings (see
 -- `fleet/store.rs`). ARGV[16]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
 -- the longest wait (ms), the seed and the rejoining process's pace alone (r/s; 0 for
--- none; see `Seed` in `fleet/store.rs`), then answers, applied first. For "answer":
+-- none; see `Seed` in `fleet/store.rs`), how long the request has waited (ms) and its
+-- name in the line (none: it skips the line), then answers, applied first. For "answer":
 -- answers. An answer is nine values: the send's round and number, the answer (0 served,
 -- 1 refused, 2 other), the delay asked (ms, or -1), the quota's remaining count and reset
 -- (ms; -1 for none), whether that reset was a Unix time in whole seconds (1) or not (0),
 -- and the room it left in (window and remaining, as "reserve" gave them). For "release":
--- the send's number.
+-- the send's number. For "leave": the name of a request that no longer waits.
 -- Times are milliseconds; rates are requests per second.
 
-local K, F = KEYS[1], KEYS[2]
+local K, F, LINE, SEEN = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op = ARGV[1]
 local BETA, C, MIN_RATE, DOUBLING = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local REOPEN, WINDOW, OPEN_WINDOW, STALL = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -358,23 +360,59 @@ local function answer_all(first)
   end
 end
 
+-- Whether request `name` (nil: not in line), waiting since `since`, is first in line: the
+-- request that has waited longest, in whichever process, takes the next send. Waiting requests ask again within a DOUBLING: one not seen
+-- for two has gone.
+local function first_in_line(name, since)
+  if name == nil then return true end
+  redis.call('ZADD', LINE, 'NX', since, name)
+  redis.call('ZADD', SEEN, now, name)
+  for _, gone in ipairs(redis.call('ZRANGEBYSCORE', SEEN, '-inf', now - 2 * DOUBLING)) do
+    redis.call('ZREM', LINE, gone)
+    redis.call('ZREM', SEEN, gone)
+  end
+  return redis.call('ZRANGE', LINE, 0, 0)[1] == name
+end
+
+local function leave_line(name)
+  if name == nil then return end
+  redis.call('ZREM', LINE, name)
+  redis.call('ZREM', SEEN, name)
+end
+
 local result
 if op == 'reserve' then
   -- Answers to a state Redis lost tell nothing of the one rebuilt.
-  if packed then answer_all(20) end
+  if packed then answer_all(22) end
   local max_wait = tonumber(ARGV[17])
+  local name = ARGV[21]
+  local since = now - tonumber(ARGV[20] or 0)
   local at, throttled, spacing = slot()
   local wait = at - now
+  -- Sends held by a pace or by the slow start's window go in line.
+  if not (spacing > 0 or (not throttled and s.w ~= nil)) then name = nil end
   if throttled and wait > max_wait then
+    leave_line(name)
     result = {2, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1}
   elseif not throttled and wait > 0 then
+    first_in_line(name, since)
     result = {1, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1}
-  elseif wait > spacing + 0.001 then
-    -- Only the next slot is given (GCRA's burst of one): a later request asks again when
-    -- its slot is next, at the pace of then. Slots given ahead could not be taken back.
-    -- (The microsecond absorbs rounding: a slot exactly one spacing ahead is next.)
-    result = {3, math.floor((wait - spacing) * 1000), 0, 0, 0, 0, -1, -1}
+  elseif wait > spacing / 2 + 0.001 then
+    -- Only the next slot is given (GCRA's burst of one), in the half spacing before it: a
+    -- later request asks again then, at the pace of then. Slots given ahead could not be
+    -- taken back. (The microsecond absorbs rounding.)
+    first_in_line(name, since)
+    result = {3, math.floor((wait - spacing / 2) * 1000), 0, 0, 0, 0, -1, -1}
+  elseif wait > 0 and not first_in_line(name, since) then
+    -- An older request waits: this one asks again when the send after may go. A slot
+    -- due and not taken goes to whoever asks.
+    if throttled then
+      result = {3, math.floor(math.max(wait + spacing / 2, spacing / 2) * 1000), 0, 0, 0, 0, -1, -1}
+    else
+      result = {1, math.floor(DOUBLING * 1000), 0, 0, 0, 0, -1, -1}
+    end
   else
+    leave_line(ARGV[21])
     -- A send that leaves a spent room known only to the second probes it.
     local probing = s.rpf ~= nil and room_left() == 0
     s.sends = s.sends + 1
@@ -390,6 +428,9 @@ if op == 'reserve' then
     if s.rt ~= nil and s.rg == nil then seen_window, seen_remaining = s.rw, s.rr end
     result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000), seen_window, seen_remaining}
   end
+elseif op == 'leave' then
+  leave_line(ARGV[17])
+  result = {0, 0, 0, 0, 0, 0, -1, -1}
 elseif op == 'answer' then
   answer_all(17)
   result = {0, 0, 0, 0, 0, 0, -1, -1}
@@ -402,4 +443,8 @@ end
 -- Written back whole; both keys expire with the destination's idleness.
 redis.call('SET', K, cmsgpack.pack(s), 'PX', TTL)
 redis.call('PEXPIRE', F, TTL)
+if LINE ~= nil then
+  redis.call('PEXPIRE', LINE, TTL)
+  redis.call('PEXPIRE', SEEN, TTL)
+end
 return result

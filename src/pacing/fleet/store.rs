@@ -85,6 +85,21 @@ pub(crate) struct Store {
 /// and the room the send left in.
 pub(crate) type Answered = [f64; 9];
 
+/// The keys of one destination: its state, its sends in flight, its waiting line by first
+/// ask and by last ask.
+pub(crate) type Keys = [String; 4];
+
+/// A request asking for a slot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asking {
+    /// The longest it may wait if paced.
+    pub(crate) max_wait: Duration,
+    /// How long it has waited since it first asked: its place in the line.
+    pub(crate) waited: Duration,
+    /// Its name in the line, unique in the fleet (a random integer under 2^52).
+    pub(crate) name: f64,
+}
+
 /// The answer to `sent`, with the quota it reported, as the script reads it (-1: none).
 pub(crate) fn answered(sent: Sent, answer: Answer, quota: Option<QuotaLeft>) -> Answered {
     let (kind, asked) = match answer {
@@ -246,25 +261,33 @@ impl Store {
         !self.down.load(Ordering::Acquire)
     }
 
-    /// The keys of `key`'s state and of its sends, in one Redis Cluster slot.
-    pub(crate) fn keys(&self, key: &Key) -> [String; 2] {
+    /// The keys of `key`'s state, of its sends and of its waiting line, in one Redis
+    /// Cluster slot.
+    pub(crate) fn keys(&self, key: &Key) -> Keys {
         let state = format!("{}{{{key}}}", self.config.prefix);
-        let sent = format!("{state}:sent");
-        [state, sent]
+        let [sent, line, seen] = ["sent", "line", "seen"].map(|part| format!("{state}:{part}"));
+        [state, sent, line, seen]
     }
 
-    /// Reserves a send, waiting at most `max_wait` if paced, after telling `answers`; a
-    /// lost state starts at `seed`.
+    /// Takes request `name` out of the waiting line: it no longer waits.
+    pub(crate) async fn leave(&self, keys: &Keys, args: &Args, name: f64) {
+        if self.usable() {
+            let _ = self.call(keys, args, "leave", &[&[name]]).await;
+        }
+    }
+
+    /// Reserves a send for `asking`, after telling `answers`; a lost state starts at `seed`.
     pub(crate) async fn reserve(
         &self,
-        keys: &[String; 2],
+        keys: &Keys,
         args: &Args,
-        max_wait: Duration,
+        asking: Asking,
         seed: Seed,
         answers: &[Answered],
     ) -> Result<Reserved, ()> {
         let [pace, rejoin] = [seed.pace, seed.rejoin].map(|pace| pace.unwrap_or(0.0));
-        let head = [millis(max_wait), pace, rejoin];
+        let (max_wait, waited) = (millis(asking.max_wait), millis(asking.waited));
+        let head = [max_wait, pace, rejoin, waited, asking.name];
         let reply = self
             .call(keys, args, "reserve", &[&head, answers.as_flattened()])
             .await?;
@@ -302,14 +325,14 @@ impl Store {
     }
 
     /// Tells the shared controller `answers` (the values `controller.lua` reads).
-    pub(crate) async fn answer(&self, keys: &[String; 2], args: &Args, answers: &[Answered]) {
+    pub(crate) async fn answer(&self, keys: &Keys, args: &Args, answers: &[Answered]) {
         let _ = self
             .call(keys, args, "answer", &[answers.as_flattened()])
             .await;
     }
 
     /// Takes `sent` out of the sends in flight: it was dropped unanswered.
-    pub(crate) async fn release(&self, keys: &[String; 2], args: &Args, sent: Sent) {
+    pub(crate) async fn release(&self, keys: &Keys, args: &Args, sent: Sent) {
         let _ = self
             .call(keys, args, "release", &[&[sent.number as f64]])
             .await;
@@ -317,7 +340,7 @@ impl Store {
 
     async fn call(
         &self,
-        keys: &[String; 2],
+        keys: &Keys,
         args: &Args,
         op: &str,
         extra: &[&[f64]],
@@ -325,7 +348,10 @@ impl Store {
         let result = match self.connection() {
             Ok(mut connection) => {
                 let mut invocation = SCRIPT.prepare_invoke();
-                invocation.key(&keys[0]).key(&keys[1]).arg(op);
+                for key in keys {
+                    invocation.key(key);
+                }
+                invocation.arg(op);
                 let extra = extra.iter().flat_map(|part| part.iter());
                 for value in args.0.iter().chain(&[REDIS_CLOCK]).chain(extra) {
                     invocation.arg(*value);

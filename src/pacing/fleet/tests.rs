@@ -44,7 +44,10 @@ impl Script {
 
     async fn call(&mut self, now: f64, op: &str, extra: &[f64]) -> Reply {
         let mut invocation = SCRIPT.prepare_invoke();
-        invocation.key("t:{a}").key("t:{a}:sent").arg(op);
+        for key in ["t:{a}", "t:{a}:sent", "t:{a}:line", "t:{a}:seen"] {
+            invocation.key(key);
+        }
+        invocation.arg(op);
         for value in self.args.0.iter().chain(&[now]).chain(extra) {
             invocation.arg(*value);
         }
@@ -65,8 +68,8 @@ impl Script {
 
 /// What the in-process destination says of a request at `now`, first in its queue: go
 /// after a wait (status 0), ask again (1: the slow start's window is full), or fail (2).
-/// The script gives only the next slot: a request whose slot is further asks again (3)
-/// when it is next.
+/// The script gives only the next slot, in the half spacing before it: a request whose
+/// slot is further asks again (3) then.
 fn turn(control: &mut Controller, now: Instant, max_wait: Duration) -> (i64, Duration) {
     let throttled = control.is_throttled(now);
     let wait = control.ready_at(now).map_or(Duration::ZERO, |at| at - now);
@@ -74,7 +77,7 @@ fn turn(control: &mut Controller, now: Instant, max_wait: Duration) -> (i64, Dur
     match () {
         _ if throttled && wait > max_wait => (2, wait),
         _ if !throttled && !wait.is_zero() => (1, wait),
-        _ if wait > spacing => (3, wait - spacing),
+        _ if wait > spacing / 2 => (3, wait - spacing / 2),
         _ => (0, wait),
     }
 }
@@ -293,8 +296,9 @@ async fn the_script_closes_for_the_delay_asked_only_with_nothing_else_pending() 
         let answer = [last[2], last[3], 1, 1000, -1, -1, 0, last[4], last[5]].map(|v| v as f64);
         script.call(at, "answer", &answer).await;
         let next = script.call(at, "reserve", &[30_000.0]).await;
-        // Probed: the slot after 100 ms. Closed: ask again 900 ms on, a spacing before it.
-        let expected = if probed { [0, 100_000] } else { [3, 900_000] };
+        // Probed: the slot after 100 ms, given from 50 ms on. Closed: ask again 950 ms on,
+        // half a spacing before it.
+        let expected = if probed { [3, 50_000] } else { [3, 950_000] };
         assert_eq!(
             [next[0], next[1]],
             expected,
@@ -317,9 +321,9 @@ async fn the_script_does_not_spread_a_room_at_a_known_rate() {
         let got = script.call(t, "reserve", &[30_000.0]).await;
         assert_eq!([got[0], got[1]], [0, 0], "at {t} ms");
     }
-    // Spent: held until the reset; asked again a spacing before it.
+    // Spent: held until the reset; asked again half a spacing before it.
     let held = script.call(150.0, "reserve", &[30_000.0]).await;
-    assert_eq!([held[0], held[1]], [3, 800_000]);
+    assert_eq!([held[0], held[1]], [3, 825_000]);
 }
 
 /// As in-process: a spent room whose reset came in whole Unix seconds is probed halfway to
@@ -409,4 +413,44 @@ async fn the_script_learns_the_length_of_windows_opened_by_a_request() {
     assert_eq!(answer(1975.0, 1.0, 0.0, 2300.0).await, 2037);
     assert_eq!(answer(2037.5, 1.0, 0.0, 2300.0).await, 2100);
     assert_eq!(answer(2100.0, 1.0, 0.0, 2300.0).await, 2200);
+}
+
+/// Requests held by a pace take its slots in the order they first asked, whichever process
+/// they are in: an older one waiting holds a newer one back, though the newer asks first.
+/// A slot due and not taken goes to whoever asks; a request that left, or was not seen
+/// for two doublings, holds no one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_script_gives_paced_slots_in_the_order_requests_first_asked() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    // Told 2 r/s: a slot every 500 ms, each given in the 250 ms before it.
+    script.args = Args::new(&settings(), Some(2.0));
+    let ask = async |script: &mut Script, t: f64, name: f64, since: f64| {
+        let got = script
+            .call(t, "reserve", &[30_000.0, 0.0, 0.0, t - since, name])
+            .await;
+        [got[0], got[1] / 1000]
+    };
+    assert_eq!(ask(&mut script, 0.0, 1.0, 0.0).await, [0, 0]);
+    // The next slot, at 500 ms, is given from 250 ms on.
+    assert_eq!(ask(&mut script, 200.0, 2.0, 200.0).await, [3, 50]);
+    assert_eq!(ask(&mut script, 210.0, 3.0, 210.0).await, [3, 40]);
+    // 3 asks first, but 2 waited longer: 3 asks again when the slot after is given.
+    assert_eq!(ask(&mut script, 260.0, 3.0, 210.0).await, [3, 490]);
+    assert_eq!(ask(&mut script, 261.0, 2.0, 200.0).await, [0, 239]);
+    // 3 leaves the line: 4, newer, is first.
+    assert_eq!(ask(&mut script, 600.0, 3.0, 210.0).await, [3, 150]);
+    script.call(610.0, "leave", &[3.0]).await;
+    assert_eq!(ask(&mut script, 760.0, 4.0, 760.0).await, [0, 240]);
+    // 5 waits for the slot at 1500 ms, and is not seen again for 210 ms: 6 is first.
+    assert_eq!(ask(&mut script, 1050.0, 5.0, 1050.0).await, [3, 200]);
+    assert_eq!(ask(&mut script, 1260.0, 6.0, 1260.0).await, [0, 240]);
+    // Told 10 r/s: the slot at 100 ms is due, and 7, first in line, has not taken it: 8 does.
+    script.flush().await;
+    script.args = Args::new(&settings(), Some(10.0));
+    assert_eq!(ask(&mut script, 0.0, 1.0, 0.0).await, [0, 0]);
+    assert_eq!(ask(&mut script, 10.0, 7.0, 10.0).await, [3, 40]);
+    assert_eq!(ask(&mut script, 60.0, 8.0, 60.0).await, [3, 90]);
+    assert_eq!(ask(&mut script, 101.0, 8.0, 60.0).await, [0, 0]);
 }

@@ -1,6 +1,6 @@
 //! A request paced by the fleet's shared state: its reservation, then its send.
 
-use super::store::{Args, PROBE_EVERY, Reserved, Store, answered};
+use super::store::{Args, Asking, Keys, PROBE_EVERY, Reserved, Store, answered};
 use crate::error::pacing::PacingError;
 use crate::pacing::control::{Answer, STARTUP_DOUBLING, Sent};
 use crate::pacing::destination::{Admit, Grant, Limits, Ticket, Turn, read_answer};
@@ -39,7 +39,7 @@ pub(crate) enum FleetTurn {
 struct Place {
     shared: Arc<Shared>,
     key: Key,
-    keys: Arc<[String; 2]>,
+    keys: Arc<Keys>,
     args: Args,
 }
 
@@ -58,6 +58,11 @@ pub(crate) struct FleetTicket {
     place: Place,
     reply: Option<Reply>,
     slot: Option<(Instant, Sent)>,
+    /// When it first asked, its name in the fleet's waiting line, and whether it may be in
+    /// the line (it asked, and took no slot since).
+    since: Instant,
+    name: f64,
+    lined: bool,
     ask_at: Instant,
     local: Option<Ticket>,
 }
@@ -86,6 +91,10 @@ impl FleetTicket {
             place,
             reply: None,
             slot: None,
+            since: now,
+            // Exactly an f64, and unique among a fleet's waiting requests.
+            name: (rand::random::<u64>() >> 12) as f64,
+            lined: false,
             ask_at: now,
             local: None,
         }
@@ -124,15 +133,20 @@ impl FleetTicket {
                 return self.alone(limits, waker, now);
             }
             let place = self.place.clone();
-            let max_wait = limits.end.saturating_duration_since(now);
+            let asking = Asking {
+                max_wait: limits.end.saturating_duration_since(now),
+                waited: now.saturating_duration_since(self.since),
+                name: self.name,
+            };
             let idle = place.shared.settings.idle_timeout;
             let seed = place.store().seed(&place.key, idle, now);
             // The answers since this process's last call go with it: one call per request.
             let answers = place.store().take_pending(&place.key);
+            self.lined = true;
             self.reply = Some(Box::pin(async move {
                 let (keys, args) = (&place.keys, &place.args);
                 let store = place.store();
-                store.reserve(keys, args, max_wait, seed, &answers).await
+                store.reserve(keys, args, asking, seed, &answers).await
             }));
         }
         let reply = self.reply.as_mut().expect("asked above");
@@ -143,6 +157,7 @@ impl FleetTicket {
         let now = Instant::now();
         match reply {
             Ok(Reserved::At(sent, pace)) => {
+                self.lined = false;
                 let at = sent.at;
                 self.place
                     .store()
@@ -186,6 +201,12 @@ impl Drop for FleetTicket {
         // A slot taken but never used leaves the sends in flight.
         if let Some((_, sent)) = self.slot.take() {
             drop(FleetGrant::new(self.place.clone(), sent));
+        }
+        // A request that gave up waiting leaves the line: the next one need not wait for
+        // it to be taken as gone.
+        if self.lined {
+            let (place, name) = (self.place.clone(), self.name);
+            spawn(async move { place.store().leave(&place.keys, &place.args, name).await });
         }
     }
 }
