@@ -172,6 +172,40 @@ async fn a_known_rate_is_the_whole_fleets() {
     );
 }
 
+/// Requests held by the fleet's pace wait in one line in Redis; one that stops waiting (its
+/// future dropped) leaves it at once, so that no other waits behind it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn a_request_that_stops_waiting_leaves_the_fleets_line() {
+    let redis = RedisServer::start().await;
+    let told = || builder().with_known_rate("api.test", 1, secs(1));
+    let a = fleet_member(&redis, "line", told())
+        .await
+        .layer(scripted(&Log::default()));
+    let b = fleet_member(&redis, "line", told())
+        .await
+        .layer(scripted(&Log::default()));
+    let in_line = async || {
+        let line: Vec<String> = redis
+            .query(&["ZRANGE", "line:{api.test}:line", "0", "-1"])
+            .await
+            .unwrap();
+        line.len()
+    };
+    send(&mut a.clone(), get("http://api.test/200"))
+        .await
+        .unwrap();
+    // The next slot is a second away: b's request waits in line.
+    let mut waiting = b.clone();
+    let waiter = tokio::spawn(async move { send(&mut waiting, get("http://api.test/200")).await });
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(in_line().await, 1);
+    waiter.abort();
+    let _ = waiter.await;
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(in_line().await, 0, "a dropped request still in line");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 async fn a_new_destinations_slow_start_is_the_whole_fleets() {

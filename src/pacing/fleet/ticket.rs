@@ -174,7 +174,11 @@ impl FleetTicket {
                 self.ask_at = instant_after(now, wait.min(STARTUP_DOUBLING));
                 FleetTurn::At(self.ask_at)
             }
-            Ok(Reserved::TooLong(wait)) => FleetTurn::Fail(limits.too_long(wait, now)),
+            Ok(Reserved::TooLong(wait)) => {
+                // The script took it out of the line.
+                self.lined = false;
+                FleetTurn::Fail(limits.too_long(wait, now))
+            }
             Err(()) => self.alone(limits, waker, now),
         }
     }
