@@ -703,12 +703,31 @@ async fn shared_pacing_in_redis_learns_the_governor_limit() {
 }
 
 /// HAProxy (it counts refusals and reports nothing), learned by one controller in Redis:
-/// 93.8–96.0 % used, 2.7–3.5 % refused, Jain's index 0.97–0.995 here (8 independent
+/// 93.8–96.0 % used, 2.7–3.5 % refused, Jain's index 0.93–0.995 here (8 independent
 /// layers: 74–79 %, 21–23 %). Held with margin for CI; issue #31's targets below.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server and haproxy: .ci/run, or see CONTRIBUTING.md"]
 async fn shared_pacing_in_redis_learns_the_haproxy_limit() {
-    shared_in_redis_within(Kind::Haproxy, Stack::RetryPacingRedis, 10, LEARNED_IN_CI).await;
+    let bounds = Bounds {
+        jain: 0.9,
+        ..LEARNED_IN_CI
+    };
+    shared_in_redis_within(Kind::Haproxy, Stack::RetryPacingRedis, 10, bounds).await;
+}
+
+/// rate-limiter-flexible (a window opened by a request, its reset in whole Unix seconds),
+/// learned by one controller in Redis: 90–100 % used, 0.4–1.2 % refused, Jain's index
+/// 0.90–0.99 here. Without spreading a room once one ran out, one process took each
+/// window whole (Jain 0.5–0.6). Held with margin for CI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server and node: .ci/run, or see CONTRIBUTING.md"]
+async fn shared_pacing_in_redis_learns_the_rate_limiter_flexible_limit() {
+    let bounds = Bounds {
+        used: 0.85,
+        refused: 0.05,
+        jain: 0.85,
+    };
+    shared_in_redis_within(Kind::Flexible, Stack::RetryPacingRedis, 10, bounds).await;
 }
 
 /// A fleet learning a limit in Redis, held with margin for CI (8 independent layers

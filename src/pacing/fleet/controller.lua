@@ -9,8 +9,8 @@
 -- is `remaining` of `window` (both -1: none);
 -- {1, wait}: the slow start's window is full; {2, wait}: a paced wait past the longest;
 -- {3, wait}: not next, ask again after `wait`.
--- ARGV[1]: "reserve", "answer", "release" or "leave". ARGV[2..15]: the constants and settings (see
--- `fleet/store.rs`). ARGV[16]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
+-- ARGV[1]: "reserve", "answer", "release" or "leave". ARGV[2..16]: the constants and settings (see
+-- `fleet/store.rs`). ARGV[17]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
 -- the longest wait (ms), the seed and the rejoining process's pace alone (r/s; 0 for
 -- none; see `Seed` in `fleet/store.rs`), how long the request has waited (ms) and its
 -- name in the line (none: it skips the line), then answers, applied first. For "answer":
@@ -27,8 +27,9 @@ local BETA, C, MIN_RATE, DOUBLING = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumb
 local REOPEN, WINDOW, OPEN_WINDOW, STALL = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local FIRST_PROBE, MAX_PROBE, MAX_COOLDOWN = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
 local KNOWN, INITIAL_WINDOW, TTL = tonumber(ARGV[13]), tonumber(ARGV[14]), math.ceil(tonumber(ARGV[15]))
+local SPREAD_SPENT = tonumber(ARGV[16])
 
-local now = tonumber(ARGV[16])
+local now = tonumber(ARGV[17])
 if now < 0 then
   local clock = redis.call('TIME')
   now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
@@ -38,7 +39,7 @@ local packed = redis.call('GET', K)
 -- An answer or a release for a state Redis lost tells nothing of the state that replaces it.
 if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0, 0, -1, -1} end
 local s = packed and cmsgpack.unpack(packed) or {}
-local seed, rejoin = tonumber(ARGV[18] or 0), tonumber(ARGV[19] or 0)
+local seed, rejoin = tonumber(ARGV[19] or 0), tonumber(ARGV[20] or 0)
 if s.born == nil then
   -- A new destination, or one Redis lost: the known pace, else the pace alone of the
   -- process rejoining, else the pace the process asking saw it served at lately (the
@@ -113,9 +114,32 @@ local function curve_rate()
   return math.max(s.cc * (1 + C * x * x * x), s.cb)
 end
 
+-- When a reported room ends, at the earliest (nil: known to the millisecond) and at the
+-- latest: its reset, or as the length of a window opened by a request bounds it.
+local function room_ends()
+  local from, until_ = s.rpf, s.rt
+  if s.ro ~= nil then
+    if from ~= nil then from = math.max(from, s.ro + (s.dlo or 0)) end
+    if s.dhi ~= nil then until_ = math.min(until_, s.ro + s.dhi) end
+  end
+  return from, until_
+end
+
+-- Processes sharing a room race for it: the one whose answers come first takes it all.
+-- Where a room ran out within REOPEN, the fleet spreads the next over what is left of it,
+-- to its earliest end: a room spent early holds the sends, as one never spread would.
+local function room_rate()
+  if SPREAD_SPENT <= 0 or s.rso == nil or now >= s.rso + REOPEN then return nil end
+  local left = room_left()
+  if left == nil or left <= 0 then return nil end
+  local from, until_ = room_ends()
+  if from ~= nil and now < from then until_ = from end
+  return math.max(left * 1000 / math.max(until_ - now, 1), MIN_RATE)
+end
+
 local function rate()
   if s.lr ~= nil and now >= s.lr + REOPEN and KNOWN <= 0 then s.cs = nil end
-  if s.cs == nil then return nil end
+  if s.cs == nil then return room_rate() end
   local r = curve_rate()
   if s.cu == 1 then
     -- BBR's start-up paces at most at twice what is delivered lately.
@@ -138,12 +162,9 @@ end
 -- it, as learned so far.
 local function held_until()
   if room_left() ~= 0 then return nil end
+  s.rso = now
   if s.rpf == nil or s.rp ~= nil then return s.rt end
-  local from, until_ = s.rpf, s.rt
-  if s.ro ~= nil then
-    from = math.max(from, s.ro + (s.dlo or 0))
-    if s.dhi ~= nil then until_ = math.min(until_, s.ro + s.dhi) end
-  end
+  local from, until_ = room_ends()
   local at = until_
   if until_ - from >= FIRST_PROBE then at = from + (until_ - from) / 2 end
   if now < at then return at end
@@ -383,10 +404,10 @@ end
 local result
 if op == 'reserve' then
   -- Answers to a state Redis lost tell nothing of the one rebuilt.
-  if packed then answer_all(22) end
-  local max_wait = tonumber(ARGV[17])
-  local name = ARGV[21]
-  local since = now - tonumber(ARGV[20] or 0)
+  if packed then answer_all(23) end
+  local max_wait = tonumber(ARGV[18])
+  local name = ARGV[22]
+  local since = now - tonumber(ARGV[21] or 0)
   local at, throttled, spacing = slot()
   local wait = at - now
   -- Sends held by a pace or by the slow start's window go in line.
@@ -412,7 +433,7 @@ if op == 'reserve' then
       result = {1, math.floor(DOUBLING * 1000), 0, 0, 0, 0, -1, -1}
     end
   else
-    leave_line(ARGV[21])
+    leave_line(ARGV[22])
     -- A send that leaves a spent room known only to the second probes it.
     local probing = s.rpf ~= nil and room_left() == 0
     s.sends = s.sends + 1
@@ -429,14 +450,14 @@ if op == 'reserve' then
     result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000), seen_window, seen_remaining}
   end
 elseif op == 'leave' then
-  leave_line(ARGV[17])
+  leave_line(ARGV[18])
   result = {0, 0, 0, 0, 0, 0, -1, -1}
 elseif op == 'answer' then
-  answer_all(17)
+  answer_all(18)
   result = {0, 0, 0, 0, 0, 0, -1, -1}
 else
-  redis.call('ZREM', F, tonumber(ARGV[17]))
-  if s.rp == tonumber(ARGV[17]) then s.rp = nil end
+  redis.call('ZREM', F, tonumber(ARGV[18]))
+  if s.rp == tonumber(ARGV[18]) then s.rp = nil end
   result = {0, 0, 0, 0, 0, 0, -1, -1}
 end
 

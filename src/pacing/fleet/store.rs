@@ -419,9 +419,9 @@ async fn probe(mut connection: ConnectionManager, down: Weak<AtomicBool>, timeou
     }
 }
 
-/// The script's constants and settings (`ARGV[2..=15]`), one destination's.
+/// The script's constants and settings (`ARGV[2..=16]`), one destination's.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Args(pub(super) [f64; 14]);
+pub(crate) struct Args(pub(super) [f64; 15]);
 
 impl Args {
     pub(crate) fn new(settings: &Settings, known: Option<f64>) -> Self {
@@ -440,7 +440,17 @@ impl Args {
             known.unwrap_or(0.0),
             f64::from(settings.initial_window),
             millis(settings.idle_timeout).max(1.0),
+            // A fleet spreads a room once one ran out: see `room_rate` in the script.
+            1.0,
         ])
+    }
+
+    /// The same, but a room that ran out leads to no spreading: the in-process rules
+    /// alone, which the script's tests compare it with.
+    #[cfg(test)]
+    pub(crate) fn in_process_rules(mut self) -> Self {
+        self.0[14] = 0.0;
+        self
     }
 }
 

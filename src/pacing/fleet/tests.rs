@@ -30,7 +30,7 @@ impl Script {
         let connection = server.client().get_multiplexed_async_connection().await;
         Self {
             connection: connection.unwrap(),
-            args: Args::new(&settings(), None),
+            args: Args::new(&settings(), None).in_process_rules(),
         }
     }
 
@@ -453,4 +453,37 @@ async fn the_script_gives_paced_slots_in_the_order_requests_first_asked() {
     assert_eq!(ask(&mut script, 10.0, 7.0, 10.0).await, [3, 40]);
     assert_eq!(ask(&mut script, 60.0, 8.0, 60.0).await, [3, 90]);
     assert_eq!(ask(&mut script, 101.0, 8.0, 60.0).await, [0, 0]);
+}
+
+/// A fleet spreads a reported room over what is left of it once a room ran out, so that
+/// the process whose answers come first does not take it all; the in-process rules send it
+/// at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_script_spreads_a_room_once_one_ran_out() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    for (args, spread) in [
+        (Args::new(&settings(), None), true),
+        (Args::new(&settings(), None).in_process_rules(), false),
+    ] {
+        script.flush().await;
+        script.args = args;
+        let first = script.call(0.0, "reserve", &[30_000.0]).await;
+        // No room left until the reset, a second away: held.
+        script.served(0.0, first, 0.0).await;
+        assert_eq!(script.call(10.0, "reserve", &[30_000.0]).await[0], 3);
+        // A later window (past the one guessed as full as that) reports 9 left of its
+        // second: spread, one send every 111 ms.
+        let opener = script.call(2001.0, "reserve", &[30_000.0]).await;
+        assert_eq!(opener[..2], [0, 0]);
+        script.served(2001.0, opener, 9.0).await;
+        let next = script.call(2001.0, "reserve", &[30_000.0]).await;
+        if spread {
+            assert_eq!(next[0], 3, "{next:?}");
+            assert!((55_000..=57_000).contains(&next[1]), "{next:?}");
+        } else {
+            assert_eq!(next[..2], [0, 0]);
+        }
+    }
 }
