@@ -127,13 +127,12 @@ end
 
 -- Processes sharing a room race for it: the one whose answers come first takes it all.
 -- Where a room ran out within REOPEN, the fleet spreads the next over what is left of it,
--- to its earliest end: a room spent early holds the sends, as one never spread would.
+-- to its latest end: spent early, a room holds every process until a probe finds the next.
 local function room_rate()
   if SPREAD_SPENT <= 0 or s.rso == nil or now >= s.rso + REOPEN then return nil end
   local left = room_left()
   if left == nil or left <= 0 then return nil end
-  local from, until_ = room_ends()
-  if from ~= nil and now < from then until_ = from end
+  local _, until_ = room_ends()
   return math.max(left * 1000 / math.max(until_ - now, 1), MIN_RATE)
 end
 

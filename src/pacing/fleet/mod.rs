@@ -4,10 +4,12 @@
 //! Each destination's controller lives in one Redis value, with its sends in flight beside
 //! it. One atomic script per request reserves a send time on Redis's clock (a GCRA slot at
 //! the shared pace). Requests held by the pace wait in one line across the fleet: the one
-//! that first asked takes the next slot, whichever process it is in. The same call carries the answers this process got since its last one
-//! to that destination; an answer no call carries within 2 ms goes alone, a refusal at
-//! once. The rules are the [in-process controller's](crate::pacing), so a refusal seen by
-//! one process slows all.
+//! that first asked takes the next slot, whichever process it is in. The same call carries
+//! the answers this process got since its last one to that destination; an answer no call
+//! carries within 2 ms goes alone, a refusal at once. The rules are the
+//! [in-process controller's](crate::pacing), so a refusal seen by one process slows all.
+//! One is the fleet's own: once a reported room ran out, the next is spread over what is
+//! left of it, as processes sharing it would race for it.
 //!
 //! Redis is never in the way: a call that fails or takes longer than
 //! [`with_timeout`](RedisPacing::with_timeout) sends the request through in-process pacing.
