@@ -22,10 +22,10 @@
 //!   send late by less than a spacing counts at its slot (GCRA's theoretical arrival time).
 //! - **Probing.** A refusal when nothing was served since the last cut closes the
 //!   destination for 100 ms, doubled per refused probe up to 5 s (TCP's retransmission
-//!   timer), but asked no delay, it probes a second after the cut at the latest, when a
+//!   timer). Asked no delay, it probes a second after the cut at the latest, when a
 //!   window's count has passed. When nothing was served for a second either, it closes
-//!   for the `Retry-After` asked instead, once. A younger destination, told no rate, first waits for its other
-//!   requests' answers.
+//!   for the `Retry-After` asked instead, once. A younger destination, told no rate, first
+//!   waits for its other requests' answers.
 //! - **Reported quotas.** Once the reported room is sent, the destination is held until
 //!   the reset. The next window is guessed as full as the last began until it reports.
 //!   After a refusal the room left is spread until the reset, unless a known rate spreads

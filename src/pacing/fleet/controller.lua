@@ -35,6 +35,18 @@ if now < 0 then
   now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
 end
 
+local function leave_line(name)
+  if name == nil then return end
+  redis.call('ZREM', LINE, name)
+  redis.call('ZREM', SEEN, name)
+end
+
+-- Leaving the line touches no state.
+if op == 'leave' then
+  leave_line(ARGV[18])
+  return {0, 0, 0, 0, 0, 0, -1, -1}
+end
+
 local packed = redis.call('GET', K)
 -- An answer or a release for a state Redis lost tells nothing of the state that replaces it.
 if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0, 0, -1, -1} end
@@ -161,7 +173,7 @@ end
 -- it, as learned so far.
 local function held_until()
   if room_left() ~= 0 then return nil end
-  s.rso = now
+  s.rso = now -- the room ran out (see room_rate)
   if s.rpf == nil or s.rp ~= nil then return s.rt end
   local from, until_ = room_ends()
   local at = until_
@@ -381,8 +393,8 @@ local function answer_all(first)
 end
 
 -- Whether request `name` (nil: not in line), waiting since `since`, is first in line: the
--- request that has waited longest, in whichever process, takes the next send. Waiting requests ask again within a DOUBLING: one not seen
--- for two has gone.
+-- request that has waited longest, in whichever process, takes the next send. Waiting
+-- requests ask again within a DOUBLING: one not seen for two has gone.
 local function first_in_line(name, since)
   if name == nil then return true end
   redis.call('ZADD', LINE, 'NX', since, name)
@@ -394,12 +406,6 @@ local function first_in_line(name, since)
   return redis.call('ZRANGE', LINE, 0, 0)[1] == name
 end
 
-local function leave_line(name)
-  if name == nil then return end
-  redis.call('ZREM', LINE, name)
-  redis.call('ZREM', SEEN, name)
-end
-
 local result
 if op == 'reserve' then
   -- Answers to a state Redis lost tell nothing of the one rebuilt.
@@ -409,13 +415,12 @@ if op == 'reserve' then
   local since = now - tonumber(ARGV[21] or 0)
   local at, throttled, spacing = slot()
   local wait = at - now
-  -- Sends held by a pace or by the slow start's window go in line.
-  if not (spacing > 0 or (not throttled and s.w ~= nil)) then name = nil end
+  -- Sends held by a pace go in line.
+  if spacing <= 0 then name = nil end
   if throttled and wait > max_wait then
     leave_line(name)
     result = {2, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1}
   elseif not throttled and wait > 0 then
-    first_in_line(name, since)
     result = {1, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1}
   elseif wait > spacing / 2 + 0.001 then
     -- Only the next slot is given (GCRA's burst of one), in the half spacing before it: a
@@ -424,14 +429,11 @@ if op == 'reserve' then
     first_in_line(name, since)
     result = {3, math.floor((wait - spacing / 2) * 1000), 0, 0, 0, 0, -1, -1}
   elseif wait > 0 and not first_in_line(name, since) then
-    -- An older request waits: this one asks again when the send after may go. A slot
+    -- An older request waits: this one asks again when the slot after is given. A slot
     -- due and not taken goes to whoever asks.
-    if throttled then
-      result = {3, math.floor(math.max(wait + spacing / 2, spacing / 2) * 1000), 0, 0, 0, 0, -1, -1}
-    else
-      result = {1, math.floor(DOUBLING * 1000), 0, 0, 0, 0, -1, -1}
-    end
+    result = {3, math.floor(math.max(wait + spacing / 2, spacing / 2) * 1000), 0, 0, 0, 0, -1, -1}
   else
+    -- Out of the line, if it joined it while held.
     leave_line(ARGV[22])
     -- A send that leaves a spent room known only to the second probes it.
     local probing = s.rpf ~= nil and room_left() == 0
@@ -448,9 +450,6 @@ if op == 'reserve' then
     if s.rt ~= nil and s.rg == nil then seen_window, seen_remaining = s.rw, s.rr end
     result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000), seen_window, seen_remaining}
   end
-elseif op == 'leave' then
-  leave_line(ARGV[18])
-  result = {0, 0, 0, 0, 0, 0, -1, -1}
 elseif op == 'answer' then
   answer_all(18)
   result = {0, 0, 0, 0, 0, 0, -1, -1}
@@ -460,7 +459,7 @@ else
   result = {0, 0, 0, 0, 0, 0, -1, -1}
 end
 
--- Written back whole; both keys expire with the destination's idleness.
+-- Written back whole; every key expires with the destination's idleness.
 redis.call('SET', K, cmsgpack.pack(s), 'PX', TTL)
 redis.call('PEXPIRE', F, TTL)
 if LINE ~= nil then
