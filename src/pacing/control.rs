@@ -224,8 +224,10 @@ impl Controller {
         // spent. Others sharing the quota may leave less, and the rest is spread.
         let alone_at_known = self.config.known.is_some() && self.share() >= 1.0;
         let room = self.room.filter(|_| !alone_at_known);
-        let room = room
-            .and_then(|room| room.pace(self.share(), self.sends, self.flying_in(&room, now), now));
+        let room = room.and_then(|room| {
+            let (share, flying) = (self.share(), self.flying_in(&room, now));
+            room.pace(share, self.sends, flying, self.window_ends(&room).1, now)
+        });
         // The floor is the learned pace's; a known rate or a reported room may be slower.
         let caps = [self.config.known, room].into_iter().flatten();
         Some(caps.fold(rate.max(MIN_RATE), f64::min))
@@ -238,29 +240,40 @@ impl Controller {
     }
 
     /// Until when a spent room holds the sends: its reset. Where that is known only to the
-    /// second, a probe goes halfway to it (a bisection), unless one is in flight or the
-    /// reset is less than a probing delay away.
+    /// second, a probe goes halfway through what is left of that second (a bisection),
+    /// unless one is in flight or less than a probing delay is left.
     fn held_until(&self, now: Instant) -> Option<Instant> {
         let reset = self.spent_until(now)?;
         let room = self.room?;
         // A fleet's process alone shares the room with processes it cannot see: their
         // probes would be many. It waits for the reset.
         let probing = room.probe.is_none() && !self.config.fleet;
-        let Some(from) = room.probe_from.filter(|_| probing) else {
+        let (from, until) = self.window_ends(&room);
+        let Some(from) = from.filter(|_| probing) else {
             return Some(reset);
         };
-        // Opened by a request, a window ends its length after it, as learned so far.
-        let (shortest, longest) = self.length;
-        let (from, until) = room.opened.map_or((from, reset), |at| {
-            let until = at.checked_add(longest).map_or(reset, |end| end.min(reset));
-            (from.max(instant_after(at, shortest)), until)
-        });
         let left = until.saturating_duration_since(from);
         let at = match left >= self.config.first_probe {
             true => from + left / 2,
             false => until,
         };
         (now < at).then_some(at)
+    }
+
+    /// When `room`'s window ends: at the earliest (`None`: its reset is exact) and at the
+    /// latest. Opened by a request, a window ends its length after it, as learned so far.
+    fn window_ends(&self, room: &Room) -> (Option<Instant>, Instant) {
+        let Some(from) = room.probe_from else {
+            return (None, room.reset_at);
+        };
+        let (shortest, longest) = self.length;
+        let Some(at) = room.opened else {
+            return (Some(from), room.reset_at);
+        };
+        let until = at
+            .checked_add(longest)
+            .map_or(room.reset_at, |end| end.min(room.reset_at));
+        (Some(from.max(instant_after(at, shortest))), until)
     }
 
     /// What the answer to `sent` tells of a reset known only to the second. A probe
@@ -831,10 +844,18 @@ impl Room {
         (now < self.reset_at && spent).then_some(self.reset_at)
     }
 
-    /// The pace that spreads what is left until the reset (the IETF `RateLimit` draft's advice).
-    pub(crate) fn pace(&self, share: f64, sends: u64, in_flight: u32, now: Instant) -> Option<f64> {
+    /// The pace that spreads what is left until `end`, the window's latest as known (the
+    /// IETF `RateLimit` draft's advice).
+    pub(crate) fn pace(
+        &self,
+        share: f64,
+        sends: u64,
+        in_flight: u32,
+        end: Instant,
+        now: Instant,
+    ) -> Option<f64> {
         let left = self.left(share, sends, in_flight);
-        let until = self.reset_at.saturating_duration_since(now).as_secs_f64();
+        let until = end.saturating_duration_since(now).as_secs_f64();
         (left > 0 && until > 0.0).then(|| left as f64 / until)
     }
 }

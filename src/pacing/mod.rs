@@ -28,8 +28,8 @@
 //!   waits for its other requests' answers.
 //! - **Reported quotas.** Once the reported room is sent, the destination is held until
 //!   the reset. The next window is guessed as full as the last began until it reports.
-//!   After a refusal the room left is spread until the reset, unless a known rate spreads
-//!   the sends already. Clients sharing a quota count their own share of its use. A reset
+//!   After a refusal the room left is spread until the window's latest end, unless a
+//!   known rate spreads the sends already. Clients sharing a quota count their own share of its use. A reset
 //!   rounded to whole seconds ends by the earliest bound its reports give; one given as a
 //!   Unix time may pass up to a second sooner, so a spent room is probed halfway to it,
 //!   one request at a time (a bisection), within the length its windows are learned to

@@ -628,9 +628,9 @@ mod room {
         assert_eq!(room.spent_until(1.0, 12, 0, reset), None);
         // Two sent before the report and still unanswered may reach the server after it.
         assert_eq!(room.spent_until(1.0, 10, 2, t0), Some(reset));
-        assert_eq!(room.pace(1.0, 10, 0, t0), Some(2.0));
+        assert_eq!(room.pace(1.0, 10, 0, reset, t0), Some(2.0));
         assert_eq!(
-            room.pace(1.0, 11, 0, t0 + Duration::from_millis(500)),
+            room.pace(1.0, 11, 0, reset, t0 + Duration::from_millis(500)),
             Some(2.0)
         );
         let no_reset = QuotaLeft {
@@ -694,7 +694,10 @@ mod room {
         // At 900 ms, after 39 sends, it still says "1 s": 10 left in the 400 ms to the end.
         let later = Room::reported(opened, after(opened, 41), left(10), max, t0 + ms(900)).unwrap();
         assert_eq!(later.reset_at, t0 + ms(1300));
-        assert_eq!(later.pace(1.0, 41, 0, t0 + ms(900)), Some(25.0));
+        assert_eq!(
+            later.pace(1.0, 41, 0, later.reset_at, t0 + ms(900)),
+            Some(25.0)
+        );
         // Past that end with no new window seen, a report starts a new bound.
         let stale = Room::reported(
             Some(later),
@@ -828,4 +831,33 @@ fn the_length_of_windows_opened_by_a_request_is_learned() {
     assert_eq!(answer(2037, Answer::Refused(None), 0, 2300), Some(2100));
     // Refused then, the bounds cross and are forgotten: the reset's second is bisected.
     assert_eq!(answer(2100, Answer::Refused(None), 0, 2300), Some(2200));
+}
+
+/// Paced, a room whose reset is known only to the second is spread until its window's
+/// latest end as learned, not until the reset: a window opened by a request may end up to
+/// a second before it.
+#[test]
+fn a_paced_room_is_spread_until_its_windows_learned_end() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let mut control = Controller::new(0, config(), t0);
+    let mut answer = |ms: u64, answer: Answer, remaining: Option<u64>, reset: u64| {
+        let left = remaining.map(|remaining| QuotaLeft {
+            remaining,
+            reset: Some(Duration::from_millis(reset - ms)),
+            coarse: true,
+        });
+        let sent = control.send(at(ms));
+        control.answered(sent, answer, left, at(ms));
+        control.release(sent);
+    };
+    // Windows opened at 0 and 1050 ms: they last over 800 ms and at most 1050 ms.
+    answer(0, Answer::Served, Some(1), 1300);
+    answer(0, Answer::Served, Some(0), 1300);
+    answer(800, Answer::Refused(None), Some(0), 1300);
+    answer(1050, Answer::Served, Some(10), 2300);
+    // A refusal the room does not explain: paced. 9 left until 2100 ms, not 2300 ms.
+    answer(1060, Answer::Refused(None), None, 2300);
+    let pace = control.rate(at(1060)).unwrap();
+    assert!((pace - 9.0 / 1.04).abs() < 0.01, "{pace}");
 }

@@ -162,15 +162,17 @@ local function rate()
   local left = room_left()
   -- A known rate spreads the sends already: the fleet, one client, is alone at its
   -- quota, and a reported room only closes when spent.
-  if left ~= nil and left > 0 and KNOWN <= 0 then r = math.min(r, left / ((s.rt - now) / 1000)) end
+  if left ~= nil and left > 0 and KNOWN <= 0 then
+    local _, until_ = room_ends()
+    if until_ > now then r = math.min(r, left * 1000 / (until_ - now)) end
+  end
   if KNOWN > 0 then r = math.min(r, KNOWN) end
   return r
 end
 
 -- Until when a spent room holds the sends: its reset. Where that is known only to the
--- second, a probe goes halfway to it (a bisection), unless one is in flight or the reset
--- is less than a probing delay away. Opened by a request, a window ends its length after
--- it, as learned so far.
+-- second, a probe goes halfway through what is left of that second (a bisection), unless
+-- one is in flight or less than a probing delay is left.
 local function held_until()
   if room_left() ~= 0 then return nil end
   s.rso = now -- the room ran out (see room_rate)
