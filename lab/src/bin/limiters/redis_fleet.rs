@@ -1,7 +1,8 @@
 //! Issue #31: fleets of 8 processes sharing their pacing in one real `redis-server`,
 //! against each limiter of [`Kind::ALGORITHMS`] (`limiters -- redis-fleet [LIMITER|all]
-//! [--reps N] [--parts learning,told,phases,faults]`): the three of the targets and the
-//! leaky bucket.
+//! [--reps N] [--parts learning,told,phases,faults] [--rate R --burst B] [--processes N]`):
+//! the three of the targets and the leaky bucket. `--rate`, `--burst` and `--processes` run
+//! the fleets away from the targets' 50 r/s and 8 processes (not the told fleet).
 //!
 //! Every process is this binary again (`fleet-member`), with its own client stack; all
 //! start at one wall-clock instant (a second after they are spawned, so that none is
@@ -20,16 +21,49 @@
 use super::{BoxError, FLEET, FLEET_CONCURRENCY, LIMIT, TIMEOUT, flag, pct};
 use std::fmt::Write as _;
 use std::future::Future;
+use std::sync::OnceLock;
 use std::time::Duration;
 use tower_backoff_lab::limiters::client::{Count, Counts, SharedPacing, Stack, wall_clock_ms};
 use tower_backoff_lab::limiters::drive::{self, jain};
 use tower_backoff_lab::limiters::redis_server::RedisServer;
-use tower_backoff_lab::limiters::{Kind, Limiter};
+use tower_backoff_lab::limiters::{Kind, Limiter, RateLimit};
 
 /// The processes' common start, after their spawn: time for 8 processes to be up.
 const START_AFTER: Duration = Duration::from_secs(1);
 const SECOND: Duration = Duration::from_secs(1);
 const PARTS: [&str; 4] = ["learning", "told", "phases", "faults"];
+
+/// The limit and the number of processes of the steady fleets: the targets' unless told.
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    limit: RateLimit,
+    processes: usize,
+}
+
+static SETUP: OnceLock<Setup> = OnceLock::new();
+
+fn setup() -> Setup {
+    *SETUP.get_or_init(|| Setup {
+        limit: LIMIT,
+        processes: FLEET,
+    })
+}
+
+/// `--rate`, `--burst` and `--processes`, each at least 1.
+fn setup_from(args: &[String]) -> Result<Setup, BoxError> {
+    let number = |name: &str, default: u32| -> Result<u32, BoxError> {
+        let n = flag(args, name).map_or(Ok(default), str::parse)?;
+        (n >= 1)
+            .then_some(n)
+            .ok_or(format!("{name}: at least 1").into())
+    };
+    let limit = RateLimit::new(
+        number("--rate", LIMIT.per_second)?,
+        number("--burst", LIMIT.burst)?,
+    );
+    let processes = number("--processes", FLEET as u32)? as usize;
+    Ok(Setup { limit, processes })
+}
 
 /// One process's part in a fleet: when it starts after the fleet, and for how long.
 #[derive(Clone, Copy, Debug)]
@@ -80,20 +114,29 @@ pub async fn main(args: &[String]) -> Result<(), BoxError> {
     if let Some(part) = parts.iter().find(|p| !PARTS.contains(p)) {
         return Err(format!("unknown part {part}: {}", PARTS.join(", ")).into());
     }
+    let asked = setup_from(args)?;
+    SETUP
+        .set(asked)
+        .map_err(|_| "the fleets' setup is set once")?;
+    if asked.limit != LIMIT && parts.contains(&"told") {
+        return Err("--rate, --burst: the told fleet is told 49 r/s; leave out `told`".into());
+    }
     let Some(mut redis) = RedisServer::start_unless_missing().await? else {
         println!("## redis-server: not available, no fleet run (see stderr)");
         return Ok(());
     };
     println!(
-        "limit {} r/s; fleets of {FLEET} processes, {FLEET_CONCURRENCY} requests in flight each, \
+        "limit {} r/s (burst {}); fleets of {} processes, {FLEET_CONCURRENCY} requests in flight each, \
          sharing pacing in redis-server (127.0.0.1:{}); {} cores; {reps} runs per row\n",
-        LIMIT.per_second,
+        asked.limit.per_second,
+        asked.limit.burst,
+        asked.processes,
         redis.port,
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     for kind in kinds {
         let mut out = String::new();
-        if let Err(why) = Limiter::start(kind, LIMIT).await {
+        if let Err(why) = Limiter::start(kind, asked.limit).await {
             println!("## {}: not available ({why})\n", kind.name());
             continue;
         }
@@ -132,7 +175,7 @@ where
     F: FnOnce(f64) -> Fut,
     Fut: Future<Output = Result<(), BoxError>>,
 {
-    let limiter = Limiter::start(kind, LIMIT).await?;
+    let limiter = Limiter::start(kind, setup().limit).await?;
     let shared = SharedPacing::new(redis.to_owned(), &run_id(kind));
     let start = wall_clock_ms() + START_AFTER.as_secs_f64() * 1000.0;
     let exe = std::env::current_exe()?;
@@ -333,7 +376,7 @@ impl Totals {
 
     /// The share of the limiter's capacity over `seconds` used, in %.
     fn used(&self, seconds: u64) -> f64 {
-        self.ok as f64 * 100.0 / (LIMIT.per_second as u64 * seconds) as f64
+        self.ok as f64 * 100.0 / (setup().limit.per_second as u64 * seconds) as f64
     }
 }
 
@@ -367,7 +410,8 @@ async fn learning(
 ) -> Result<(), BoxError> {
     let _ = writeln!(
         out,
-        "### Learning the limit: {FLEET} processes, {SECONDS} s (met: ≥ 95 % used, < 3 % refused, Jain ≥ 0.95)\n"
+        "### Learning the limit: {} processes, {SECONDS} s (met: ≥ 95 % used, < 3 % refused, Jain ≥ 0.95)\n",
+        setup().processes
     );
     let stacks = [Stack::RetryPacing, Stack::RetryPacingRedis];
     steady(kind, &stacks, reps, redis, (95.0, 3.0, 0.95), out).await
@@ -410,7 +454,7 @@ async fn steady(
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---|");
     let mut notes = Vec::new();
-    let parts: Vec<Part> = Part::new(0, SECONDS).times(FLEET).collect();
+    let parts: Vec<Part> = Part::new(0, SECONDS).times(setup().processes).collect();
     for &stack in stacks {
         for run in 1..=reps {
             let members = fleet(kind, stack, &parts, &redis.url(), no_fault).await?;
@@ -485,7 +529,7 @@ async fn phases(
         "### Joining and leaving: 2 processes for 5 s, 8 for 5 s, 4 for 5 s (retry+pacing+redis)\n\n\
          The fleet's successes per second, by when each ended: each phase's first second apart, then the mean of its \
          other 4 seconds. Met: that mean within 5 % of {} r/s.\n",
-        LIMIT.per_second
+        setup().limit.per_second
     );
     let _ = writeln!(
         out,
@@ -502,7 +546,7 @@ async fn phases(
         for (from, to, processes) in PHASES {
             let first = within(&ok, from, from + 1);
             let rest = within(&ok, from + 1, to) as f64 / (to - from - 1) as f64;
-            let off = (rest / LIMIT.per_second as f64 - 1.0) * 100.0;
+            let off = (rest / setup().limit.per_second as f64 - 1.0) * 100.0;
             let _ = writeln!(
                 out,
                 "| {run} | {from}–{to} s | {processes} | {first} | {rest:.1} r/s | {off:+.1} % | {} | {} |",
@@ -537,8 +581,9 @@ async fn faults(
 ) -> Result<(), BoxError> {
     let _ = writeln!(
         out,
-        "### Redis killed at {KILL_AT} s, started again empty at {RESTART_AT} s: retry+pacing+redis, {FLEET} processes, {FAULT_SECONDS} s \
-         (met: no request failed, < 5 % refused)\n"
+        "### Redis killed at {KILL_AT} s, started again empty at {RESTART_AT} s: retry+pacing+redis, {} processes, {FAULT_SECONDS} s \
+         (met: no request failed, < 5 % refused)\n",
+        setup().processes
     );
     let _ = writeln!(
         out,
@@ -547,7 +592,9 @@ async fn faults(
     let _ = writeln!(out, "|---:|---:|---:|---:|---:|---|---:|---|---|");
     let mut notes = Vec::new();
     let stack = Stack::RetryPacingRedis;
-    let parts: Vec<Part> = Part::new(0, FAULT_SECONDS).times(FLEET).collect();
+    let parts: Vec<Part> = Part::new(0, FAULT_SECONDS)
+        .times(setup().processes)
+        .collect();
     for run in 1..=reps {
         let url = redis.url();
         let members = fleet(kind, stack, &parts, &url, |start| {
