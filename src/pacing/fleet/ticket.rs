@@ -166,6 +166,8 @@ impl FleetTicket {
                 self.turn(limits, waker)
             }
             Ok(Reserved::Later(wait)) => {
+                // The slow start's window holds no line.
+                self.lined = false;
                 self.ask_at = instant_after(now, wait.min(ASK_AGAIN));
                 FleetTurn::At(self.ask_at)
             }
@@ -179,7 +181,11 @@ impl FleetTicket {
                 self.lined = false;
                 FleetTurn::Fail(limits.too_long(wait, now))
             }
-            Err(()) => self.alone(limits, waker, now),
+            Err(()) => {
+                // Unseen, it leaves the line by itself.
+                self.lined = false;
+                self.alone(limits, waker, now)
+            }
         }
     }
 
