@@ -64,6 +64,22 @@ impl Script {
         ];
         self.call(t, "answer", &answer).await;
     }
+
+    /// Sends at `t`, answered at once with `kind` (0 served, 1 refused) and `remaining`
+    /// until the whole second `reset` (ms; `remaining` -1: no report).
+    async fn sent_at(&mut self, t: f64, kind: f64, remaining: f64, reset: f64) {
+        let got = self.call(t, "reserve", &[30_000.0]).await;
+        assert_eq!(got[..2], [0, 0], "a send at {t} ms");
+        let [round, number, window, room] = [got[2], got[3], got[4], got[5]].map(|v| v as f64);
+        let (reset, coarse) = match remaining < 0.0 {
+            true => (-1.0, 0.0),
+            false => (reset - t, 1.0),
+        };
+        let values = [
+            round, number, kind, -1.0, remaining, reset, coarse, window, room,
+        ];
+        self.call(t, "answer", &values).await;
+    }
 }
 
 /// What the in-process destination says of a request at `now`, first in its queue: go
@@ -383,21 +399,7 @@ async fn the_script_learns_the_length_of_windows_opened_by_a_request() {
     // Sends at `t`, answered at once with `remaining` until the whole second `reset`; then
     // when the next may leave, if the room is spent (ms; the script says "ask again then").
     let mut answer = async |t: f64, kind: f64, remaining: f64, reset: f64| {
-        let got = script.call(t, "reserve", &[30_000.0]).await;
-        assert_eq!(got[..2], [0, 0], "a send at {t} ms");
-        let [round, number, window, room] = [got[2], got[3], got[4], got[5]].map(|v| v as f64);
-        let values = [
-            round,
-            number,
-            kind,
-            -1.0,
-            remaining,
-            reset - t,
-            1.0,
-            window,
-            room,
-        ];
-        script.call(t, "answer", &values).await;
+        script.sent_at(t, kind, remaining, reset).await;
         if remaining > 0.0 {
             return 0;
         }
@@ -495,28 +497,14 @@ async fn the_script_spreads_a_room_once_one_ran_out() {
 async fn the_script_spreads_a_paced_room_until_its_windows_learned_end() {
     let server = redis_server::RedisServer::start().await;
     let mut script = Script::on(&server).await;
-    // Sends at `t`, answered at once (`remaining` -1: no report) until the whole second `reset`.
-    let mut answer = async |t: f64, kind: f64, remaining: f64, reset: f64| {
-        let got = script.call(t, "reserve", &[30_000.0]).await;
-        assert_eq!(got[..2], [0, 0], "a send at {t} ms");
-        let [round, number, window, room] = [got[2], got[3], got[4], got[5]].map(|v| v as f64);
-        let (reset, coarse) = match remaining < 0.0 {
-            true => (-1.0, 0.0),
-            false => (reset - t, 1.0),
-        };
-        let values = [
-            round, number, kind, -1.0, remaining, reset, coarse, window, room,
-        ];
-        script.call(t, "answer", &values).await;
-    };
     // Windows opened at 0 and 1050 ms: they last over 800 ms and at most 1050 ms.
-    answer(0.0, 0.0, 1.0, 1300.0).await;
-    answer(0.0, 0.0, 0.0, 1300.0).await;
-    answer(800.0, 1.0, 0.0, 1300.0).await;
-    answer(1050.0, 0.0, 10.0, 2300.0).await;
+    script.sent_at(0.0, 0.0, 1.0, 1300.0).await;
+    script.sent_at(0.0, 0.0, 0.0, 1300.0).await;
+    script.sent_at(800.0, 1.0, 0.0, 1300.0).await;
+    script.sent_at(1050.0, 0.0, 10.0, 2300.0).await;
     // A refusal the room does not explain: paced. 9 left until 2100 ms: one every 116 ms,
     // given from half that on (until 2300 ms: 138 ms).
-    answer(1060.0, 1.0, -1.0, 0.0).await;
+    script.sent_at(1060.0, 1.0, -1.0, 0.0).await;
     let next = script.call(1060.0, "reserve", &[30_000.0]).await;
     assert_eq!(next[0], 3, "{next:?}");
     assert!((57_000..=58_500).contains(&next[1]), "{next:?}");
