@@ -206,6 +206,80 @@ async fn a_request_that_stops_waiting_leaves_the_fleets_line() {
     assert_eq!(in_line().await, 0, "a dropped request still in line");
 }
 
+/// How many calls Redis logged that make a request leave the line (the slow log logs
+/// every command once `slowlog-log-slower-than` is 0).
+async fn leave_calls(redis: &RedisServer) -> usize {
+    fn leaves(value: &redis::Value) -> usize {
+        match value {
+            redis::Value::BulkString(bytes) => usize::from(bytes.as_slice() == b"leave"),
+            redis::Value::Array(values) => values.iter().map(leaves).sum(),
+            _ => 0,
+        }
+    }
+    let log: redis::Value = redis.query(&["SLOWLOG", "GET", "-1"]).await.unwrap();
+    leaves(&log)
+}
+
+/// Only a request held by the fleet's pace is in its line: one dropped while the slow
+/// start's window is full costs Redis no call; one dropped while paced leaves the line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn only_a_request_in_the_fleets_line_leaves_it_when_dropped() {
+    let redis = RedisServer::start().await;
+    for (option, value) in [
+        ("slowlog-log-slower-than", "0"),
+        ("slowlog-max-len", "100000"),
+    ] {
+        let _: () = redis
+            .query(&["CONFIG", "SET", option, value])
+            .await
+            .unwrap();
+    }
+    // `waiters` requests wait, then are dropped: how many leave calls that made.
+    let drop_waiting_requests = async |told: bool, authority: &str, waiters: usize| {
+        let builder = match told {
+            true => builder().with_known_rate(authority, 1, secs(1)),
+            false => builder(),
+        };
+        let client = fleet_member(&redis, authority, builder).await;
+        let client = client.layer(scripted(&Log::default()));
+        // Told 1 r/s, a first request takes the slot; else 4 slow ones fill the window.
+        if told {
+            let first = get(&format!("http://{authority}/200"));
+            send(&mut client.clone(), first).await.unwrap();
+        }
+        for _ in 0..if told { 0 } else { 4 } {
+            let mut busy = client.clone();
+            let url = format!("http://{authority}/?sleep=2000");
+            tokio::spawn(async move { send(&mut busy, get(&url)).await });
+        }
+        // Dropped before the busy ones are 100 ms old and leave the window's count.
+        tokio::time::sleep(ms(20)).await;
+        let url = format!("http://{authority}/200");
+        let waiting: Vec<_> = (0..waiters)
+            .map(|_| {
+                let (mut client, request) = (client.clone(), get(&url));
+                tokio::spawn(async move { send(&mut client, request).await })
+            })
+            .collect();
+        tokio::time::sleep(ms(40)).await;
+        let before = leave_calls(&redis).await;
+        for waiter in waiting {
+            waiter.abort();
+            let _ = waiter.await;
+        }
+        tokio::time::sleep(ms(100)).await;
+        leave_calls(&redis).await - before
+    };
+    // One whose call to Redis is under way when dropped may be in line: it leaves.
+    let (waiters, leaves) = (8, drop_waiting_requests(false, "window.test", 8).await);
+    assert!(
+        leaves < waiters,
+        "{leaves} of {waiters} left a line they were not in"
+    );
+    assert_eq!(drop_waiting_requests(true, "paced.test", 1).await, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 async fn a_new_destinations_slow_start_is_the_whole_fleets() {
