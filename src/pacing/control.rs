@@ -537,10 +537,18 @@ impl Controller {
 
     /// A refusal cuts the pace once per round (the sends since the last cut), as TCP does.
     fn refused(&mut self, sent: Sent, asked: Option<Duration>, now: Instant) -> Reaction {
-        if self.spent_until(now).is_some() {
-            // The spent room explains it: no news of the pace.
+        if let Some(reset) = self.spent_until(now) {
+            // The spent room explains it: no news of the pace. A delay asked that ends
+            // within a second of a reset known only to the second is that end rounded too:
+            // it bounds the reset, and the probes go on.
             if let Some(asked) = asked {
-                self.close_for(asked, now);
+                let until = instant_after(now, asked);
+                match self.room.as_mut().filter(|room| room.probe_from.is_some()) {
+                    Some(room) if until <= instant_after(reset, COARSE) => {
+                        room.reset_at = room.reset_at.min(until);
+                    }
+                    _ => self.close_for(asked, now),
+                }
             }
             return Reaction::Slower;
         }

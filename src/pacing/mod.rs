@@ -33,7 +33,8 @@
 //!   rounded to whole seconds ends by the earliest bound its reports give; one given as a
 //!   Unix time may pass up to a second sooner, so a spent room is probed halfway to it,
 //!   one request at a time (a bisection), within the length its windows are learned to
-//!   last from their first requests and refused probes. Requests overtake each other:
+//!   last from their first requests and refused probes. A refused probe's `Retry-After`
+//!   that ends within a second of such a reset is that end rounded too: it bounds it. Requests overtake each other:
 //!   only one sent after a report of a window can tell, with more room, that a new one
 //!   began.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.

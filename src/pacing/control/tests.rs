@@ -780,6 +780,35 @@ fn a_spent_room_known_only_to_the_second_is_probed_halfway_to_its_reset() {
     assert_eq!(control.ready_at(t0), Some(t0 + ms(1500)));
 }
 
+/// A refused probe's `Retry-After` that ends within a second of a reset known only to the
+/// second (express-rate-limit's legacy headers: both rounded up) bounds that reset, and
+/// the probes go on; one asking longer is waited for.
+#[test]
+fn a_probes_delay_asked_near_a_reset_known_to_the_second_bounds_it() {
+    let t0 = Instant::now();
+    let ms = Duration::from_millis;
+    let coarse = |reset: Duration| QuotaLeft {
+        remaining: 0,
+        reset: Some(reset),
+        coarse: true,
+    };
+    for (asked, next) in [(400, 1200), (1000, 1250), (5000, 6000)] {
+        let mut control = Controller::new(0, config(), t0);
+        let sent = control.send(t0);
+        control.answered(sent, Answer::Served, Some(coarse(ms(1500))), t0);
+        control.release(sent);
+        let probe = control.send(t0 + ms(1000));
+        let refused = Answer::Refused(Some(ms(asked)));
+        control.answered(probe, refused, Some(coarse(ms(500))), t0 + ms(1000));
+        control.release(probe);
+        let held = control.ready_at(t0 + ms(1000)).unwrap() - t0;
+        assert!(
+            held.abs_diff(ms(next)) <= ms(1),
+            "asked {asked} ms: {held:?}"
+        );
+    }
+}
+
 /// A window spent, then refusals that ask no delay (rate-limiter-flexible's `Retry-After`
 /// in fractions of a second is none): the probes double, but the last comes a window
 /// after the cut at the latest, when a window's count has passed. Asked a delay, they

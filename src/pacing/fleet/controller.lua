@@ -255,7 +255,13 @@ end
 
 local function refused(round, number, asked)
   if room_left() == 0 then
-    if asked ~= nil then close_for(asked) end
+    -- A delay asked that ends within a second of a reset known only to the second is
+    -- that end rounded too: it bounds the reset, and the probes go on.
+    if asked ~= nil and s.rpf ~= nil and now + asked <= s.rt + 1000 then
+      s.rt = math.min(s.rt, now + asked)
+    elseif asked ~= nil then
+      close_for(asked)
+    end
     return
   end
   if round ~= s.rd then return end

@@ -389,6 +389,26 @@ async fn the_script_probes_a_spent_room_known_only_to_the_second() {
     assert_eq!(reserve(&mut script, 1250.0).await.1, [3, 125]);
 }
 
+/// As in-process: a refused probe's delay asked, ending within a second of a reset known
+/// only to the second, bounds that reset; one asking longer is waited for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_scripts_probes_take_a_delay_asked_near_a_coarse_reset_as_its_bound() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    for (asked, next) in [(400.0, [3, 200]), (1000.0, [3, 250]), (5000.0, [3, 5000])] {
+        script.flush().await;
+        script.sent_at(0.0, 0.0, 0.0, 1500.0).await;
+        let probe = script.call(1000.0, "reserve", &[30_000.0]).await;
+        assert_eq!(probe[..2], [0, 0]);
+        let [round, number, window, room] = [probe[2], probe[3], probe[4], probe[5]];
+        let values = [round, number, 1, asked as i64, 0, 500, 1, window, room].map(|v| v as f64);
+        script.call(1000.0, "answer", &values).await;
+        let held = script.call(1000.0, "reserve", &[30_000.0]).await;
+        assert_eq!([held[0], held[1] / 1000], next, "asked {asked} ms");
+    }
+}
+
 /// As in-process: the length of windows opened by a request is learned from their openers
 /// and refused probes, and bounds what is bisected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
