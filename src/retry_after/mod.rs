@@ -43,7 +43,8 @@
 //!    day) and gives `None`: the caller's own backoff applies. An item without an integer `r` or
 //!    `t`, or with a negative one, is skipped; a field that is not a valid Structured Field List
 //!    (RFC 8941, e.g. an integer of more than 15 digits) is ignored whole, as RFC 8941 requires.
-//!    Several `RateLimit` lines are one list, as if joined with commas.
+//!    Several `RateLimit` lines are one list, as if joined with commas. A line that is no List
+//!    may be draft 07's Dictionary, one policy: `limit=50, remaining=0, reset=5`.
 //! 3. The older drafts' `RateLimit-Reset: <seconds>` (drafts up to 06), unless a
 //!    `RateLimit-Remaining` field is present and says anything but `0`. Some servers send a Unix
 //!    timestamp there instead of seconds; a value above 10⁹ (year 2001 as a timestamp, 31 years
@@ -90,7 +91,7 @@ mod rate_limit;
 mod said;
 pub(crate) use said::ServerSaid;
 
-/// The `RateLimit` field of draft-ietf-httpapi-ratelimit-headers, drafts 08 and later.
+/// The `RateLimit` field of draft-ietf-httpapi-ratelimit-headers, drafts 07 and later.
 const RATE_LIMIT: &str = "ratelimit";
 /// The reset field of drafts up to 06.
 const RATE_LIMIT_RESET: &str = "ratelimit-reset";
@@ -217,7 +218,7 @@ pub(crate) struct QuotaLeft {
 }
 
 /// The quota a response reports, from the first of these that has a remaining count: the
-/// `RateLimit` field (drafts 08 and later; its tightest quota), `RateLimit-Remaining` with
+/// `RateLimit` field (drafts 07 and later; its tightest quota), `RateLimit-Remaining` with
 /// `RateLimit-Reset` (older drafts), `X-RateLimit-Remaining` with `X-RateLimit-Reset`
 /// (GitHub's and many others'). A reset above 10⁹ is a Unix timestamp, as for
 /// `RateLimit-Reset`. The clock `now` is read only for such a timestamp: most responses,

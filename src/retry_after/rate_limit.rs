@@ -12,18 +12,26 @@ use std::time::Duration;
 ///
 /// `None` when no member has an `r`, when the field is absent, or when any line is not a
 /// valid Structured Field List.
+/// A line that is no List may be draft 7's Dictionary, one policy:
+/// `limit=50, remaining=49, reset=1`.
 pub(super) fn tightest(lines: GetAll<'_, HeaderValue>) -> Option<(u64, Option<Duration>)> {
     let mut tightest: Option<(u64, Option<u64>)> = None;
+    let mut consider = |member: Member| {
+        let Some(r) = member.remaining else { return };
+        tightest = match tightest {
+            Some((left, _)) if r > left => tightest,
+            Some((left, reset)) if r == left => Some((left, reset.max(member.reset))),
+            _ => Some((r, member.reset)),
+        };
+    };
     for line in lines {
-        let mut parser = Parser::new(line.as_bytes());
-        parser.list(|member| {
-            let Some(r) = member.remaining else { return };
-            tightest = match tightest {
-                Some((left, _)) if r > left => tightest,
-                Some((left, reset)) if r == left => Some((left, reset.max(member.reset))),
-                _ => Some((r, member.reset)),
-            };
-        })?;
+        let line = line.as_bytes();
+        // Checked whole first: a line that fails to parse gives no member.
+        if Parser::new(line).list(|_| {}).is_some() {
+            Parser::new(line).list(&mut consider)?;
+        } else {
+            consider(Parser::new(line).dictionary()?);
+        }
     }
     tightest.map(|(left, reset)| (left, reset.map(Duration::from_secs)))
 }
@@ -78,16 +86,58 @@ impl<'a> Parser<'a> {
         while self.eat(b' ') || self.eat(b'\t') {}
     }
 
-    /// sf-list, calling `on_member` for each member that is an Item (inner lists are checked
-    /// but carry no quota policy).
-    fn list(&mut self, mut on_member: impl FnMut(Member)) -> Option<()> {
-        // HTTP strips OWS around a field value; be as lenient when the caller did not.
+    /// HTTP strips OWS around a field value; be as lenient when the caller did not.
+    fn trim(&mut self) {
         self.skip_ows();
         let mut end = self.input.len();
         while end > self.pos && matches!(self.input[end - 1], b' ' | b'\t') {
             end -= 1;
         }
         self.input = &self.input[..end];
+    }
+
+    /// sf-dictionary, keeping its `remaining` and `reset` members when they are
+    /// non-negative integers (draft 7's one policy).
+    fn dictionary(&mut self) -> Option<Member> {
+        self.trim();
+        let mut member = Member::default();
+        while self.peek().is_some() {
+            let key = self.key()?;
+            let value = match self.eat(b'=') {
+                true if self.peek() == Some(b'(') => self.inner_list().map(|()| Bare::Other)?,
+                true => {
+                    let value = self.bare_item()?;
+                    self.parameters()?;
+                    value
+                }
+                false => self.parameters().map(|_| Bare::Other)?, // boolean true
+            };
+            let number = match value {
+                Bare::Integer(n) => u64::try_from(n).ok(),
+                Bare::Other => None,
+            };
+            match key {
+                b"remaining" => member.remaining = number,
+                b"reset" => member.reset = number,
+                _ => {}
+            }
+            self.skip_ows();
+            if self.peek().is_none() {
+                break;
+            }
+            if !self.eat(b',') {
+                return None;
+            }
+            self.skip_ows();
+            self.peek()?; // a trailing comma is an error
+        }
+        Some(member)
+    }
+
+    /// sf-list, calling `on_member` for each member that is an Item (inner lists are checked
+    /// but carry no quota policy).
+    fn list(&mut self, mut on_member: impl FnMut(Member)) -> Option<()> {
+        self.trim();
         while self.peek().is_some() {
             if self.peek() == Some(b'(') {
                 self.inner_list()?;
@@ -370,6 +420,28 @@ mod tests {
             "one bad line voids all"
         );
         assert_eq!(tightest_of(&[]), None);
+    }
+
+    /// Draft 7 of the IETF draft sends one policy as a Dictionary, as express-rate-limit's
+    /// `standardHeaders: 'draft-7'` does.
+    #[test]
+    fn a_draft_7_dictionary_is_one_policy() {
+        let secs = Duration::from_secs;
+        let draft_7 = "limit=50, remaining=49, reset=1";
+        assert_eq!(tightest_of(&[draft_7]), Some((49, Some(secs(1)))));
+        assert_eq!(
+            tightest_of(&["remaining=0;x=1, reset=30, policy=(a b), open"]),
+            Some((0, Some(secs(30))))
+        );
+        assert_eq!(tightest_of(&["limit=50, reset=1"]), None, "no remaining");
+        for bad in [
+            "remaining=1,",
+            "remaining=-1, reset=1",
+            "Remaining=1",
+            "remaining=1 reset=1",
+        ] {
+            assert_eq!(tightest_of(&[bad]), None, "{bad:?}");
+        }
     }
 
     #[test]
