@@ -1,7 +1,7 @@
 //! express + express-rate-limit on the machine's Node, from
 //! `lab/fixtures/express-limiter` (`npm ci` there first; `.ci/run` does). Its IETF draft-8
-//! headers, or with `LIMITERS_EXPRESS_HEADERS=legacy` its `X-RateLimit-*` ones only (the
-//! reset in Unix seconds, rounded up).
+//! headers, or those `LIMITERS_EXPRESS_HEADERS` names: `draft-6`, `draft-7`, or `legacy`
+//! (`X-RateLimit-*` only, the reset in Unix seconds, rounded up).
 
 use super::{RateLimit, Running, Unavailable};
 use std::net::SocketAddr;
