@@ -223,6 +223,9 @@ fn rate_limit_field() {
             secs(30),
         ),
         (r#"("a" "b");r=0;t=99, "c";r=0;t=2"#, secs(2)),
+        // Draft 07's Dictionary: one policy.
+        ("limit=10, remaining=0, reset=5", secs(5)),
+        ("limit=10, remaining=3, reset=5", None),
         // Whitespace between members and around the value.
         ("  \"a\";r=0;t=1 ,\t\"b\";r=0;t=2  ", secs(2)),
         // Not a valid Structured Field List: ignored whole.
@@ -230,7 +233,6 @@ fn rate_limit_field() {
         (r#""burst";r=0;t=5 "day""#, None),
         (r#""burst";r=0;t=1234567890123456"#, None),
         (r#""unterminated;r=0;t=5"#, None),
-        ("limit=10, remaining=0, reset=5", None),
         ("", None),
         ("garbage!", None),
     ];

@@ -49,6 +49,16 @@ enum Bare {
     Other,
 }
 
+impl Bare {
+    /// A count or a number of seconds: a non-negative integer.
+    fn count(&self) -> Option<u64> {
+        match *self {
+            Bare::Integer(n) => u64::try_from(n).ok(),
+            Bare::Other => None,
+        }
+    }
+}
+
 /// A cursor over one field line. Every method returns `None` on a syntax error.
 struct Parser<'a> {
     input: &'a [u8],
@@ -112,13 +122,9 @@ impl<'a> Parser<'a> {
                 }
                 false => self.parameters().map(|_| Bare::Other)?, // boolean true
             };
-            let number = match value {
-                Bare::Integer(n) => u64::try_from(n).ok(),
-                Bare::Other => None,
-            };
             match key {
-                b"remaining" => member.remaining = number,
-                b"reset" => member.reset = number,
+                b"remaining" => member.remaining = value.count(),
+                b"reset" => member.reset = value.count(),
                 _ => {}
             }
             self.skip_ows();
@@ -187,13 +193,9 @@ impl<'a> Parser<'a> {
             } else {
                 Bare::Other // boolean true
             };
-            let number = match value {
-                Bare::Integer(n) => u64::try_from(n).ok(),
-                Bare::Other => None,
-            };
             match key {
-                b"r" => member.remaining = number,
-                b"t" => member.reset = number,
+                b"r" => member.remaining = value.count(),
+                b"t" => member.reset = value.count(),
                 _ => {}
             }
         }
