@@ -19,36 +19,22 @@ use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::time::Instant;
 
-// The controller's constants, each with its source.
-
-/// A refusal sets the pace to 70 % of the pace refused: CUBIC's decrease (RFC 9438 §4.6),
-/// as in the AWS SDKs' adaptive retry mode.
+/// A refusal sets the pace to 70 % of the pace refused.
 pub(crate) const BETA: f64 = 0.7;
-/// How fast the pace grows back, then past the pace refused: CUBIC's C (RFC 9438 §5),
-/// relative to the pace refused (matrix row 4).
+/// How fast the pace grows back, then past the pace refused.
 pub(crate) const CUBIC_C: f64 = 0.4;
-/// The slowest pace, in requests per second: the AWS SDKs' minimum fill rate.
+/// The slowest pace, in requests per second.
 pub(crate) const MIN_RATE: f64 = 0.5;
-/// The start-up doubles the pace this often, as TCP's slow start and BBR's start-up
-/// double per round; a send unanswered this long leaves the window's count.
+/// The start-up doubles the pace this often; a send unanswered this long leaves the window's count.
 pub(crate) const STARTUP_DOUBLING: Duration = Duration::from_millis(100);
-/// A destination that refused nothing for this long is not paced any more: the pace has
-/// grown past any limit by then (matrix row 4).
+/// A destination that refused nothing for this long is not paced any more.
 pub(crate) const REOPEN_AFTER: Duration = Duration::from_secs(10);
-/// The default first and longest probing delays of a destination that serves nothing:
-/// TCP's retransmission timer, doubled per probe (RFC 6298 §5.5).
+/// The default first probing delay of a destination that serves nothing.
 pub(crate) const FIRST_PROBE: Duration = Duration::from_millis(100);
-/// See [`FIRST_PROBE`].
+/// The default longest probing delay.
 pub(crate) const MAX_PROBE: Duration = Duration::from_secs(5);
-/// The slow start ends once the window reaches this many requests in flight (TCP's
-/// initial `ssthresh` is of that order).
+/// The slow start ends once the window reaches this many requests in flight.
 pub(crate) const OPEN_WINDOW: u32 = 64;
-/// The span the delivery rate is counted over: the window of most published limits
-/// (matrix row 1).
-pub(crate) const SERVED_WINDOW: Duration = Duration::from_secs(1);
-/// How much sooner than a reset given in whole Unix seconds its count may come back: the
-/// resolution of `X-RateLimit-Reset`.
-const COARSE: Duration = Duration::from_secs(1);
 
 /// What an answer says of the destination's capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -631,6 +617,11 @@ impl Controller {
         }
     }
 }
+
+/// The span the delivery rate is counted over: the window of most published limits.
+pub(crate) const SERVED_WINDOW: Duration = Duration::from_secs(1);
+/// How much sooner than a reset given in whole Unix seconds its count may come back.
+const COARSE: Duration = Duration::from_secs(1);
 
 /// Successes per second, by a sliding-window counter: the current window's count plus
 /// the previous one's, weighted by its share still inside the last window.
