@@ -29,14 +29,14 @@
 //! - **Reported quotas.** Once the reported room is sent, the destination is held until
 //!   the reset. The next window is guessed as full as the last began until it reports.
 //!   After a refusal the room left is spread until the window's latest end, unless a
-//!   known rate spreads the sends already. Clients sharing a quota count their own share of its use. A reset
-//!   rounded to whole seconds ends by the earliest bound its reports give; one given as a
-//!   Unix time may pass up to a second sooner, so a spent room is probed halfway to it,
-//!   one request at a time (a bisection), within the length its windows are learned to
-//!   last from their first requests and refused probes. A refused probe's `Retry-After`
-//!   that ends within a second of such a reset is that end rounded too: it bounds it. Requests overtake each other:
-//!   only one sent after a report of a window can tell, with more room, that a new one
-//!   began.
+//!   known rate spreads the sends already. Clients sharing a quota count their own share
+//!   of its use. A reset rounded to whole seconds ends by the earliest bound its reports
+//!   give; one given as a Unix time may pass up to a second sooner, so a spent room is
+//!   probed halfway to it, one request at a time (a bisection), within the length its
+//!   windows are learned to last from their first requests and refused probes. A refused
+//!   probe's `Retry-After` ending within a second of such a reset bounds it. Requests
+//!   overtake each other: only one sent after a report of a window can tell, with more
+//!   room, that a new one began.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.

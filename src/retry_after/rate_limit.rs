@@ -1,4 +1,5 @@
-//! The `RateLimit` field: a Structured Field List (RFC 8941 §3.1) of quota policies.
+//! The `RateLimit` field: a Structured Field List (RFC 8941 §3.1) of quota policies, or
+//! draft 7's Dictionary of one.
 //!
 //! Only what the reset rule needs is kept (each member's `r` and `t` parameters), but the whole
 //! value is validated, because RFC 8941 makes a field that fails to parse void as a whole.
@@ -10,30 +11,34 @@ use std::time::Duration;
 /// The quota with the fewest units left (`r`), and its reset (`t`; the longest among those
 /// tied), over every line of the field: what bounds the next requests.
 ///
-/// `None` when no member has an `r`, when the field is absent, or when any line is not a
-/// valid Structured Field List.
 /// A line that is no List may be draft 7's Dictionary, one policy:
-/// `limit=50, remaining=49, reset=1`.
+/// `limit=50, remaining=49, reset=1`. `None` when no member has an `r` (a `remaining`),
+/// when the field is absent, or when any line is neither.
 pub(super) fn tightest(lines: GetAll<'_, HeaderValue>) -> Option<(u64, Option<Duration>)> {
-    let mut tightest: Option<(u64, Option<u64>)> = None;
-    let mut consider = |member: Member| {
-        let Some(r) = member.remaining else { return };
-        tightest = match tightest {
-            Some((left, _)) if r > left => tightest,
-            Some((left, reset)) if r == left => Some((left, reset.max(member.reset))),
-            _ => Some((r, member.reset)),
-        };
-    };
+    let mut tightest: Tightest = None;
     for line in lines {
         let line = line.as_bytes();
-        // Checked whole first: a line that fails to parse gives no member.
-        if Parser::new(line).list(|_| {}).is_some() {
-            Parser::new(line).list(&mut consider)?;
-        } else {
-            consider(Parser::new(line).dictionary()?);
+        // A line that fails to parse gives no member: its own are kept apart until it has.
+        let mut of_line = tightest;
+        match Parser::new(line).list(|member| consider(&mut of_line, member)) {
+            Some(()) => tightest = of_line,
+            None => consider(&mut tightest, Parser::new(line).dictionary()?),
         }
     }
     tightest.map(|(left, reset)| (left, reset.map(Duration::from_secs)))
+}
+
+/// The fewest units left and their reset (seconds), so far.
+type Tightest = Option<(u64, Option<u64>)>;
+
+/// Keeps `member` in `tightest` if it has fewer units left (the longest reset on a tie).
+fn consider(tightest: &mut Tightest, member: Member) {
+    let Some(r) = member.remaining else { return };
+    *tightest = match *tightest {
+        Some((left, _)) if r > left => *tightest,
+        Some((left, reset)) if r == left => Some((left, reset.max(member.reset))),
+        _ => Some((r, member.reset)),
+    };
 }
 
 /// The parameters of one list member that matter here; negative values are dropped.

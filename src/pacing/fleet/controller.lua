@@ -28,6 +28,8 @@ local REOPEN, WINDOW, OPEN_WINDOW, STALL = tonumber(ARGV[6]), tonumber(ARGV[7]),
 local FIRST_PROBE, MAX_PROBE, MAX_COOLDOWN = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
 local KNOWN, INITIAL_WINDOW, TTL = tonumber(ARGV[13]), tonumber(ARGV[14]), math.ceil(tonumber(ARGV[15]))
 local SPREAD_SPENT = tonumber(ARGV[16])
+-- How much sooner than a reset given in whole Unix seconds its count may come back (ms).
+local COARSE = 1000
 
 local now = tonumber(ARGV[17])
 if now < 0 then
@@ -137,15 +139,21 @@ local function room_ends()
   return from, until_
 end
 
+-- The pace that spreads `left` sends until the room's latest end (nil: none left, or past it).
+local function spread_rate(left)
+  if left == nil or left <= 0 then return nil end
+  local _, until_ = room_ends()
+  if until_ <= now then return nil end
+  return left * 1000 / (until_ - now)
+end
+
 -- Processes sharing a room race for it: the one whose answers come first takes it all.
 -- Where a room ran out within REOPEN, the fleet spreads the next over what is left of it,
 -- to its latest end: spent early, a room holds every process until a probe finds the next.
 local function room_rate()
   if SPREAD_SPENT <= 0 or s.rso == nil or now >= s.rso + REOPEN then return nil end
-  local left = room_left()
-  if left == nil or left <= 0 then return nil end
-  local _, until_ = room_ends()
-  return math.max(left * 1000 / math.max(until_ - now, 1), MIN_RATE)
+  local spread = spread_rate(room_left())
+  return spread and math.max(spread, MIN_RATE)
 end
 
 local function rate()
@@ -159,13 +167,11 @@ local function rate()
   end
   -- The floor is the learned pace's; a known rate or a reported room may be slower.
   r = math.max(r, MIN_RATE)
-  local left = room_left()
   -- A known rate spreads the sends already: the fleet, one client, is alone at its
   -- quota, and a reported room only closes when spent.
-  if left ~= nil and left > 0 and KNOWN <= 0 then
-    local _, until_ = room_ends()
-    if until_ > now then r = math.min(r, left * 1000 / (until_ - now)) end
-  end
+  local left = room_left()
+  local spread = KNOWN <= 0 and spread_rate(left)
+  if spread then r = math.min(r, spread) end
   if KNOWN > 0 then r = math.min(r, KNOWN) end
   return r
 end
@@ -257,7 +263,7 @@ local function refused(round, number, asked)
   if room_left() == 0 then
     -- A delay asked that ends within a second of a reset known only to the second is
     -- that end rounded too: it bounds the reset, and the probes go on.
-    if asked ~= nil and s.rpf ~= nil and now + asked <= s.rt + 1000 then
+    if asked ~= nil and s.rpf ~= nil and now + asked <= s.rt + COARSE then
       s.rt = math.min(s.rt, now + asked)
     elseif asked ~= nil then
       close_for(asked)
@@ -336,7 +342,7 @@ local function answered(round, number, answer, asked, remaining, reset, coarse, 
     local at = now + span
     -- One in whole Unix seconds may pass up to a second sooner.
     local from = nil
-    if coarse == 1 then from = math.max(at - 1000, now) end
+    if coarse == 1 then from = math.max(at - COARSE, now) end
     if s.rt ~= nil and now < s.rt and holds(seen_window, seen_remaining, remaining) then
       if s.rg == nil then
         s.rt, remaining = math.min(at, s.rt), math.min(remaining, s.rr)
