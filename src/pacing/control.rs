@@ -157,7 +157,22 @@ pub(crate) struct Controller {
     last_cut: Option<Instant>,
     /// The shortest and longest a window opened by a request may last, as learned.
     length: (Duration, Duration),
+    /// The last reset passed with this client alone on the quota, for the next report.
+    restart: Option<Restart>,
+    /// Resets are not read: a count did not start over at one (a sliding window).
+    sliding: bool,
     config: Config,
+}
+
+/// A reset that passed, as the first report of a send made since will be read against it.
+#[derive(Debug, Clone, Copy)]
+struct Restart {
+    /// The sends by the reset, and by the one before it.
+    sends: (u64, u64),
+    /// The sends then in flight: the new count may hold them.
+    flying: u64,
+    /// The room of the window that ended, when full.
+    full: u64,
 }
 
 impl Controller {
@@ -183,6 +198,8 @@ impl Controller {
             closed_in_round: false,
             last_cut: None,
             length: (Duration::ZERO, Duration::MAX),
+            restart: None,
+            sliding: false,
             config,
         }
     }
@@ -300,6 +317,24 @@ impl Controller {
         };
     }
 
+    /// Reads the first report since the last reset. A window that starts over counts only
+    /// the sends since (and those in flight then). One that counts more, yet no more than
+    /// this client sent since the reset before, still counts its sends from before the
+    /// reset: a sliding window reporting its length as a reset. Its reports are not read
+    /// from then on; the pace is learned from refusals. (More than that is others' use, or
+    /// a smaller quota.)
+    fn starts_over(&mut self, sent: Sent, left: QuotaLeft) {
+        let Some(restart) = self.restart.filter(|restart| sent.number > restart.sends.0) else {
+            return;
+        };
+        self.restart = None;
+        let counted = restart.full.saturating_sub(left.remaining);
+        let since = |sends: u64| sent.number.saturating_sub(sends) + restart.flying;
+        if since(restart.sends.0) < counted && counted <= since(restart.sends.1) {
+            (self.sliding, self.room) = (true, None);
+        }
+    }
+
     /// The spent room `sent` probes, if it does.
     fn probed(&mut self, sent: Sent) -> Option<&mut Room> {
         let room = self.room.as_mut();
@@ -309,6 +344,12 @@ impl Controller {
     /// Forgets the reported room once its reset passed.
     fn expire_room(&mut self, now: Instant) {
         if let Some(room) = self.room.filter(|room| now >= room.reset_at) {
+            let before = self.restart.map_or(0, |restart| restart.sends.0);
+            self.restart = (self.share() >= 1.0).then(|| Restart {
+                sends: (self.sends, before),
+                flying: self.flying.len() as u64,
+                full: room.full,
+            });
             let next = room.next(self.sends).filter(|next| now < next.reset_at);
             (self.room, self.share, self.last_reset) =
                 (next, 1.0, Some((room.reset_at, room.remaining)));
@@ -384,6 +425,7 @@ impl Controller {
     }
 
     pub(crate) fn send(&mut self, now: Instant) -> Sent {
+        self.expire_room(now);
         // A send that leaves a spent room known only to the second probes it.
         let coarse = self.room.is_some_and(|room| room.probe_from.is_some());
         let probing = coarse && self.spent_until(now).is_some();
@@ -479,6 +521,10 @@ impl Controller {
             last.is_some_and(|(reset, room)| sent.at < reset && left.remaining <= room)
         };
         let quota = quota.filter(|left| !ended(left));
+        if let Some(left) = quota.filter(|left| left.reset.is_some()) {
+            self.starts_over(sent, left);
+        }
+        let quota = quota.filter(|_| !self.sliding);
         let max = self.config.max_cooldown;
         let before = self.room;
         let learned = quota

@@ -36,7 +36,8 @@
 //!   windows are learned to last from their first requests and refused probes. A refused
 //!   probe's `Retry-After` ending within a second of such a reset bounds it. Requests
 //!   overtake each other: only one sent after a report of a window can tell, with more
-//!   room, that a new one began.
+//!   room, that a new one began. A count that does not start over at its reset, holding
+//!   this client's sends from before it, is a sliding window's: its reports are not read.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.

@@ -293,13 +293,29 @@ where
 
 /// With `LIMITERS_TRACE` set, the milliseconds since this process's first traced attempt;
 /// each attempt is then printed on stderr as `attempt <sent> <answered> <status> <pid>
-/// <wall clock>` (status 0: a transport error; the last two tell a fleet's processes apart
-/// and set them on one clock), for a timeline of what a limiter refused and when.
+/// <wall clock> [<quota>]` (status 0: a transport error; pid and wall clock tell a fleet's
+/// processes apart and set them on one clock; the quota is any `RateLimit` or
+/// `X-RateLimit-Remaining` field, spaces dropped), for a timeline of what a limiter refused and when.
 fn trace_clock() -> Option<f64> {
     static START: std::sync::OnceLock<Option<std::time::Instant>> = std::sync::OnceLock::new();
     let start =
         START.get_or_init(|| std::env::var_os("LIMITERS_TRACE").map(|_| std::time::Instant::now()));
     start.map(|start| start.elapsed().as_secs_f64() * 1000.0)
+}
+
+/// The quota an answer reported, as ` <field>` with no space in it, or nothing.
+fn reported<B>(response: &Response<B>) -> String {
+    let fields = ["ratelimit", "x-ratelimit-remaining"];
+    let field = fields.iter().find_map(|name| response.headers().get(*name));
+    let text = field
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default();
+    let text: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    if text.is_empty() {
+        text
+    } else {
+        format!(" {text}")
+    }
 }
 
 /// The wall clock in milliseconds since the Unix epoch, for traces and figures from several
@@ -343,9 +359,10 @@ impl Counts {
                 if let Some(at) = at {
                     let status = result.as_ref().map_or(0, |r| r.status().as_u16());
                     let answered = trace_clock().unwrap_or(at);
+                    let quota = result.as_ref().ok().map_or_else(String::new, reported);
                     // One write per line: a fleet's processes share the stream.
                     let line = format!(
-                        "attempt {at:.1} {answered:.1} {status} {} {:.1}\n",
+                        "attempt {at:.1} {answered:.1} {status} {} {:.1}{quota}\n",
                         std::process::id(),
                         wall_clock_ms()
                     );

@@ -451,6 +451,47 @@ fn the_window_after_a_reset_is_guessed_as_full_as_the_last() {
 }
 
 #[test]
+fn a_count_that_does_not_start_over_at_its_reset_is_not_read_as_a_window() {
+    let t0 = Instant::now();
+    let second = Duration::from_secs(1);
+    // Ten a second, each report saying the reset is a second away: ten sends spend it.
+    let spend = |control: &mut Controller, first_left: u64| {
+        for remaining in (0..=first_left).rev() {
+            let sent = control.send(t0);
+            control.answered(sent, Answer::Served, Some(left(remaining)), t0);
+            control.release(sent);
+        }
+        assert_eq!(control.ready_at(t0), Some(t0 + second));
+    };
+    let after_reset = |control: &mut Controller, remaining| {
+        let sent = control.send(t0 + second);
+        control.answered(sent, Answer::Served, Some(left(remaining)), t0 + second);
+        control.release(sent);
+    };
+    // A fixed window starts over: the first report since counts that send alone.
+    let mut fixed = Controller::new(0, config(), t0);
+    spend(&mut fixed, 9);
+    after_reset(&mut fixed, 8);
+    after_reset(&mut fixed, 0);
+    assert_eq!(fixed.ready_at(t0 + second), Some(t0 + second * 2));
+    // A sliding window still counts 6 of the sends before the reset: its "reset" is only
+    // its length, and its reports are not read from then on.
+    let mut sliding = Controller::new(0, config(), t0);
+    spend(&mut sliding, 9);
+    after_reset(&mut sliding, 3);
+    after_reset(&mut sliding, 0);
+    assert_eq!(sliding.ready_at(t0 + second), None);
+    // More than this client sent is others' use (or a smaller quota): still a window.
+    let mut shared = Controller::new(0, config(), t0);
+    spend(&mut shared, 2);
+    let sent = shared.send(t0 + second);
+    shared.answered(sent, Answer::Served, Some(left(9 - 6)), t0 + second);
+    shared.release(sent);
+    after_reset(&mut shared, 0);
+    assert_eq!(shared.ready_at(t0 + second), Some(t0 + second * 2));
+}
+
+#[test]
 fn a_send_unanswered_for_a_window_does_not_hold_the_next() {
     let t0 = Instant::now();
     let mut control = Controller::new(0, config(), t0);
