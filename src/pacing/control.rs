@@ -345,7 +345,7 @@ impl Controller {
     fn expire_room(&mut self, now: Instant) {
         if let Some(room) = self.room.filter(|room| now >= room.reset_at) {
             let before = self.restart.map_or(0, |restart| restart.sends.0);
-            self.restart = (self.share() >= 1.0).then(|| Restart {
+            self.restart = (self.share() >= 1.0).then_some(Restart {
                 sends: (self.sends, before),
                 flying: self.flying.len() as u64,
                 full: room.full,
