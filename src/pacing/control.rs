@@ -157,7 +157,7 @@ pub(crate) struct Controller {
     last_cut: Option<Instant>,
     /// The shortest and longest a window opened by a request may last, as learned.
     length: (Duration, Duration),
-    /// The last reset passed with this client alone on the quota, for the next report.
+    /// The last reset passed, for the next report.
     restart: Option<Restart>,
     /// Resets are not read: a count did not start over at one (a sliding window).
     sliding: bool,
@@ -173,6 +173,8 @@ struct Restart {
     flying: u64,
     /// The room of the window that ended, when full.
     full: u64,
+    /// Not yet read against a report; never, where others share the quota.
+    unread: bool,
 }
 
 impl Controller {
@@ -324,10 +326,12 @@ impl Controller {
     /// from then on; the pace is learned from refusals. (More than that is others' use, or
     /// a smaller quota.)
     fn starts_over(&mut self, sent: Sent, left: QuotaLeft) {
-        let Some(restart) = self.restart.filter(|restart| sent.number > restart.sends.0) else {
+        let unread = self.restart.as_mut().filter(|restart| restart.unread);
+        let Some(restart) = unread.filter(|restart| sent.number > restart.sends.0) else {
             return;
         };
-        self.restart = None;
+        restart.unread = false;
+        let restart = *restart;
         let counted = restart.full.saturating_sub(left.remaining);
         let since = |sends: u64| sent.number.saturating_sub(sends) + restart.flying;
         if since(restart.sends.0) < counted && counted <= since(restart.sends.1) {
@@ -344,11 +348,15 @@ impl Controller {
     /// Forgets the reported room once its reset passed.
     fn expire_room(&mut self, now: Instant) {
         if let Some(room) = self.room.filter(|room| now >= room.reset_at) {
+            // Passed at the reset, not now: those sent since are in flight.
             let before = self.restart.map_or(0, |restart| restart.sends.0);
-            self.restart = (self.share() >= 1.0).then_some(Restart {
-                sends: (self.sends, before),
-                flying: self.flying.len() as u64,
+            let after = self.flying.iter().filter(|(_, at)| *at >= room.reset_at);
+            let after = after.count() as u64;
+            self.restart = Some(Restart {
+                sends: (self.sends.saturating_sub(after), before),
+                flying: (self.flying.len() as u64).saturating_sub(after),
                 full: room.full,
+                unread: self.share() >= 1.0,
             });
             let next = room.next(self.sends).filter(|next| now < next.reset_at);
             (self.room, self.share, self.last_reset) =
@@ -425,7 +433,6 @@ impl Controller {
     }
 
     pub(crate) fn send(&mut self, now: Instant) -> Sent {
-        self.expire_room(now);
         // A send that leaves a spent room known only to the second probes it.
         let coarse = self.room.is_some_and(|room| room.probe_from.is_some());
         let probing = coarse && self.spent_until(now).is_some();
