@@ -52,14 +52,15 @@
 //! `PacingLayer`'s `with_known_rate` for the limiter's address, inside `RetryLayer` (not
 //! with `--record`: the models have no such client).
 //!
-//! `haproxy-ratelimit`, run only when named (`limiters -- burst haproxy-ratelimit`), is
+//! Experiments run only when named (`limiters -- burst NAME`): `haproxy-ratelimit` is
 //! HAProxy sending the IETF `RateLimit` field as well, as a naive configuration writes it
-//! (`r` = the limit minus its count, `t=1`): an experiment, see `docs/BENCHMARKS.md`.
+//! (`r` = the limit minus its count, `t=1`); `express-draft-6`, `express-draft-7` and
+//! `express-legacy`, express-rate-limit's other headers; `nginx`; `rate-limiter-flexible`.
 //!
 //! With `LIMITERS_TRACE=1` every attempt is printed on stderr as `attempt <sent ms>
-//! <answered ms> <status> <pid> <wall clock ms>` (the first two since the process's first
-//! attempt; the last two tell a fleet's processes apart and put them on one clock), for a
-//! timeline of a run.
+//! <answered ms> <status> <pid> <wall clock ms> [<quota>]` (the first two since the
+//! process's first attempt; pid and wall clock tell a fleet's processes apart and put them
+//! on one clock; the quota reported, if any), for a timeline of a run.
 //!
 //! Real time, real sockets: a run takes a few minutes. Every figure is measured, none is
 //! asserted: the fast properties are asserted by `lab/tests/rate_limiters.rs`.

@@ -1,13 +1,37 @@
 //! express + express-rate-limit on the machine's Node, from
-//! `lab/fixtures/express-limiter` (`npm ci` there first; `.ci/run` does). Its IETF draft-8
-//! headers, or those `LIMITERS_EXPRESS_HEADERS` names: `draft-6`, `draft-7`, or `legacy`
-//! (`X-RateLimit-*` only, the reset in Unix seconds, rounded up).
+//! `lab/fixtures/express-limiter` (`npm ci` there first; `.ci/run` does), with the headers
+//! of the IETF draft 8 or [others](Headers).
 
 use super::{RateLimit, Running, Unavailable};
 use std::net::SocketAddr;
 
-pub async fn start(limit: RateLimit) -> Result<(SocketAddr, Running), Unavailable> {
-    let headers = std::env::var("LIMITERS_EXPRESS_HEADERS").unwrap_or_else(|_| "draft-8".into());
-    let args = [limit.per_second.to_string(), "1000".into(), headers];
+/// The headers express-rate-limit writes, other than its default (draft 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Headers {
+    /// `RateLimit-Remaining` and `RateLimit-Reset` apart.
+    Draft6,
+    /// One `RateLimit` Dictionary: `limit=50, remaining=49, reset=1`.
+    Draft7,
+    /// `X-RateLimit-*` only, the reset in Unix seconds, rounded up.
+    Legacy,
+}
+
+impl Headers {
+    /// Its name in express-rate-limit's options.
+    fn option(self) -> &'static str {
+        match self {
+            Headers::Draft6 => "draft-6",
+            Headers::Draft7 => "draft-7",
+            Headers::Legacy => "legacy",
+        }
+    }
+}
+
+pub async fn start(
+    limit: RateLimit,
+    headers: Option<Headers>,
+) -> Result<(SocketAddr, Running), Unavailable> {
+    let headers = headers.map_or("draft-8", Headers::option);
+    let args = [limit.per_second.to_string(), "1000".into(), headers.into()];
     super::node::start("express-limiter", "express-rate-limit", &args).await
 }

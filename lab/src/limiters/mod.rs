@@ -11,6 +11,7 @@
 //! | [`Kind::LeakyBucket`]: a leaky bucket with a burst (hyper, in process, [`leaky`]) | requests drain out at `rate`, at most `burst` held; a refused request takes no place (as in GCRA) | 429 with `Retry-After: 1` (though room comes back within `1/rate`), nothing of its count |
 //! | [`Kind::HaproxyRateLimit`] (an experiment, no target's): the same HAProxy | the same | the same, and every answer carries `RateLimit: "50-in-1sec"; r=<50 − its count>; t=1`, as a naive configuration writes it |
 //! | [`Kind::Nginx`] (no target's; nothing was tuned on it): nginx `limit_req` | a leaky bucket drained per millisecond, `burst` more at once, `nodelay`; refusals not counted | 429 with `Retry-After: 1` |
+//! | [`Kind::ExpressWith`] (no target's; nothing was tuned on them): the same express | the same | the same, with draft 6's, draft 7's or the legacy `X-RateLimit-*` headers (the reset in Unix seconds) |
 //! | [`Kind::Flexible`] (no target's; its Unix-time reset led to the bisection of such resets): rate-limiter-flexible (Node) | a fixed window of one second, opened by the first hit after the last window | 429 with `Retry-After` in fractions of a second (invalid), `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix seconds, rounded up) on every answer |
 //!
 //! Every limiter has one key for all clients (all come from 127.0.0.1 anyway): a fleet of
@@ -69,6 +70,8 @@ pub enum Kind {
     Nginx,
     /// rate-limiter-flexible with its README's headers; its Unix-time reset led to their bisection.
     Flexible,
+    /// express-rate-limit writing other headers than draft 8's.
+    ExpressWith(express::Headers),
 }
 
 impl Kind {
@@ -85,7 +88,14 @@ impl Kind {
         Kind::LeakyBucket,
     ];
     /// Limiters run only when named.
-    pub const EXPERIMENTS: [Kind; 3] = [Kind::HaproxyRateLimit, Kind::Nginx, Kind::Flexible];
+    pub const EXPERIMENTS: [Kind; 6] = [
+        Kind::HaproxyRateLimit,
+        Kind::Nginx,
+        Kind::Flexible,
+        Kind::ExpressWith(express::Headers::Draft6),
+        Kind::ExpressWith(express::Headers::Draft7),
+        Kind::ExpressWith(express::Headers::Legacy),
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -96,6 +106,9 @@ impl Kind {
             Kind::HaproxyRateLimit => "haproxy-ratelimit",
             Kind::Nginx => "nginx",
             Kind::Flexible => "rate-limiter-flexible",
+            Kind::ExpressWith(express::Headers::Draft6) => "express-draft-6",
+            Kind::ExpressWith(express::Headers::Draft7) => "express-draft-7",
+            Kind::ExpressWith(express::Headers::Legacy) => "express-legacy",
         }
     }
 
@@ -114,6 +127,15 @@ impl Kind {
             }
             Kind::Flexible => {
                 "fixed 1 s window from the first hit, X-RateLimit-Reset in Unix seconds (or none: LIMITERS_FLEXIBLE_HEADERS=none), Retry-After in fractions"
+            }
+            Kind::ExpressWith(express::Headers::Draft6) => {
+                "fixed 1 s window, Retry-After rounded up, RateLimit-Remaining and RateLimit-Reset (draft 6)"
+            }
+            Kind::ExpressWith(express::Headers::Draft7) => {
+                "fixed 1 s window, Retry-After rounded up, RateLimit: limit=50, remaining=N, reset=S (draft 7)"
+            }
+            Kind::ExpressWith(express::Headers::Legacy) => {
+                "fixed 1 s window, Retry-After rounded up, X-RateLimit-Reset in Unix seconds"
             }
         }
     }
@@ -151,7 +173,8 @@ impl Limiter {
     pub async fn start(kind: Kind, limit: RateLimit) -> Result<Limiter, Unavailable> {
         let (addr, running) = match kind {
             Kind::Governor => governor::start(limit).await,
-            Kind::Express => express::start(limit).await?,
+            Kind::Express => express::start(limit, None).await?,
+            Kind::ExpressWith(headers) => express::start(limit, Some(headers)).await?,
             Kind::Haproxy => haproxy::start(limit, false).await?,
             Kind::LeakyBucket => leaky::start(limit).await,
             Kind::HaproxyRateLimit => haproxy::start(limit, true).await?,
