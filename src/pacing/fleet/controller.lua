@@ -106,6 +106,11 @@ local function room_left()
     -- that ended. The next window is guessed as full as this one, for as long; a guess
     -- is not guessed on.
     s.rx, s.rxr = s.rt, s.rr
+    -- The sends by the reset (and by the one before), those then in flight, and the room
+    -- of the window that ended, for the first report since (see starts_over).
+    local after = redis.call('ZCOUNT', F, s.rt, '+inf')
+    s.xb, s.xs, s.xr, s.xu = s.xs or 0, s.sends - after, s.rf, 1
+    s.xf = redis.call('ZCARD', F) - after
     if s.rg == nil and s.rs ~= nil and now < s.rt + s.rs then
       s.rn, s.rr, s.rt, s.rg = s.sends, s.rf, s.rt + s.rs, 1
     else
@@ -323,6 +328,20 @@ local function holds(seen_window, seen_remaining, remaining)
   return true
 end
 
+-- Reads the first report since the last reset. A window that starts over counts only the
+-- sends since (and those in flight then). One that counts more, yet no more than the fleet
+-- sent since the reset before, still counts its sends from before the reset: a sliding
+-- window reporting its length as a reset. Its reports are not read from then on.
+local function starts_over(number, remaining)
+  if s.xu == nil or number <= s.xs then return end
+  s.xu = nil
+  local counted = s.xr - remaining
+  if number - s.xs + s.xf < counted and counted <= number - s.xb + s.xf then
+    s.sl = 1
+    s.rn, s.rr, s.rt, s.rf, s.rs, s.rg, s.rw, s.rpf, s.rp, s.ro = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+  end
+end
+
 -- Learns from the answer to send `number`, then takes it out of the sends in flight.
 local function answered(round, number, answer, asked, remaining, reset, coarse, seen_window, seen_remaining)
   if asked <= 0 then asked = nil end
@@ -332,6 +351,8 @@ local function answered(round, number, answer, asked, remaining, reset, coarse, 
   if s.rx ~= nil and sent_at ~= nil and sent_at < s.rx and remaining <= (s.rxr or -1) then
     remaining = -1
   end
+  if remaining >= 0 and reset >= 0 then starts_over(number, remaining) end
+  if s.sl ~= nil then remaining = -1 end
   if remaining >= 0 and s.rn ~= nil and number < s.rn then
     -- An older send's report only lowers a live room: the server counted that send after
     -- the later one's report, as requests overtake each other on the way.

@@ -257,6 +257,33 @@ async fn the_script_guesses_a_window_from_the_last_ones_first_report() {
     assert_eq!(sent, 29);
 }
 
+/// As in-process: a count that does not start over at its reset is a sliding window's,
+/// whose reports are not read from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_script_does_not_read_a_count_that_does_not_start_over() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    // Ten sends spend a room of ten; after its reset, `first` is reported, then none left.
+    // Whether a send may leave at once then.
+    let mut after_reset = async |first: f64| {
+        script.flush().await;
+        for remaining in (0..10).rev() {
+            let got = script.call(0.0, "reserve", &[30_000.0]).await;
+            script.served(0.0, got, f64::from(remaining)).await;
+        }
+        for remaining in [first, 0.0] {
+            let got = script.call(1000.0, "reserve", &[30_000.0]).await;
+            script.served(1000.0, got, remaining).await;
+        }
+        script.call(1000.0, "reserve", &[30_000.0]).await[..2] == [0, 0]
+    };
+    // A fixed window starts over: 8 left after one send, then none: held.
+    assert!(!after_reset(8.0).await);
+    // A sliding window still counts 6 of the sends before the reset: not held.
+    assert!(after_reset(3.0).await);
+}
+
 /// As in-process: the slow start at most doubles per period however fast the answers,
 /// unless a reported room bounds the sends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
