@@ -170,6 +170,41 @@ async fn waits_for_retry_after_seconds_then_http_date_then_backs_off_on_429() {
     assert!(real_start.elapsed() < SEC, "ran on virtual time");
 }
 
+/// A server whose clock is a minute ahead asks, by date, for a retry in 2 s: its date is
+/// read on its own clock (its `Date` field), so the client waits 2 s, not 62.
+#[tokio::test(start_paused = true)]
+async fn an_http_date_is_read_on_the_servers_clock() {
+    let (addr, arrivals) = server(|n| match n {
+        0 => {
+            let ahead = SystemTime::now() + 60 * SEC;
+            let mut res = status(503);
+            let headers = res.headers_mut();
+            headers.insert("date", httpdate::fmt_http_date(ahead).parse().unwrap());
+            let retry = httpdate::fmt_http_date(ahead + 2 * SEC);
+            headers.insert("retry-after", retry.parse().unwrap());
+            res
+        }
+        _ => status(200),
+    })
+    .await;
+    let (seen, hook) = recorder();
+    let settings = RetrySettings::new().with_retry_after_jitter(0.0).unwrap();
+    let client = ServiceBuilder::new()
+        .layer(
+            RetryLayer::new(Fixed)
+                .with_settings(settings)
+                .on_retry(hook),
+        )
+        .service(client());
+
+    let res = client.oneshot(request(Method::GET, addr)).await.unwrap();
+
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(arrivals.lock().unwrap().len(), 2);
+    let delay = seen.lock().unwrap()[0].0;
+    assert!((SEC..=2 * SEC).contains(&delay), "waited {delay:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_post_answered_503_is_sent_once_and_a_get_is_not() {
     let (addr, arrivals) = server(|_| status(503)).await;

@@ -295,9 +295,15 @@ fn legacy_rate_limit_reset() {
             &[("ratelimit-reset", "1000000001")],
             secs(1_000_000_001 - 784_111_777),
         ),
+        // Above 10^12, a timestamp in milliseconds (10^12 s would be the year 33658).
+        (
+            &[("ratelimit-reset", "1000000001000")],
+            secs(1_000_000_001 - 784_111_777),
+        ),
+        // Saturated to u64::MAX, in milliseconds: huge, but finite.
         (
             &[("ratelimit-reset", "99999999999999999999999")],
-            Some(SATURATED),
+            Some(Duration::from_millis(u64::MAX) - Duration::from_secs(784_111_777)),
         ),
     ];
     for (pairs, expected) in table {

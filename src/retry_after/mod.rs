@@ -48,7 +48,11 @@
 //! 3. The older drafts' `RateLimit-Reset: <seconds>` (drafts up to 06), unless a
 //!    `RateLimit-Remaining` field is present and says anything but `0`. Some servers send a Unix
 //!    timestamp there instead of seconds; a value above 10⁹ (year 2001 as a timestamp, 31 years
-//!    as a delay) is read as a timestamp, and its delay is measured from `now`.
+//!    as a delay) is read as a timestamp, above 10¹² as one in milliseconds.
+//!
+//! Dates and timestamps are on the server's clock. Their delay is measured from `now`, or
+//! from the response's `Date` where `now` is more than the second `Date` is truncated to
+//! away from it: a server's clock skew does not stretch a wait.
 //!
 //! These headers describe a refusal; the caller decides whether the response was one (a 429 or
 //! a 503, say) before asking for the delay.
@@ -109,6 +113,10 @@ const X_RATE_LIMIT_RESET: &str = "x-ratelimit-reset";
 /// earlier than any clock a server runs on today.
 const RESET_TIMESTAMP_THRESHOLD: u64 = 1_000_000_000;
 
+/// A reset above this is a Unix timestamp in milliseconds: in seconds, it would be past
+/// the year 33,000.
+const RESET_MILLIS_THRESHOLD: u64 = 1_000_000_000_000;
+
 /// Parses one `Retry-After` value: delay-seconds or an HTTP-date, relative to `now`.
 ///
 /// Returns `None` for anything that is neither; a date at or before `now` is
@@ -166,6 +174,7 @@ pub fn from_headers(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 
 /// [`from_headers`], reading the clock `now` only for a date or a reset timestamp.
 pub(crate) fn delay_asked(headers: &HeaderMap, now: impl Fn() -> SystemTime) -> Option<Duration> {
+    let now = server_clock(headers, now);
     headers
         .get(http::header::RETRY_AFTER)
         .and_then(|value| parse_with(value, &now))
@@ -193,17 +202,39 @@ fn legacy_reset(headers: &HeaderMap, now: impl Fn() -> SystemTime) -> Option<Dur
 }
 
 /// A reset field's value: seconds from now, or past [`RESET_TIMESTAMP_THRESHOLD`] a Unix
-/// timestamp (then `true`: known only to the second).
+/// timestamp (then `true`: known only to the second), past [`RESET_MILLIS_THRESHOLD`] one
+/// in milliseconds.
 fn reset_in(value: &HeaderValue, now: impl FnOnce() -> SystemTime) -> Option<(Duration, bool)> {
     let reset = delay_seconds(trim_ows(value.as_bytes()))?;
-    if reset.as_secs() <= RESET_TIMESTAMP_THRESHOLD {
-        return Some((reset, false));
-    }
-    let left = match UNIX_EPOCH.checked_add(reset) {
-        Some(at) => at.duration_since(now()).unwrap_or(Duration::ZERO),
-        None => reset,
+    let (at, coarse) = match reset.as_secs() {
+        0..=RESET_TIMESTAMP_THRESHOLD => return Some((reset, false)),
+        millis @ RESET_MILLIS_THRESHOLD.. => (Duration::from_millis(millis), false),
+        _ => (reset, true),
     };
-    Some((left, true))
+    let left = match UNIX_EPOCH.checked_add(at) {
+        Some(at) => at.duration_since(now()).unwrap_or(Duration::ZERO),
+        None => at,
+    };
+    Some((left, coarse))
+}
+
+/// The server's clock, as the response's `Date` field sets it (RFC 9110 §6.6.1).
+///
+/// A server's dates and reset timestamps are on its own clock. As HTTP caches correct ages
+/// for clock skew (RFC 9111 §4.2.3), they are read against its `Date`: a server a minute
+/// ahead does not hold a client a minute longer. `Date` is in whole seconds, so a local
+/// clock up to a second past it is in step, and is kept.
+fn server_clock(headers: &HeaderMap, now: impl Fn() -> SystemTime) -> impl Fn() -> SystemTime {
+    let date = headers.get(http::header::DATE).and_then(|value| {
+        let text = std::str::from_utf8(trim_ows(value.as_bytes())).ok()?;
+        httpdate::parse_http_date(text).ok()
+    });
+    move || {
+        let local = now();
+        let Some(date) = date else { return local };
+        let latest = date.checked_add(Duration::from_secs(1)).unwrap_or(date);
+        local.clamp(date, latest)
+    }
 }
 
 /// What a response says of the quota its sender still grants: how many requests, and
@@ -224,6 +255,7 @@ pub(crate) struct QuotaLeft {
 /// `RateLimit-Reset`. The clock `now` is read only for such a timestamp: most responses,
 /// with no quota field or a reset in seconds, need none.
 pub(crate) fn quota(headers: &HeaderMap, now: impl Fn() -> SystemTime) -> Option<QuotaLeft> {
+    let now = server_clock(headers, now);
     if let Some((remaining, reset)) = rate_limit::tightest(headers.get_all(RATE_LIMIT)) {
         let coarse = false;
         return Some(QuotaLeft {
@@ -267,6 +299,43 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn dates_and_timestamps_are_read_on_the_servers_clock() {
+        let now = UNIX_EPOCH + Duration::from_millis(2_000_000_000_500);
+        let secs = Duration::from_secs;
+        let date = |at: u64| httpdate::fmt_http_date(UNIX_EPOCH + secs(at));
+        let map = |fields: Vec<(&'static str, String)>| {
+            let mut map = HeaderMap::new();
+            for (name, text) in fields {
+                map.append(name, HeaderValue::from_str(&text).unwrap());
+            }
+            map
+        };
+        // A server a minute ahead asks for 30 s by date: 30 s, not 90.
+        let ahead = map(vec![
+            ("date", date(2_000_000_060)),
+            ("retry-after", date(2_000_000_090)),
+        ]);
+        assert_eq!(delay_asked(&ahead, || now), Some(secs(30)));
+        // A server a minute behind resets in 5 s: read at the latest a second past its Date.
+        let behind = map(vec![
+            ("date", date(1_999_999_940)),
+            ("x-ratelimit-remaining", "0".into()),
+            ("x-ratelimit-reset", "1999999945".into()),
+        ]);
+        let reset = quota(&behind, || now).and_then(|left| left.reset);
+        assert_eq!(reset, Some(secs(4)));
+        // In step, half a second past Date: the local clock, to the millisecond.
+        let in_step = map(vec![
+            ("date", date(2_000_000_000)),
+            ("retry-after", date(2_000_000_005)),
+        ]);
+        assert_eq!(
+            delay_asked(&in_step, || now),
+            Some(Duration::from_millis(4500))
+        );
+    }
+
+    #[test]
     fn quota_from_each_convention_first_one_wins() {
         let now = UNIX_EPOCH + Duration::from_secs(2_000_000_000);
         let secs = Duration::from_secs;
@@ -293,6 +362,13 @@ pub(crate) mod tests {
         // tower_governor's: a remaining count, no reset.
         let governor = headers(&[("x-ratelimit-remaining", "0")]);
         assert_eq!(quota(&governor, || now), left(0, None));
+        // A Unix time in milliseconds, known to the millisecond.
+        let millis = headers(&[
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "2000000002500"),
+        ]);
+        let reset = Some(Duration::from_millis(2500));
+        assert_eq!(quota(&millis, || now), left(0, reset));
         // The newest convention wins over the older ones.
         let both = headers(&[
             ("ratelimit", r#"a;r=3;t=2"#),
