@@ -170,6 +170,40 @@ async fn waits_for_retry_after_seconds_then_http_date_then_backs_off_on_429() {
     assert!(real_start.elapsed() < SEC, "ran on virtual time");
 }
 
+/// OpenAI and Azure ask for a delay in milliseconds (`retry-after-ms`), which wins over
+/// `Retry-After` in whole seconds, as their SDKs read it.
+#[tokio::test(start_paused = true)]
+async fn retry_after_ms_is_waited_to_the_millisecond() {
+    let (addr, arrivals) = server(|n| match n {
+        0 => {
+            let mut res = status(429);
+            res.headers_mut()
+                .insert("retry-after", "2".parse().unwrap());
+            res.headers_mut()
+                .insert("retry-after-ms", "1500".parse().unwrap());
+            res
+        }
+        _ => status(200),
+    })
+    .await;
+    let (seen, hook) = recorder();
+    let settings = RetrySettings::new().with_retry_after_jitter(0.0).unwrap();
+    let client = ServiceBuilder::new()
+        .layer(
+            RetryLayer::new(Fixed)
+                .with_settings(settings)
+                .on_retry(hook),
+        )
+        .service(client());
+
+    let res = client.oneshot(request(Method::GET, addr)).await.unwrap();
+
+    assert_eq!(res.status(), StatusCode::OK);
+    let arrivals = arrivals.lock().unwrap().clone();
+    assert_eq!(seen.lock().unwrap()[0].0, 1500 * MS);
+    assert!(arrivals[1].0 - arrivals[0].0 >= 1500 * MS);
+}
+
 /// A server whose clock is a minute ahead asks, by date, for a retry in 2 s: its date is
 /// read on its own clock (its `Date` field), so the client waits 2 s, not 62.
 #[tokio::test(start_paused = true)]

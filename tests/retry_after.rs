@@ -340,6 +340,13 @@ fn precedence() {
         ("ratelimit", r#""default";r=0;t=10"#),
     ]);
     assert_eq!(from_headers(&map, now()), secs(10));
+    // retry-after-ms (OpenAI's, Azure's) wins over Retry-After; then Azure's older name.
+    let map = headers(&[("retry-after", "7"), ("retry-after-ms", " 1500 ")]);
+    assert_eq!(from_headers(&map, now()), Some(Duration::from_millis(1500)));
+    let map = headers(&[("retry-after", "7"), ("x-ms-retry-after-ms", "250")]);
+    assert_eq!(from_headers(&map, now()), Some(Duration::from_millis(250)));
+    let map = headers(&[("retry-after", "7"), ("retry-after-ms", "1.5")]);
+    assert_eq!(from_headers(&map, now()), secs(7));
     // A RateLimit with quota left falls through to the older field.
     let map = headers(&[
         ("ratelimit", r#""default";r=5;t=10"#),

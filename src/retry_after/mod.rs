@@ -29,11 +29,13 @@
 //!
 //! # Which header wins: [`from_headers`]
 //!
-//! 1. The **first** `Retry-After` field value, if [`parse`] accepts it. Later values are never
+//! 1. `retry-after-ms` (OpenAI's and Azure's), else `x-ms-retry-after-ms` (Azure's older
+//!    name): milliseconds, `1*DIGIT`, read first as their SDKs read them.
+//! 2. The **first** `Retry-After` field value, if [`parse`] accepts it. Later values are never
 //!    read: a sender must not repeat the field, and picking any other one would be arbitrary.
 //!    An invalid first value is ignored as if the field were absent (RFC 9110 lets a recipient
 //!    ignore an invalid field), and the next rule applies.
-//! 2. The `RateLimit` field of [draft-ietf-httpapi-ratelimit-headers] (drafts 08 and later): a
+//! 3. The `RateLimit` field of [draft-ietf-httpapi-ratelimit-headers] (drafts 08 and later): a
 //!    Structured Field List of quota policies such as
 //!    `"burst";r=0;t=5, "day";r=100;t=3600`, where `r` is the quota units remaining and `t` the
 //!    seconds until that quota resets. Only the policies that are **exhausted** (`r=0`) explain
@@ -45,7 +47,7 @@
 //!    (RFC 8941, e.g. an integer of more than 15 digits) is ignored whole, as RFC 8941 requires.
 //!    Several `RateLimit` lines are one list, as if joined with commas. A line that is no List
 //!    may be draft 07's Dictionary, one policy: `limit=50, remaining=0, reset=5`.
-//! 3. The older drafts' `RateLimit-Reset: <seconds>` (drafts up to 06), unless a
+//! 4. The older drafts' `RateLimit-Reset: <seconds>` (drafts up to 06), unless a
 //!    `RateLimit-Remaining` field is present and says anything but `0`. Some servers send a Unix
 //!    timestamp there instead of seconds; a value above 10⁹ (year 2001 as a timestamp, 31 years
 //!    as a delay) is read as a timestamp, above 10¹² as one in milliseconds.
@@ -102,6 +104,11 @@ const RATE_LIMIT_RESET: &str = "ratelimit-reset";
 /// The remaining-quota field of drafts up to 06.
 const RATE_LIMIT_REMAINING: &str = "ratelimit-remaining";
 
+/// `Retry-After` in milliseconds, as OpenAI and Azure send it.
+const RETRY_AFTER_MS: &str = "retry-after-ms";
+/// Azure's older name for [`RETRY_AFTER_MS`].
+const X_MS_RETRY_AFTER_MS: &str = "x-ms-retry-after-ms";
+
 /// The de facto remaining-quota field (GitHub's, and many APIs' before the drafts).
 const X_RATE_LIMIT_REMAINING: &str = "x-ratelimit-remaining";
 /// The de facto reset field that goes with it: seconds, or a Unix timestamp.
@@ -151,8 +158,9 @@ fn parse_with(value: &HeaderValue, now: impl FnOnce() -> SystemTime) -> Option<D
     Some(at.duration_since(now()).unwrap_or(Duration::ZERO))
 }
 
-/// The delay a response's headers ask for: the first `Retry-After` value if it is valid, else
-/// the reset of the exhausted `RateLimit` quotas, else the older `RateLimit-Reset`.
+/// The delay a response's headers ask for: `retry-after-ms`, else the first `Retry-After`
+/// value if it is valid, else the reset of the exhausted `RateLimit` quotas, else the older
+/// `RateLimit-Reset`.
 ///
 /// `None` when none of them gives a delay. The precedence and the rules for each header are
 /// in the [module docs](self).
@@ -175,9 +183,12 @@ pub fn from_headers(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 /// [`from_headers`], reading the clock `now` only for a date or a reset timestamp.
 pub(crate) fn delay_asked(headers: &HeaderMap, now: impl Fn() -> SystemTime) -> Option<Duration> {
     let now = server_clock(headers, now);
-    headers
-        .get(http::header::RETRY_AFTER)
-        .and_then(|value| parse_with(value, &now))
+    let millis = |name| header::digits(trim_ows(headers.get(name)?.as_bytes()));
+    [RETRY_AFTER_MS, X_MS_RETRY_AFTER_MS]
+        .into_iter()
+        .find_map(millis)
+        .map(Duration::from_millis)
+        .or_else(|| parse_with(headers.get(http::header::RETRY_AFTER)?, &now))
         .or_else(|| exhausted_reset(headers))
         .or_else(|| legacy_reset(headers, &now))
 }
