@@ -16,7 +16,9 @@ use tower::ServiceBuilder;
 use tower_backoff::classify::GrpcClassifier;
 use tower_backoff::grpc::{Code as GrpcCode, GrpcCodes};
 use tower_backoff::integrations::tonic::TonicRetryLayer;
-use tower_backoff::{ConstantBackOff, RetryEvent, RetryLayer, RetryReason, RetrySettings};
+use tower_backoff::{
+    ConstantBackOff, PacingLayer, RetryEvent, RetryLayer, RetryReason, RetrySettings,
+};
 
 const STEP: Duration = Duration::from_millis(5);
 
@@ -269,4 +271,27 @@ async fn connection_refused_is_retried() {
     assert_eq!(err.code(), Code::Unavailable, "{err}");
     assert_eq!(*attempts.lock().unwrap(), 2);
     assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+/// `RESOURCE_EXHAUSTED` with a pushback is gRPC's rate signal: pacing on a channel holds
+/// the destination's next call for the pushback, though nothing retries the first.
+#[tokio::test]
+async fn pacing_holds_a_channel_for_a_resource_exhausted_pushback() {
+    const PUSHBACK: Duration = Duration::from_millis(200);
+    let server = Flaky::unavailable_then_pushback(0, PUSHBACK.as_millis() as u64);
+    let url = server.clone().serve().await;
+    let pacing = PacingLayer::new();
+    let channel = ServiceBuilder::new()
+        .layer(pacing.clone())
+        .service(channel(url).await);
+    let mut client = EchoClient::new(channel);
+
+    let err = client.unary(Msg::text("a")).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    let start = Instant::now();
+    client.unary(Msg::text("b")).await.unwrap();
+    // A channel's requests carry no authority: one destination, cooling down.
+    assert_eq!(pacing.destinations(), 1);
+    assert!(start.elapsed() >= PUSHBACK, "{:?}", start.elapsed());
+    assert_eq!(server.unary_calls().len(), 2);
 }

@@ -5,6 +5,7 @@ use super::destinations::{Key, lock};
 use super::layer::Settings;
 use super::queue::{Queue, RECHECK, Watch};
 use crate::error::pacing::PacingError;
+use crate::grpc;
 use crate::metrics::DestinationGauges;
 use crate::retry_after::ServerSaid;
 use crate::time::{ClockFn, instant_after, never};
@@ -174,14 +175,31 @@ pub(crate) fn read_answer(
     // Only an explicit rate signal is a refusal: a 429, or another slow-down status that
     // says when to come back. A bare 503 is a failing server, the retry budget's concern.
     let asked = said.retry_after().flatten().filter(|_| slow_down);
-    let answer = if slow_down && (status == StatusCode::TOO_MANY_REQUESTS || asked.is_some()) {
+    let answer = if let Some(pushback) = grpc_pushback(headers) {
+        Answer::Refused(Some(pushback))
+    } else if slow_down && (status == StatusCode::TOO_MANY_REQUESTS || asked.is_some()) {
         Answer::Refused(asked)
-    } else if status.is_server_error() || slow_down {
+    } else if status.is_server_error() || slow_down || grpc_failed(headers) {
         Answer::Other
     } else {
         Answer::Served
     };
     (said, answer)
+}
+
+/// gRPC's rate signal, in a Trailers-Only response: `RESOURCE_EXHAUSTED` with the delay
+/// its pushback asks for. Without one, the quota may be a local limit (a message too large).
+fn grpc_pushback(headers: &HeaderMap) -> Option<Duration> {
+    let exhausted = grpc::status_from_headers(headers) == Some(grpc::Code::ResourceExhausted);
+    match grpc::pushback(headers).filter(|_| exhausted)? {
+        grpc::Pushback::RetryAfter(delay) => Some(delay),
+        grpc::Pushback::DoNotRetry => None,
+    }
+}
+
+/// Whether a Trailers-Only gRPC response failed: HTTP's 200, yet nothing served.
+fn grpc_failed(headers: &HeaderMap) -> bool {
+    grpc::status_from_headers(headers).is_some_and(|code| code != grpc::Code::Ok)
 }
 
 /// A place in a destination's queue, by id; dropping it leaves the queue.
@@ -369,6 +387,33 @@ mod tests {
             Admit::Go(grant) => grant,
             _ => panic!("an idle destination in its slow start lets a request go"),
         }
+    }
+
+    #[test]
+    fn grpc_answers_refuse_only_with_resource_exhausted_and_a_pushback() {
+        let settings = PacingLayer::new().shared.settings;
+        let answer = |fields: &[(&'static str, &'static str)]| {
+            let mut headers = HeaderMap::new();
+            for (name, value) in fields {
+                headers.insert(*name, http::HeaderValue::from_static(value));
+            }
+            read_answer(&settings, StatusCode::OK, &headers, None).1
+        };
+        let pushback = ("grpc-retry-pushback-ms", "250");
+        let delay = Some(Duration::from_millis(250));
+        assert_eq!(
+            answer(&[("grpc-status", "8"), pushback]),
+            Answer::Refused(delay)
+        );
+        // Without a pushback, or asked not to retry: a quota maybe local, no rate.
+        assert_eq!(answer(&[("grpc-status", "8")]), Answer::Other);
+        let never = ("grpc-retry-pushback-ms", "-1");
+        assert_eq!(answer(&[("grpc-status", "8"), never]), Answer::Other);
+        // Another error, even with a pushback: a failing server.
+        assert_eq!(answer(&[("grpc-status", "14"), pushback]), Answer::Other);
+        // OK, or a status still to come in the trailers.
+        assert_eq!(answer(&[("grpc-status", "0")]), Answer::Served);
+        assert_eq!(answer(&[]), Answer::Served);
     }
 
     /// A grant that learnt from its response has released its request in the same lock;
