@@ -12,6 +12,7 @@
 //! | [`Kind::HaproxyRateLimit`] (an experiment, no target's): the same HAProxy | the same | the same, and every answer carries `RateLimit: "50-in-1sec"; r=<50 − its count>; t=1`, as a naive configuration writes it |
 //! | [`Kind::Nginx`] (no target's; nothing was tuned on it): nginx `limit_req` | a leaky bucket drained per millisecond, `burst` more at once, `nodelay`; refusals not counted | 429 with `Retry-After: 1` |
 //! | [`Kind::ExpressWith`] (no target's; nothing was tuned on them): the same express | the same | the same, with draft 6's, draft 7's or the legacy `X-RateLimit-*` headers (the reset in Unix seconds) |
+//! | [`Kind::Fastify`] (no target's; nothing was tuned on it): fastify + @fastify/rate-limit (Node) | a window of one second, opened by the first hit after the last window | 429 with `Retry-After`, and on every answer `x-ratelimit-remaining` and `x-ratelimit-reset`, whole seconds to the window's end, rounded up |
 //! | [`Kind::Flexible`] (no target's; its Unix-time reset led to the bisection of such resets): rate-limiter-flexible (Node) | a fixed window of one second, opened by the first hit after the last window | 429 with `Retry-After` in fractions of a second (invalid), `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix seconds, rounded up) on every answer |
 //!
 //! Every limiter has one key for all clients (all come from 127.0.0.1 anyway): a fleet of
@@ -26,6 +27,7 @@ pub mod drive;
 pub mod express;
 #[path = "../../../tests/support/fairness.rs"]
 pub mod fairness;
+pub mod fastify;
 pub mod flexible;
 pub mod governor;
 pub mod haproxy;
@@ -72,6 +74,8 @@ pub enum Kind {
     Flexible,
     /// express-rate-limit writing other headers than draft 8's.
     ExpressWith(express::Headers),
+    /// @fastify/rate-limit: a window opened by its first hit; nothing was tuned on it.
+    Fastify,
 }
 
 impl Kind {
@@ -88,7 +92,8 @@ impl Kind {
         Kind::LeakyBucket,
     ];
     /// Limiters run only when named.
-    pub const EXPERIMENTS: [Kind; 6] = [
+    pub const EXPERIMENTS: [Kind; 7] = [
+        Kind::Fastify,
         Kind::HaproxyRateLimit,
         Kind::Nginx,
         Kind::Flexible,
@@ -109,6 +114,7 @@ impl Kind {
             Kind::ExpressWith(express::Headers::Draft6) => "express-draft-6",
             Kind::ExpressWith(express::Headers::Draft7) => "express-draft-7",
             Kind::ExpressWith(express::Headers::Legacy) => "express-legacy",
+            Kind::Fastify => "fastify",
         }
     }
 
@@ -136,6 +142,9 @@ impl Kind {
             }
             Kind::ExpressWith(express::Headers::Legacy) => {
                 "fixed 1 s window, Retry-After rounded up, X-RateLimit-Reset in Unix seconds"
+            }
+            Kind::Fastify => {
+                "1 s window from the first hit, X-RateLimit-Reset and Retry-After in seconds rounded up"
             }
         }
     }
@@ -175,6 +184,7 @@ impl Limiter {
             Kind::Governor => governor::start(limit).await,
             Kind::Express => express::start(limit, None).await?,
             Kind::ExpressWith(headers) => express::start(limit, Some(headers)).await?,
+            Kind::Fastify => fastify::start(limit).await?,
             Kind::Haproxy => haproxy::start(limit, false).await?,
             Kind::LeakyBucket => leaky::start(limit).await,
             Kind::HaproxyRateLimit => haproxy::start(limit, true).await?,

@@ -1,5 +1,6 @@
 //! Limiters on the machine's Node, each from its folder of `lab/fixtures` (`npm ci`
-//! there first; `.ci/run` does): express-rate-limit and rate-limiter-flexible.
+//! there first; `.ci/run` does): express-rate-limit, rate-limiter-flexible and
+//! @fastify/rate-limit.
 
 use super::{ChildGuard, Running, Unavailable};
 use std::io::{BufRead, BufReader};
