@@ -170,11 +170,30 @@ async fn waits_for_retry_after_seconds_then_http_date_then_backs_off_on_429() {
     assert!(real_start.elapsed() < SEC, "ran on virtual time");
 }
 
+/// A GET to `addr` through the retry layer, `Retry-After` waited exactly (no spread), once
+/// answered `first`: it must succeed on its second attempt. Returns the delay waited.
+async fn delay_waited_after(first: Reply) -> Duration {
+    let (addr, arrivals) = server(first).await;
+    let (seen, hook) = recorder();
+    let settings = RetrySettings::new().with_retry_after_jitter(0.0).unwrap();
+    let retry = RetryLayer::new(Fixed)
+        .with_settings(settings)
+        .on_retry(hook);
+    let client = ServiceBuilder::new().layer(retry).service(client());
+    let res = client.oneshot(request(Method::GET, addr)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let arrivals = arrivals.lock().unwrap().clone();
+    assert_eq!(arrivals.len(), 2);
+    let delay = seen.lock().unwrap()[0].0;
+    assert!(arrivals[1].0 - arrivals[0].0 >= delay);
+    delay
+}
+
 /// OpenAI and Azure ask for a delay in milliseconds (`retry-after-ms`), which wins over
 /// `Retry-After` in whole seconds, as their SDKs read it.
 #[tokio::test(start_paused = true)]
 async fn retry_after_ms_is_waited_to_the_millisecond() {
-    let (addr, arrivals) = server(|n| match n {
+    let delay = delay_waited_after(|n| match n {
         0 => {
             let mut res = status(429);
             res.headers_mut()
@@ -186,29 +205,14 @@ async fn retry_after_ms_is_waited_to_the_millisecond() {
         _ => status(200),
     })
     .await;
-    let (seen, hook) = recorder();
-    let settings = RetrySettings::new().with_retry_after_jitter(0.0).unwrap();
-    let client = ServiceBuilder::new()
-        .layer(
-            RetryLayer::new(Fixed)
-                .with_settings(settings)
-                .on_retry(hook),
-        )
-        .service(client());
-
-    let res = client.oneshot(request(Method::GET, addr)).await.unwrap();
-
-    assert_eq!(res.status(), StatusCode::OK);
-    let arrivals = arrivals.lock().unwrap().clone();
-    assert_eq!(seen.lock().unwrap()[0].0, 1500 * MS);
-    assert!(arrivals[1].0 - arrivals[0].0 >= 1500 * MS);
+    assert_eq!(delay, 1500 * MS);
 }
 
 /// A server whose clock is a minute ahead asks, by date, for a retry in 2 s: its date is
 /// read on its own clock (its `Date` field), so the client waits 2 s, not 62.
 #[tokio::test(start_paused = true)]
 async fn an_http_date_is_read_on_the_servers_clock() {
-    let (addr, arrivals) = server(|n| match n {
+    let delay = delay_waited_after(|n| match n {
         0 => {
             let ahead = SystemTime::now() + 60 * SEC;
             let mut res = status(503);
@@ -221,21 +225,6 @@ async fn an_http_date_is_read_on_the_servers_clock() {
         _ => status(200),
     })
     .await;
-    let (seen, hook) = recorder();
-    let settings = RetrySettings::new().with_retry_after_jitter(0.0).unwrap();
-    let client = ServiceBuilder::new()
-        .layer(
-            RetryLayer::new(Fixed)
-                .with_settings(settings)
-                .on_retry(hook),
-        )
-        .service(client());
-
-    let res = client.oneshot(request(Method::GET, addr)).await.unwrap();
-
-    assert_eq!(res.status(), StatusCode::OK);
-    assert_eq!(arrivals.lock().unwrap().len(), 2);
-    let delay = seen.lock().unwrap()[0].0;
     assert!((SEC..=2 * SEC).contains(&delay), "waited {delay:?}");
 }
 
