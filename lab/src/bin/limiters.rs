@@ -3,7 +3,9 @@
 //! first) and HAProxy (`apt-get install haproxy`), each limiting at 50 r/s. The leaky
 //! bucket (`leaky-bucket`, the lab's own server, in process) runs when named, and in
 //! `redis-fleet` with the others. `nginx` (`limit_req`, `apt-get install nginx-light`), a
-//! limiter nothing was tuned on, runs when named; `LIMITERS_NGINX_BURST=1` makes it strict.
+//! limiter nothing was tuned on, runs when named; `LIMITERS_NGINX_BURST=1` makes it strict;
+//! `LIMITERS_NGINX_MODE=delay` holds its burst to the rate, `default` also refuses with
+//! nginx's own bare 503 (its documentation's setup).
 //!
 //! ```text
 //! cargo run --release -p tower-backoff-lab --bin limiters -- all        # every target, every limiter

@@ -129,7 +129,7 @@ impl Kind {
                 "sliding 1 s window counting refusals too, Retry-After: 1, and `RateLimit: r=<50 − its count>; t=1` (a naive configuration)"
             }
             Kind::Nginx => {
-                "nginx limit_req: leaky bucket (burst 10, or LIMITERS_NGINX_BURST; nodelay), Retry-After: 1"
+                "nginx limit_req: leaky bucket (burst 10, or LIMITERS_NGINX_BURST; nodelay, or LIMITERS_NGINX_MODE), Retry-After: 1"
             }
             Kind::Flexible => {
                 "fixed 1 s window from the first hit, X-RateLimit-Reset in Unix seconds (or none: LIMITERS_FLEXIBLE_HEADERS=none), Retry-After in fractions"

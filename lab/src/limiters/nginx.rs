@@ -10,8 +10,13 @@ use std::path::Path;
 /// requests per second drained in milliseconds, `burst` more at once (`nodelay`: past the
 /// burst nginx answers 429 at once, and counts nothing of it), `Retry-After: 1` on a 429.
 /// `LIMITERS_NGINX_BURST=N` sets another burst (at least 1), for a stricter limiter.
+/// `LIMITERS_NGINX_MODE=delay` drops `nodelay`: nginx holds the burst's requests to the
+/// rate; `default` also leaves nginx's own refusal, a bare 503 (its documentation's setup).
 pub fn config(port: u16, dir: &Path, backend: SocketAddr, limit: RateLimit) -> String {
     let dir = dir.display();
+    let mode = std::env::var("LIMITERS_NGINX_MODE").unwrap_or_default();
+    let nodelay = if mode.is_empty() { " nodelay" } else { "" };
+    let status = if mode == "default" { 503 } else { 429 };
     format!(
         "daemon off;
 master_process off;
@@ -27,14 +32,14 @@ http {{
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
     limit_req_zone $server_port zone=all:1m rate={rate}r/s;
-    limit_req_status 429;
+    limit_req_status {status};
     limit_req_log_level info;
     map $status $retry_after {{ 429 1; default \"\"; }}
     upstream app {{ server {backend}; keepalive 64; }}
     server {{
         listen 127.0.0.1:{port};
         location / {{
-            limit_req zone=all burst={burst} nodelay;
+            limit_req zone=all burst={burst}{nodelay};
             add_header Retry-After $retry_after always;
             proxy_pass http://app;
             proxy_http_version 1.1;
