@@ -1,0 +1,83 @@
+//! A server that refuses a share of requests with a 429 at random, whatever the rate (a
+//! flaky upstream, not a limiter): pacing must cost no more than the retry layer alone,
+//! as #29's "never worse than no pacing" asks of row 2 (there with 503s, which pacing
+//! ignores).
+
+mod support;
+
+use http::{Request, Response, StatusCode};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::pacing::*;
+use tokio::time::Instant;
+use tower::{ServiceBuilder, ServiceExt};
+use tower_backoff::{ExponentialBackOff, PacingLayer, RetryLayer};
+
+/// 1000 GETs, 20 at a time, to a server answering after 5 ms, a share `p` of them 429
+/// (seeded): how many succeeded, and how long they took.
+async fn burst(paced: bool, p: f64) -> (usize, Duration) {
+    let rng = Arc::new(Mutex::new(SmallRng::seed_from_u64(7)));
+    let server = tower::service_fn(move |_: Request<()>| {
+        let refuse = rng.lock().unwrap().random_bool(p);
+        async move {
+            tokio::time::sleep(ms(5)).await;
+            let status = match refuse {
+                true => StatusCode::TOO_MANY_REQUESTS,
+                false => StatusCode::OK,
+            };
+            Ok::<_, Infallible>(Response::builder().status(status).body(()).unwrap())
+        }
+    });
+    let retry = ServiceBuilder::new().layer(RetryLayer::new(ExponentialBackOff::default()));
+    let client = match paced {
+        true => retry
+            .layer(PacingLayer::new())
+            .service(server)
+            .boxed_clone(),
+        false => retry.service(server).boxed_clone(),
+    };
+    let (start, next, ok) = (
+        Instant::now(),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let workers: Vec<_> = (0..20)
+        .map(|_| {
+            let (client, next, ok) = (client.clone(), next.clone(), ok.clone());
+            tokio::spawn(async move {
+                while next.fetch_add(1, Ordering::SeqCst) < 1000 {
+                    let res = client.clone().oneshot(get("http://api.example/")).await;
+                    if res.is_ok_and(|res| res.status() == StatusCode::OK) {
+                        ok.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    (ok.load(Ordering::SeqCst), start.elapsed())
+}
+
+/// Not met: each round's random refusal cuts the pace to 70 % of a delivery that the last
+/// cut lowered, so the pace collapses. 5 % of 429s: 45.8 s against 2.2 s for the retry
+/// layer alone; 20 %: 260 s (995 of 1000) against 8.3 s (1000).
+#[tokio::test(start_paused = true)]
+#[ignore = "not met: random 429s collapse the pace (see the test's docs and the issue notes)"]
+async fn random_429s_cost_no_more_than_the_retry_layer_alone() {
+    for p in [0.05, 0.2] {
+        let (alone, alone_took) = burst(false, p).await;
+        let (paced, paced_took) = burst(true, p).await;
+        assert!(paced >= alone, "{p}: {paced} succeeded, {alone} alone");
+        let limit = alone_took.mul_f64(1.1);
+        assert!(
+            paced_took <= limit,
+            "{p}: {paced_took:?}, alone {alone_took:?}"
+        );
+    }
+}
