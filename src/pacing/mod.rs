@@ -50,6 +50,10 @@
 //! with a [`PacingError`], unsent; so does one past a full queue. Destinations never
 //! delay each other, and idle ones are forgotten.
 //!
+//! Every 429 is taken as the rate's. A server refusing at random, whatever the rate (a
+//! flaky upstream, not a limiter), drags the pace down round after round: the retry
+//! layer alone suits it better.
+//!
 //! # Where to put it
 //!
 //! Inside the retry layer (`retry.paced(pacing)`): every attempt is paced and teaches the
