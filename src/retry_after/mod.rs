@@ -152,10 +152,15 @@ fn parse_with(value: &HeaderValue, now: impl FnOnce() -> SystemTime) -> Option<D
     if let Some(delay) = delay_seconds(bytes) {
         return Some(delay);
     }
-    // obs-text fails here (not UTF-8) or in httpdate, which accepts ASCII only.
-    let text = std::str::from_utf8(bytes).ok()?;
-    let at = httpdate::parse_http_date(text).ok()?;
+    let at = http_date(bytes)?;
     Some(at.duration_since(now()).unwrap_or(Duration::ZERO))
+}
+
+/// An HTTP-date in any of its three formats, spaces around it trimmed.
+fn http_date(bytes: &[u8]) -> Option<SystemTime> {
+    // obs-text fails here (not UTF-8) or in httpdate, which accepts ASCII only.
+    let text = std::str::from_utf8(trim_ows(bytes)).ok()?;
+    httpdate::parse_http_date(text).ok()
 }
 
 /// The delay a response's headers ask for: `retry-after-ms`, else the first `Retry-After`
@@ -234,15 +239,15 @@ fn reset_in(value: &HeaderValue, now: impl FnOnce() -> SystemTime) -> Option<(Du
 /// A server's dates and reset timestamps are on its own clock. As HTTP caches correct ages
 /// for clock skew (RFC 9111 §4.2.3), they are read against its `Date`: a server a minute
 /// ahead does not hold a client a minute longer. `Date` is in whole seconds, so a local
-/// clock up to a second past it is in step, and is kept.
+/// clock up to a second past it is in step, and is kept. Read only with the clock: most
+/// responses need neither.
 fn server_clock(headers: &HeaderMap, now: impl Fn() -> SystemTime) -> impl Fn() -> SystemTime {
-    let date = headers.get(http::header::DATE).and_then(|value| {
-        let text = std::str::from_utf8(trim_ows(value.as_bytes())).ok()?;
-        httpdate::parse_http_date(text).ok()
-    });
     move || {
         let local = now();
-        let Some(date) = date else { return local };
+        let date = headers.get(http::header::DATE);
+        let Some(date) = date.and_then(|value| http_date(value.as_bytes())) else {
+            return local;
+        };
         let latest = date.checked_add(Duration::from_secs(1)).unwrap_or(date);
         local.clamp(date, latest)
     }
