@@ -175,31 +175,26 @@ pub(crate) fn read_answer(
     // Only an explicit rate signal is a refusal: a 429, or another slow-down status that
     // says when to come back. A bare 503 is a failing server, the retry budget's concern.
     let asked = said.retry_after().flatten().filter(|_| slow_down);
-    let answer = if let Some(pushback) = grpc_pushback(headers) {
-        Answer::Refused(Some(pushback))
-    } else if slow_down && (status == StatusCode::TOO_MANY_REQUESTS || asked.is_some()) {
+    let answer = if slow_down && (status == StatusCode::TOO_MANY_REQUESTS || asked.is_some()) {
         Answer::Refused(asked)
-    } else if status.is_server_error() || slow_down || grpc_failed(headers) {
+    } else if status.is_server_error() || slow_down {
         Answer::Other
     } else {
-        Answer::Served
+        grpc_answer(headers).unwrap_or(Answer::Served)
     };
     (said, answer)
 }
 
-/// gRPC's rate signal, in a Trailers-Only response: `RESOURCE_EXHAUSTED` with the delay
-/// its pushback asks for. Without one, the quota may be a local limit (a message too large).
-fn grpc_pushback(headers: &HeaderMap) -> Option<Duration> {
-    let exhausted = grpc::status_from_headers(headers) == Some(grpc::Code::ResourceExhausted);
-    match grpc::pushback(headers).filter(|_| exhausted)? {
-        grpc::Pushback::RetryAfter(delay) => Some(delay),
-        grpc::Pushback::DoNotRetry => None,
-    }
-}
-
-/// Whether a Trailers-Only gRPC response failed: HTTP's 200, yet nothing served.
-fn grpc_failed(headers: &HeaderMap) -> bool {
-    grpc::status_from_headers(headers).is_some_and(|code| code != grpc::Code::Ok)
+/// What a Trailers-Only gRPC response says (HTTP's 200): `RESOURCE_EXHAUSTED` with a
+/// pushback is its rate signal, asking that delay; another error serves nothing. Without a
+/// pushback, the quota may be a local limit (a message too large). `None`: not gRPC, or OK.
+fn grpc_answer(headers: &HeaderMap) -> Option<Answer> {
+    let code = grpc::status_from_headers(headers).filter(|&code| code != grpc::Code::Ok)?;
+    let pushback = grpc::pushback(headers).filter(|_| code == grpc::Code::ResourceExhausted);
+    Some(match pushback {
+        Some(grpc::Pushback::RetryAfter(delay)) => Answer::Refused(Some(delay)),
+        _ => Answer::Other,
+    })
 }
 
 /// A place in a destination's queue, by id; dropping it leaves the queue.

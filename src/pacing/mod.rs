@@ -7,8 +7,8 @@
 //!
 //! - **Only explicit rate signals count**: a 429, a 503 with `Retry-After`, a reported
 //!   quota (`RateLimit`, `X-RateLimit-*`), gRPC's `RESOURCE_EXHAUSTED` with a pushback.
-//!   Bare 5xx, other gRPC errors and transport errors are the retry budget's concern. A destination that never refused is not paced, and no request to
-//!   it fails for waiting.
+//!   Bare 5xx, other gRPC errors and transport errors are the retry budget's concern. A
+//!   destination that never refused is not paced, and no request to it fails for waiting.
 //! - **Slow start.** A new destination gets 4 requests in flight, one more per success,
 //!   up to 64 (TCP's slow start), at most doubling per 100 ms unless a quota bounds it
 //!   (BBR's start-up). A send unanswered for 100 ms leaves the count: slow servers and
