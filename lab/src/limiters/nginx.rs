@@ -12,11 +12,14 @@ use std::path::Path;
 /// `LIMITERS_NGINX_BURST=N` sets another burst (at least 1), for a stricter limiter.
 /// `LIMITERS_NGINX_MODE=delay` drops `nodelay`: nginx holds the burst's requests to the
 /// rate; `default` also leaves nginx's own refusal, a bare 503 (its documentation's setup).
-pub fn config(port: u16, dir: &Path, backend: SocketAddr, limit: RateLimit) -> String {
+pub fn config(port: u16, dir: &Path, backend: SocketAddr, limit: RateLimit, mode: Mode) -> String {
     let dir = dir.display();
-    let mode = std::env::var("LIMITERS_NGINX_MODE").unwrap_or_default();
-    let nodelay = if mode.is_empty() { " nodelay" } else { "" };
-    let status = if mode == "default" { 503 } else { 429 };
+    let nodelay = if mode == Mode::NoDelay {
+        " nodelay"
+    } else {
+        ""
+    };
+    let status = if mode == Mode::Default { 503 } else { 429 };
     format!(
         "daemon off;
 master_process off;
@@ -53,6 +56,29 @@ http {{
     )
 }
 
+/// How nginx meets requests past its rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `nodelay`: the burst at once, a 429 with `Retry-After: 1` past it.
+    NoDelay,
+    /// The burst held to the rate, a 429 with `Retry-After: 1` past it.
+    Delay,
+    /// nginx's own defaults: the burst held to the rate, a bare 503 past it.
+    Default,
+}
+
+/// `LIMITERS_NGINX_MODE` (`delay` or `default`) if set, else `nodelay`.
+fn mode() -> Result<Mode, Unavailable> {
+    match std::env::var("LIMITERS_NGINX_MODE").as_deref() {
+        Err(_) => Ok(Mode::NoDelay),
+        Ok("delay") => Ok(Mode::Delay),
+        Ok("default") => Ok(Mode::Default),
+        Ok(other) => Err(Unavailable(format!(
+            "LIMITERS_NGINX_MODE={other}: not `delay` or `default`"
+        ))),
+    }
+}
+
 /// `LIMITERS_NGINX_BURST` if set, else `default`.
 fn burst(default: u32) -> Result<u32, Unavailable> {
     let Ok(text) = std::env::var("LIMITERS_NGINX_BURST") else {
@@ -78,7 +104,8 @@ pub async fn start(limit: RateLimit) -> Result<(SocketAddr, Running), Unavailabl
         ..limit
     };
     let (backend_addr, backend) = backend::serve().await;
-    let config = |port, dir: &Path| config(port, dir, backend_addr, limit);
+    let mode = mode()?;
+    let config = |port, dir: &Path| config(port, dir, backend_addr, limit, mode);
     let args = |dir: &Path, cfg: &Path| {
         let log = dir.join("error.log");
         [
