@@ -228,6 +228,28 @@ async fn an_http_date_is_read_on_the_servers_clock() {
     assert!((SEC..=2 * SEC).contains(&delay), "waited {delay:?}");
 }
 
+/// A server whose clock is a minute behind says its quota resets at a Unix time 2 s on
+/// its clock: the client waits those 2 s, not nothing (the local past).
+#[tokio::test(start_paused = true)]
+async fn a_reset_timestamp_is_read_on_the_servers_clock() {
+    let delay = delay_waited_after(|n| match n {
+        0 => {
+            let behind = SystemTime::now() - 60 * SEC;
+            let unix = behind.duration_since(std::time::UNIX_EPOCH).unwrap();
+            let mut res = status(503);
+            let headers = res.headers_mut();
+            headers.insert("date", httpdate::fmt_http_date(behind).parse().unwrap());
+            headers.insert("ratelimit-remaining", "0".parse().unwrap());
+            let reset = (unix.as_secs() + 2).to_string();
+            headers.insert("ratelimit-reset", reset.parse().unwrap());
+            res
+        }
+        _ => status(200),
+    })
+    .await;
+    assert!((SEC..=2 * SEC).contains(&delay), "waited {delay:?}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_post_answered_503_is_sent_once_and_a_get_is_not() {
     let (addr, arrivals) = server(|_| status(503)).await;
