@@ -161,6 +161,10 @@ pub(crate) struct Controller {
     restart: Option<Restart>,
     /// Resets are not read: a count did not start over at one (a sliding window).
     sliding: bool,
+    /// A count was seen to start over at its reset: the next windows are taken at their word.
+    started_over: bool,
+    /// The longest round trip answered since the last reset.
+    slowest: Duration,
     config: Config,
 }
 
@@ -171,8 +175,11 @@ struct Restart {
     sends: (u64, u64),
     /// The sends then in flight: the new count may hold them.
     flying: u64,
-    /// The room of the window that ended, when full.
+    /// The room of the window that ended, when full, and its length.
     full: u64,
+    span: Duration,
+    /// The longest round trip answered in that window.
+    slowest: Duration,
     /// Not yet read against a report; never, where others share the quota.
     unread: bool,
 }
@@ -202,6 +209,8 @@ impl Controller {
             length: (Duration::ZERO, Duration::MAX),
             restart: None,
             sliding: false,
+            started_over: false,
+            slowest: Duration::ZERO,
             config,
         }
     }
@@ -255,7 +264,24 @@ impl Controller {
     /// Until when nothing may leave: a cool-down, or the reported room spent.
     pub(crate) fn closed_until(&mut self, now: Instant) -> Option<Instant> {
         self.expire_room(now);
-        self.cooldown(now).max(self.held_until(now))
+        let held = self.held_until(now).max(self.checking_until(now));
+        self.cooldown(now).max(held)
+    }
+
+    /// Until when the first send into a window guessed at a reset goes alone, until a count
+    /// is seen to start over at one: a sliding window reporting its length as a reset would
+    /// count the guess's burst into a window still full. The others wait for its answer two
+    /// of the last window's longest round trips at most (and a doubling period).
+    fn checking_until(&self, now: Instant) -> Option<Instant> {
+        let guessed = self.room.is_some_and(|room| room.guessed) && !self.started_over;
+        let restart = self.restart.filter(|restart| restart.unread && guessed)?;
+        let wait = restart.slowest.saturating_mul(2).min(STARTUP_DOUBLING);
+        let mut since = self
+            .flying
+            .iter()
+            .filter(|(number, _)| *number > restart.sends.0);
+        let until = since.next().map(|&(_, at)| instant_after(at, wait))?;
+        (now < until).then_some(until)
     }
 
     /// Until when a spent room holds the sends: its reset. Where that is known only to the
@@ -325,7 +351,7 @@ impl Controller {
     /// reset: a sliding window reporting its length as a reset. Its reports are not read
     /// from then on; the pace is learned from refusals. (More than that is others' use, or
     /// a smaller quota.)
-    fn starts_over(&mut self, sent: Sent, left: QuotaLeft) {
+    fn starts_over(&mut self, sent: Sent, left: QuotaLeft, now: Instant) {
         let unread = self.restart.as_mut().filter(|restart| restart.unread);
         let Some(restart) = unread.filter(|restart| sent.number > restart.sends.0) else {
             return;
@@ -335,7 +361,15 @@ impl Controller {
         let counted = restart.full.saturating_sub(left.remaining);
         let since = |sends: u64| sent.number.saturating_sub(sends) + restart.flying;
         if since(restart.sends.0) < counted && counted <= since(restart.sends.1) {
-            (self.sliding, self.room) = (true, None);
+            (self.sliding, self.room, self.window) = (true, None, None);
+            // Its rate is its quota over its length: paced from there, as after a refusal.
+            let rate = restart.full as f64 / restart.span.as_secs_f64();
+            if let Some(rate) = Some(rate.max(MIN_RATE)).filter(|rate| rate.is_finite()) {
+                self.curve = Some(Curve::new(now, rate, rate, false));
+                self.last_refusal = Some(now);
+            }
+        } else {
+            self.started_over = true;
         }
     }
 
@@ -356,6 +390,8 @@ impl Controller {
                 sends: (self.sends.saturating_sub(after), before),
                 flying: (self.flying.len() as u64).saturating_sub(after),
                 full: room.full,
+                span: room.span,
+                slowest: std::mem::take(&mut self.slowest),
                 unread: self.share() >= 1.0,
             });
             let next = room.next(self.sends).filter(|next| now < next.reset_at);
@@ -394,10 +430,14 @@ impl Controller {
 
     /// `None` when a request may leave now, else when one may.
     pub(crate) fn ready_at(&mut self, now: Instant) -> Option<Instant> {
-        if let Some(until) = self.closed_until(now) {
-            return Some(until);
-        }
-        let Some(rate) = self.rate(now) else {
+        let closed = self.closed_until(now);
+        let Some(rate) = self
+            .rate(now)
+            .filter(|_| closed.is_none() || self.last_send.is_some())
+        else {
+            if closed.is_some() {
+                return closed;
+            }
             // A send unanswered for a doubling period leaves the count and widens the
             // window as an answer would: with no answer at all, it doubles every period.
             let window = self.window?;
@@ -410,9 +450,11 @@ impl Controller {
             let &(_, oldest) = self.counted().next().filter(|_| young >= limit as usize)?;
             return Some(instant_after(oldest, STARTUP_DOUBLING).min(doubles_at));
         };
+        // The pace goes on after a hold.
         let spacing = interval(rate);
-        let next = instant_after(self.last_send?, spacing);
-        self.due = Some((next, spacing));
+        let slot = instant_after(self.last_send?, spacing);
+        self.due = Some((slot, spacing));
+        let next = slot.max(closed.unwrap_or(now));
         (next > now).then_some(next)
     }
 
@@ -523,13 +565,14 @@ impl Controller {
         now: Instant,
     ) -> Reaction {
         self.expire_room(now);
+        self.slowest = self.slowest.max(now.saturating_duration_since(sent.at));
         let ended = |left: &QuotaLeft| {
             let last = self.last_reset;
             last.is_some_and(|(reset, room)| sent.at < reset && left.remaining <= room)
         };
         let quota = quota.filter(|left| !ended(left));
         if let Some(left) = quota.filter(|left| left.reset.is_some()) {
-            self.starts_over(sent, left);
+            self.starts_over(sent, left, now);
         }
         let quota = quota.filter(|_| !self.sliding);
         let max = self.config.max_cooldown;
@@ -540,8 +583,13 @@ impl Controller {
         // This send's report began the window's record: it opened the window, if any did.
         let began = self.room.as_mut();
         let began = began.filter(|room| !room.guessed && room.first.0 == sent.number);
+        let older = self
+            .flying
+            .iter()
+            .filter(|&&(number, _)| number < sent.number);
+        let older = older.count() as u64;
         let last = began.map(|room| {
-            room.opened = Some(sent.at);
+            (room.opened, room.uncounted) = (Some(sent.at), older);
             before.filter(|_| room.probe_from.is_some())
         });
         // Measured on a newer report that sets the count only: an older or overtaken one's
@@ -773,6 +821,9 @@ pub(crate) struct Room {
     probe: Option<u64>,
     /// When the request whose report began this window left.
     opened: Option<Instant>,
+    /// This client's older sends in flight at the window's first report: the server may
+    /// count them after it.
+    uncounted: u64,
 }
 
 impl Room {
@@ -808,6 +859,7 @@ impl Room {
                 .then(|| reset_at.checked_sub(COARSE).map_or(now, |at| at.max(now))),
             probe: None,
             opened: None,
+            uncounted: 0,
         };
         let window = previous.filter(|old| now < old.reset_at && old.holds(seen, left.remaining));
         if let Some(previous) = window {
@@ -825,6 +877,7 @@ impl Room {
                 room.remaining = left.remaining.min(previous.remaining);
                 room.probe_from = room.probe_from.max(previous.probe_from);
                 (room.probe, room.opened) = (previous.probe, previous.opened);
+                room.uncounted = previous.uncounted;
             }
         }
         Some(room)
@@ -870,12 +923,14 @@ impl Room {
     }
 
     /// This client's share of the quota's use since its window's first report, once measured:
-    /// its `sends` so far over what the quota lost. Some may not be counted yet, so a client
-    /// alone reads all of it, whatever order the server counted its sends in.
+    /// its `sends` so far (and those in flight then) over what the quota lost. Some may not
+    /// be counted yet, so a client alone reads all of it, whatever order the server counted
+    /// its sends in.
     pub(crate) fn share(&self, sends: u64) -> Option<f64> {
         let used = self.first.1.saturating_sub(self.remaining);
         let sent = sends.saturating_sub(self.first.0);
-        (used > 0 && sent > 0).then(|| (sent as f64 / used as f64).min(1.0))
+        let counted = sent.saturating_add(self.uncounted);
+        (used > 0 && sent > 0).then(|| (counted as f64 / used as f64).min(1.0))
     }
 
     /// This client's part (at `share`) of the room left after send `sends`. Every request in

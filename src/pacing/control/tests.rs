@@ -413,23 +413,40 @@ fn a_report_of_a_send_before_the_reset_tells_of_the_window_that_ended() {
 #[test]
 fn the_window_after_a_reset_is_guessed_as_full_as_the_last() {
     let t0 = Instant::now();
-    let second = Duration::from_secs(1);
+    let (second, ms) = (Duration::from_secs(1), Duration::from_millis);
+    let mut control = Controller::new(0, config(), t0);
+    let sent = control.send(t0);
+    control.answered(sent, Answer::Served, Some(left(49)), t0);
+    control.release(sent);
+    let sent = control.send(t0);
+    control.answered(sent, Answer::Served, Some(left(48)), t0 + ms(10));
+    control.release(sent);
+    assert_eq!(sends_now(&mut control, t0 + ms(10)), 48);
+    // At the first reset, one goes alone, for two of the window's longest round trips at
+    // most: a sliding window would count a burst into a window still full. Its report shows
+    // a count that started over: 49 more go, not every request waiting for the reset.
+    // Later resets are taken at their word.
+    let first = control.send(t0 + second);
+    assert_eq!(control.ready_at(t0 + second), Some(t0 + second + ms(20)));
+    control.answered(first, Answer::Served, Some(left(49)), t0 + second);
+    control.release(first);
+    assert_eq!(sends_now(&mut control, t0 + second), 49);
+    assert_eq!(sends_now(&mut control, t0 + second * 2), 49);
     let mut control = Controller::new(0, config(), t0);
     let sent = control.send(t0);
     control.answered(sent, Answer::Served, Some(left(49)), t0);
     control.release(sent);
     assert_eq!(sends_now(&mut control, t0), 49);
-    // At the reset, 49 go, not every request waiting for it.
-    assert_eq!(sends_now(&mut control, t0 + second), 49);
     // A report in the guessed window sets its end: a guess bounds nothing.
     let later = QuotaLeft {
-        remaining: 0,
+        remaining: 49,
         reset: Some(Duration::from_millis(1500)),
         coarse: false,
     };
     let sent = control.send(t0 + second);
     control.answered(sent, Answer::Served, Some(later), t0 + second);
     control.release(sent);
+    assert_eq!(sends_now(&mut control, t0 + second), 49);
     let end = t0 + Duration::from_millis(2500);
     assert_eq!(control.ready_at(t0 + second), Some(end));
     // A quota lowered to 30: the next window is guessed from this one's first report.
@@ -441,7 +458,8 @@ fn the_window_after_a_reset_is_guessed_as_full_as_the_last() {
     control.answered(sent, Answer::Served, Some(left(29)), t0 + second);
     control.release(sent);
     assert_eq!(sends_now(&mut control, t0 + second * 2), 29);
-    // With no report at all, a guess lapses after one window.
+    // With no report at all, a guess lapses after one window. (Answered at once, the
+    // first send after the reset holds the others for no time.)
     let mut control = Controller::new(0, config(), t0);
     let sent = control.send(t0);
     control.answered(sent, Answer::Served, Some(left(49)), t0);
@@ -475,12 +493,14 @@ fn a_count_that_does_not_start_over_at_its_reset_is_not_read_as_a_window() {
     after_reset(&mut fixed, 0);
     assert_eq!(fixed.ready_at(t0 + second), Some(t0 + second * 2));
     // A sliding window still counts 6 of the sends before the reset: its "reset" is only
-    // its length, and its reports are not read from then on.
+    // its length, and its reports are not read from then on. It is paced at its quota
+    // over that length: 9 a second.
     let mut sliding = Controller::new(0, config(), t0);
     spend(&mut sliding, 9);
     after_reset(&mut sliding, 3);
     after_reset(&mut sliding, 0);
-    assert_eq!(sliding.ready_at(t0 + second), None);
+    let spacing = Duration::from_secs_f64(1.0 / 9.0);
+    assert_eq!(sliding.ready_at(t0 + second), Some(t0 + second + spacing));
     // More than this client sent is others' use (or a smaller quota): still a window.
     let mut shared = Controller::new(0, config(), t0);
     spend(&mut shared, 2);

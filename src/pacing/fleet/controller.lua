@@ -109,7 +109,8 @@ local function room_left()
     -- The sends by the reset (and by the one before), those then in flight, and the room
     -- of the window that ended, for the first report since (see starts_over).
     local after = redis.call('ZCOUNT', F, s.rt, '+inf')
-    s.xb, s.xs, s.xr, s.xu = s.xs or 0, s.sends - after, s.rf, 1
+    s.xb, s.xs, s.xr, s.xsp, s.xu = s.xs or 0, s.sends - after, s.rf, s.rs, 1
+    s.xrt, s.rtt = s.rtt or 0, 0
     s.xf = redis.call('ZCARD', F) - after
     if s.rg == nil and s.rs ~= nil and now < s.rt + s.rs then
       s.rn, s.rr, s.rt, s.rg = s.sends, s.rf, s.rt + s.rs, 1
@@ -195,10 +196,26 @@ local function held_until()
   return nil
 end
 
+-- Until when the first send into a window guessed at a reset goes alone, until a count is
+-- seen to start over at one (see starts_over): a sliding window reporting its length as a
+-- reset would count the guess's burst into a window still full. The others wait for its
+-- answer two of the last window's longest round trips at most (and DOUBLING).
+local function checking_until()
+  if s.so ~= nil or s.rg == nil or s.xu == nil then return nil end
+  local first = nil
+  local flying = redis.call('ZRANGE', F, 0, -1, 'WITHSCORES')
+  for i = 1, #flying, 2 do
+    if tonumber(flying[i]) > s.xs then first = math.min(first or math.huge, tonumber(flying[i + 1])) end
+  end
+  local until_ = first and first + math.min(2 * (s.xrt or 0), DOUBLING)
+  if until_ ~= nil and now < until_ then return until_ end
+  return nil
+end
+
 local function closed_until()
   local until_ = nil
   if s.cl ~= nil and s.cl > now then until_ = s.cl end
-  local held = held_until()
+  local held = held_until() or checking_until()
   if held ~= nil then until_ = math.max(until_ or 0, held) end
   return until_
 end
@@ -331,14 +348,22 @@ end
 -- Reads the first report since the last reset. A window that starts over counts only the
 -- sends since (and those in flight then). One that counts more, yet no more than the fleet
 -- sent since the reset before, still counts its sends from before the reset: a sliding
--- window reporting its length as a reset. Its reports are not read from then on.
+-- window reporting its length as a reset. Its reports are not read from then on; it is
+-- paced at its quota over its length, as after a refusal.
 local function starts_over(number, remaining)
   if s.xu == nil or number <= s.xs then return end
   s.xu = nil
   local counted = s.xr - remaining
   if number - s.xs + s.xf < counted and counted <= number - s.xb + s.xf then
-    s.sl = 1
+    s.sl, s.w = 1, nil
     s.rn, s.rr, s.rt, s.rf, s.rs, s.rg, s.rw, s.rpf, s.rp, s.ro = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+    if s.xsp ~= nil and s.xsp > 0 then
+      local r = math.max(s.xr * 1000 / s.xsp, MIN_RATE)
+      set_curve(r, r, 0)
+      s.lr = now
+    end
+  else
+    s.so = 1
   end
 end
 
@@ -347,6 +372,7 @@ local function answered(round, number, answer, asked, remaining, reset, coarse, 
   if asked <= 0 then asked = nil end
   room_left() -- a room whose reset passed gives way to its guess first
   local sent_at = tonumber(redis.call('ZSCORE', F, number))
+  if sent_at ~= nil then s.rtt = math.max(s.rtt or 0, now - sent_at) end
   local last_opened = s.ro
   if s.rx ~= nil and sent_at ~= nil and sent_at < s.rx and remaining <= (s.rxr or -1) then
     remaining = -1

@@ -276,12 +276,14 @@ async fn the_script_does_not_read_a_count_that_does_not_start_over() {
             let got = script.call(1000.0, "reserve", &[30_000.0]).await;
             script.served(1000.0, got, remaining).await;
         }
-        script.call(1000.0, "reserve", &[30_000.0]).await[..2] == [0, 0]
+        let got = script.call(1000.0, "reserve", &[30_000.0]).await;
+        (got[0], got[1])
     };
-    // A fixed window starts over: 8 left after one send, then none: held.
-    assert!(!after_reset(8.0).await);
-    // A sliding window still counts 6 of the sends before the reset: not held.
-    assert!(after_reset(3.0).await);
+    // A fixed window starts over: 8 left after one send, then none: held to its reset.
+    assert_eq!(after_reset(8.0).await, (3, 1_000_000));
+    // A sliding window still counts 6 of the sends before the reset: paced at its quota
+    // over its length, 9 a second (asked again half a spacing before its slot).
+    assert_eq!(after_reset(3.0).await, (3, 1_000_000 / 18));
 }
 
 /// As in-process: the slow start at most doubles per period however fast the answers,
