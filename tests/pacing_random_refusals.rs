@@ -64,9 +64,11 @@ async fn burst(paced: bool, p: f64) -> (usize, Duration) {
 /// Not met: each round's random refusal cuts the pace to 70 % of a delivery that the last
 /// cut lowered, so the pace collapses. 5 % of 429s: 46.0 s against 1.9 s for the retry
 /// layer alone; 20 %: 319 of 1000 succeed, in 85.9 s (waits past the longest fail), against
-/// 998 in 7.9 s.
+/// 998 in 7.9 s. One client cannot tell such refusals from a limit shared with others,
+/// where slowing down is the fair answer; rules that let a random share pass raised the
+/// refusals of a lone client at a token bucket.
 #[tokio::test(start_paused = true)]
-#[ignore = "not met: random 429s collapse the pace (see the test's docs and the issue notes)"]
+#[ignore = "not met: random 429s collapse the pace, as a limit shared with others would"]
 async fn random_429s_cost_no_more_than_the_retry_layer_alone() {
     for p in [0.05, 0.2] {
         let (alone, alone_took) = burst(false, p).await;

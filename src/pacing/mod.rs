@@ -36,8 +36,10 @@
 //!   windows are learned to last from their first requests and refused probes. A refused
 //!   probe's `Retry-After` ending within a second of such a reset bounds it. Requests
 //!   overtake each other: only one sent after a report of a window can tell, with more
-//!   room, that a new one began. A count that does not start over at its reset, holding
-//!   this client's sends from before it, is a sliding window's: its reports are not read.
+//!   room, that a new one began. Until a count is seen to start over at a reset, the first
+//!   request after one goes alone, two round trips at most. A count that does not, holding
+//!   this client's sends from before it, is a sliding window's: its reports are not read,
+//!   and it is paced at its quota over its length.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.
@@ -52,7 +54,8 @@
 //!
 //! Every 429 is taken as the rate's. A server refusing at random, whatever the rate (a
 //! flaky upstream, not a limiter), drags the pace down round after round: the retry
-//! layer alone suits it better.
+//! layer alone suits it better. One client cannot tell it from a limit shared with others,
+//! where slowing down is the fair answer (TCP takes every loss for congestion alike).
 //!
 //! # Where to put it
 //!

@@ -352,6 +352,27 @@ fn a_newer_sends_report_with_more_room_is_a_new_window_only_if_it_left_after_a_r
 }
 
 #[test]
+fn a_client_alone_reads_all_of_a_count_that_took_its_sends_in_flight_after_the_first_report() {
+    let t0 = Instant::now();
+    let mut control = Controller::new(0, config(), t0);
+    // Three in flight; the third's report comes first: the server counted the first before
+    // it (48 of 50 left), the second after it.
+    let sends: Vec<_> = (0..3).map(|_| control.send(t0)).collect();
+    for (sent, remaining) in [(sends[2], 48), (sends[0], 49), (sends[1], 47)] {
+        control.answered(sent, Answer::Served, Some(left(remaining)), t0);
+        control.release(sent);
+    }
+    // Ten more, each counted one by one: the quota lost 11 since the first report, this
+    // client sent 10 since and had 2 in flight then. It is alone.
+    for remaining in (37..47).rev() {
+        let sent = control.send(t0);
+        control.answered(sent, Answer::Served, Some(left(remaining)), t0);
+        control.release(sent);
+    }
+    assert_eq!(control.share(), 1.0);
+}
+
+#[test]
 fn a_told_share_of_a_quota_outlives_its_window() {
     let t0 = Instant::now();
     let report = |control: &mut Controller, remaining, now| {
