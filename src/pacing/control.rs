@@ -363,8 +363,8 @@ impl Controller {
         if since(restart.sends.0) < counted && counted <= since(restart.sends.1) {
             (self.sliding, self.room, self.window) = (true, None, None);
             // Its rate is its quota over its length: paced from there, as after a refusal.
-            let rate = restart.full as f64 / restart.span.as_secs_f64();
-            if let Some(rate) = Some(rate.max(MIN_RATE)).filter(|rate| rate.is_finite()) {
+            let rate = (restart.full as f64 / restart.span.as_secs_f64()).max(MIN_RATE);
+            if rate.is_finite() {
                 self.curve = Some(Curve::new(now, rate, rate, false));
                 self.last_refusal = Some(now);
             }
@@ -431,31 +431,29 @@ impl Controller {
     /// `None` when a request may leave now, else when one may.
     pub(crate) fn ready_at(&mut self, now: Instant) -> Option<Instant> {
         let closed = self.closed_until(now);
-        let Some(rate) = self
-            .rate(now)
-            .filter(|_| closed.is_none() || self.last_send.is_some())
-        else {
-            if closed.is_some() {
-                return closed;
-            }
-            // A send unanswered for a doubling period leaves the count and widens the
-            // window as an answer would: with no answer at all, it doubles every period.
-            let window = self.window?;
-            let before = self.counted().count();
-            self.mark = self.mark.max(now.checked_sub(STARTUP_DOUBLING));
-            let young = self.counted().count();
-            let stalled = u32::try_from(before - young).unwrap_or(u32::MAX);
-            self.window = Some(window.saturating_add(stalled));
-            let (limit, doubles_at) = self.window_at(now)?;
-            let &(_, oldest) = self.counted().next().filter(|_| young >= limit as usize)?;
-            return Some(instant_after(oldest, STARTUP_DOUBLING).min(doubles_at));
-        };
-        // The pace goes on after a hold.
-        let spacing = interval(rate);
-        let slot = instant_after(self.last_send?, spacing);
-        self.due = Some((slot, spacing));
-        let next = slot.max(closed.unwrap_or(now));
-        (next > now).then_some(next)
+        let rate = self.rate(now);
+        if let (Some(rate), Some(last_send)) = (rate, self.last_send) {
+            // The pace goes on after a hold.
+            let spacing = interval(rate);
+            let slot = instant_after(last_send, spacing);
+            self.due = Some((slot, spacing));
+            let next = slot.max(closed.unwrap_or(now));
+            return (next > now).then_some(next);
+        }
+        if closed.is_some() || rate.is_some() {
+            return closed;
+        }
+        // A send unanswered for a doubling period leaves the count and widens the
+        // window as an answer would: with no answer at all, it doubles every period.
+        let window = self.window?;
+        let before = self.counted().count();
+        self.mark = self.mark.max(now.checked_sub(STARTUP_DOUBLING));
+        let young = self.counted().count();
+        let stalled = u32::try_from(before - young).unwrap_or(u32::MAX);
+        self.window = Some(window.saturating_add(stalled));
+        let (limit, doubles_at) = self.window_at(now)?;
+        let &(_, oldest) = self.counted().next().filter(|_| young >= limit as usize)?;
+        Some(instant_after(oldest, STARTUP_DOUBLING).min(doubles_at))
     }
 
     /// How long a request arriving behind `queued` others may expect to wait.
@@ -583,13 +581,10 @@ impl Controller {
         // This send's report began the window's record: it opened the window, if any did.
         let began = self.room.as_mut();
         let began = began.filter(|room| !room.guessed && room.first.0 == sent.number);
-        let older = self
-            .flying
-            .iter()
-            .filter(|&&(number, _)| number < sent.number);
-        let older = older.count() as u64;
+        let flying = &self.flying;
         let last = began.map(|room| {
-            (room.opened, room.uncounted) = (Some(sent.at), older);
+            let older = flying.iter().filter(|&&(number, _)| number < sent.number);
+            (room.opened, room.uncounted) = (Some(sent.at), older.count() as u64);
             before.filter(|_| room.probe_from.is_some())
         });
         // Measured on a newer report that sets the count only: an older or overtaken one's

@@ -215,8 +215,9 @@ end
 local function closed_until()
   local until_ = nil
   if s.cl ~= nil and s.cl > now then until_ = s.cl end
-  local held = held_until() or checking_until()
-  if held ~= nil then until_ = math.max(until_ or 0, held) end
+  for _, held in ipairs({held_until() or false, checking_until() or false}) do
+    if held then until_ = math.max(until_ or 0, held) end
+  end
   return until_
 end
 
