@@ -12,6 +12,7 @@
 //! | [`OPEN_WINDOW`] | 64 | where the slow start ends: past the 20 in flight of every matrix row |
 //! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 5 s | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5) |
 //! | [`COARSE`] | 1 s | the resolution of a reset given as a Unix time in whole seconds; probed by bisection |
+//! | [`TIMER_GRAIN`] | 1 ms | tokio's timer resolution: a paced send may wake this late |
 
 use crate::retry_after::QuotaLeft;
 use crate::time::instant_after;
@@ -35,6 +36,8 @@ pub(crate) const FIRST_PROBE: Duration = Duration::from_millis(100);
 pub(crate) const MAX_PROBE: Duration = Duration::from_secs(5);
 /// The slow start ends once the window reaches this many requests in flight.
 pub(crate) const OPEN_WINDOW: u32 = 64;
+/// How late a timer may wake a paced send: tokio's timers have millisecond resolution.
+pub(crate) const TIMER_GRAIN: Duration = Duration::from_millis(1);
 
 /// What an answer says of the destination's capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -456,6 +459,15 @@ impl Controller {
         Some(instant_after(oldest, STARTUP_DOUBLING).min(doubles_at))
     }
 
+    /// [`ready_at`](Self::ready_at) for a request woken by another's send rather than by a
+    /// timer: a paced slot less than a timer tick ahead is due now, and the send counts at
+    /// it (GCRA's burst tolerance of one tick). Paces faster than the timer hold.
+    pub(crate) fn send_at(&mut self, now: Instant) -> Option<Instant> {
+        let at = self.ready_at(now)?;
+        let slot = self.due.is_some_and(|(slot, _)| slot == at);
+        (!slot || at > instant_after(now, TIMER_GRAIN)).then_some(at)
+    }
+
     /// How long a request arriving behind `queued` others may expect to wait.
     pub(crate) fn expected_wait(&mut self, queued: usize, now: Instant) -> Duration {
         let first = self.ready_at(now).unwrap_or(now) - now;
@@ -490,11 +502,17 @@ impl Controller {
         }
     }
 
-    /// When a send at `now` counts as sent. Less than one spacing after its slot, at the
-    /// slot (GCRA's theoretical arrival time): a send late by a wake-up slows no later one.
+    /// When a send at `now` counts as sent: before its slot ([`send_at`](Self::send_at)),
+    /// or less than one spacing after it, at the slot (GCRA's theoretical arrival time), so
+    /// a send late by a wake-up slows no later one; up to a timer tick later, a tick before
+    /// `now`, as timers wake a tick late. Later still, the beat restarts.
     fn beat(&mut self, now: Instant) -> Instant {
         match self.due.take() {
-            Some((due, spacing)) if due <= now && now < instant_after(due, spacing) => due,
+            Some((due, _)) if due > now => due.min(instant_after(now, TIMER_GRAIN)),
+            Some((due, spacing)) if now < instant_after(due, spacing) => due,
+            Some((due, spacing)) if now < instant_after(due, spacing + TIMER_GRAIN) => {
+                now.checked_sub(TIMER_GRAIN).map_or(now, |at| at.max(due))
+            }
             _ => now,
         }
     }

@@ -242,7 +242,7 @@ impl Ticket {
                 Watch::Wait => return Turn::At(instant_after(now, RECHECK)),
             }
         }
-        match s.control.ready_at(now) {
+        match s.control.send_at(now) {
             None => {
                 let grant = Grant(Arc::clone(&self.0), Some(s.control.send(now)));
                 s.queue.pop_front(false);
@@ -319,7 +319,7 @@ impl Destination {
             tracing::debug!(to = %self.key, ?wait, ?max_wait, "pacing: request would wait too long");
             return Admit::Fail(limits.too_long(wait, now));
         }
-        if s.queue.is_empty() && s.control.ready_at(now).is_none() {
+        if s.queue.is_empty() && s.control.send_at(now).is_none() {
             return Admit::Go(Grant(Arc::clone(self), Some(s.control.send(now))));
         }
         let max_queue = self.settings.max_queue;

@@ -35,7 +35,8 @@
 //!
 //! 1. **burst**: 300 GETs, 20 at a time: 300/300 succeed, within 1.1× the ideal 6 s, under
 //!    5 % of attempts refused. `--rate R --burst B --requests N --concurrency C` run it
-//!    away from the point the harness was tuned at.
+//!    away from the point the harness was tuned at; `LIMITERS_WINDOW=S` gives the window
+//!    limiters (express, fastify, HAProxy, rate-limiter-flexible) windows of S seconds.
 //! 2. **two**: one client sends a burst to a limited (or down) destination and a steady
 //!    stream to a healthy one: the healthy one sees no failure, its p99 grows by < 10 ms.
 //! 3. **fleet**: 8 independent clients (8 processes: this example re-spawns itself) share

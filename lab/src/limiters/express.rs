@@ -32,6 +32,12 @@ pub async fn start(
     headers: Option<Headers>,
 ) -> Result<(SocketAddr, Running), Unavailable> {
     let headers = headers.map_or("draft-8", Headers::option);
-    let args = [limit.per_second.to_string(), "1000".into(), headers.into()];
+    let window = super::window_seconds()?;
+    let quota = limit.per_second.saturating_mul(window);
+    let args = [
+        quota.to_string(),
+        (window * 1000).to_string(),
+        headers.into(),
+    ];
     super::node::start("express-limiter", "express-rate-limit", &args).await
 }

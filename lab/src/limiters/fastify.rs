@@ -6,6 +6,8 @@ use super::{RateLimit, Running, Unavailable};
 use std::net::SocketAddr;
 
 pub async fn start(limit: RateLimit) -> Result<(SocketAddr, Running), Unavailable> {
-    let args = [limit.per_second.to_string(), "1000".into()];
+    let window = super::window_seconds()?;
+    let quota = limit.per_second.saturating_mul(window);
+    let args = [quota.to_string(), (window * 1000).to_string()];
     super::node::start("fastify-limiter", "@fastify/rate-limit", &args).await
 }

@@ -12,6 +12,8 @@ pub async fn start(limit: RateLimit) -> Result<(SocketAddr, Running), Unavailabl
             "LIMITERS_FLEXIBLE_HEADERS={headers}: not `readme` or `none`"
         )));
     }
-    let args = [limit.per_second.to_string(), "1".into(), headers];
+    let window = super::window_seconds()?;
+    let quota = limit.per_second.saturating_mul(window);
+    let args = [quota.to_string(), window.to_string(), headers];
     super::node::start("flexible-limiter", "rate-limiter-flexible", &args).await
 }

@@ -8,10 +8,18 @@ use std::path::Path;
 
 /// The configuration: every request is tracked in a one-entry table by source address
 /// (all clients are 127.0.0.1: one shared limit); past `per_second` requests in the
-/// sliding second, HAProxy answers 429 itself. Refused requests count in the rate too.
+/// sliding second (or `window` seconds: `per_second` times as many), HAProxy answers 429
+/// itself. Refused requests count in the rate too.
 /// With `rate_limit_field`, every answer also carries the IETF `RateLimit` field (see
 /// [`rate_limit_header`]).
-pub fn config(port: u16, backend: SocketAddr, limit: RateLimit, rate_limit_field: bool) -> String {
+pub fn config(
+    port: u16,
+    backend: SocketAddr,
+    limit: RateLimit,
+    window: u32,
+    rate_limit_field: bool,
+) -> String {
+    let quota = limit.per_second.saturating_mul(window);
     format!(
         "global
     maxconn 4096
@@ -25,7 +33,7 @@ defaults
 
 frontend limited
     bind 127.0.0.1:{port}
-    stick-table type ip size 1k expire 10s store http_req_rate(1s)
+    stick-table type ip size 1k expire {expire}s store http_req_rate({window}s)
     http-request track-sc0 src
     http-request return status 429 content-type text/plain string \"too many requests\" hdr Retry-After 1 if {{ sc_http_req_rate(0) gt {rate} }}
 {headers}    default_backend app
@@ -33,9 +41,10 @@ frontend limited
 backend app
     server app1 {backend}
 ",
-        rate = limit.per_second,
+        rate = quota,
+        expire = window.saturating_mul(2).max(10),
         headers = if rate_limit_field {
-            rate_limit_header(limit)
+            rate_limit_header(quota, window)
         } else {
             String::new()
         }
@@ -47,10 +56,9 @@ backend app
 /// would write it,
 /// `r` = the limit minus HAProxy's current count, `t=1`. A sliding window has no reset,
 /// so `t=1` tells a client that the quota comes back whole in a second, which it does not.
-fn rate_limit_header(limit: RateLimit) -> String {
+fn rate_limit_header(quota: u32, window: u32) -> String {
     format!(
-        "    http-after-response set-header RateLimit \"\\\"{rate}-in-1sec\\\"; r=%[sc_http_req_rate(0),neg,add({rate})]; t=1\"\n",
-        rate = limit.per_second
+        "    http-after-response set-header RateLimit \"\\\"{quota}-in-{window}sec\\\"; r=%[sc_http_req_rate(0),neg,add({quota})]; t={window}\"\n"
     )
 }
 
@@ -62,7 +70,8 @@ pub async fn start(
         Unavailable("no haproxy on PATH (apt-get install haproxy; .ci/run does)".into())
     })?;
     let (backend_addr, backend) = backend::serve().await;
-    let config = |port, _: &Path| config(port, backend_addr, limit, rate_limit_field);
+    let window = super::window_seconds()?;
+    let config = |port, _: &Path| config(port, backend_addr, limit, window, rate_limit_field);
     let args = |_: &Path, cfg: &Path| vec!["-f".into(), cfg.into(), "-db".into()];
     let (addr, guard) = process::start(&program, "haproxy.cfg", config, args).await?;
     Ok((addr, Running::Process(guard, Some(backend))))

@@ -58,6 +58,21 @@ impl RateLimit {
     }
 }
 
+/// The window of the window limiters (express, fastify, HAProxy, rate-limiter-flexible),
+/// in seconds: `LIMITERS_WINDOW` if set, else 1. Each lets `per_second` times it pass in
+/// one window: the same average rate, in longer bursts.
+pub fn window_seconds() -> Result<u32, Unavailable> {
+    let Ok(text) = std::env::var("LIMITERS_WINDOW") else {
+        return Ok(1);
+    };
+    let why = || {
+        Unavailable(format!(
+            "LIMITERS_WINDOW={text}: not a whole number of seconds ≥ 1"
+        ))
+    };
+    text.parse().ok().filter(|&s| s >= 1).ok_or_else(why)
+}
+
 /// Which real limiter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {

@@ -556,9 +556,33 @@ fn a_send_late_by_less_than_a_spacing_keeps_the_beat() {
     // 10 ms late: the next slot is still at 100 ms, as GCRA's theoretical arrival time.
     control.send(t0 + ms(60));
     assert_eq!(control.ready_at(t0 + ms(60)), Some(t0 + ms(100)));
-    // A whole spacing late or more: the beat restarts, no burst to catch up.
-    control.send(t0 + ms(200));
-    assert_eq!(control.ready_at(t0 + ms(200)), Some(t0 + ms(250)));
+    // A whole spacing late, within a timer tick: counted a tick before it left.
+    control.send(t0 + ms(150));
+    assert_eq!(control.ready_at(t0 + ms(150)), Some(t0 + ms(199)));
+    // Later still: the beat restarts, no burst to catch up.
+    control.send(t0 + ms(300));
+    assert_eq!(control.ready_at(t0 + ms(300)), Some(t0 + ms(350)));
+}
+
+/// Woken a little after whole milliseconds only, as tokio's timers wake, a pace of
+/// 2000 r/s still sends 2000 a second: the sends due since the tick, or within the next,
+/// leave together. Each counts at its slot, so no more leave.
+#[test]
+fn a_pace_faster_than_the_timer_keeps_its_rate() {
+    let t0 = Instant::now();
+    let mut control = Controller::new(0, known(2000.0), t0);
+    let (mut now, mut sent) = (t0, 0);
+    while now < t0 + Duration::from_secs(1) {
+        while control.send_at(now).is_none() {
+            control.send(now);
+            sent += 1;
+        }
+        // Sleeps end on the tick after the instant asked, and a fifth of one later.
+        let at = control.send_at(now).expect("paced");
+        let ticks = at.duration_since(t0).as_nanos().div_ceil(MS.as_nanos());
+        now = t0 + MS * u32::try_from(ticks).unwrap() + MS / 5;
+    }
+    assert!((1999..=2002).contains(&sent), "{sent} sent in a second");
 }
 
 /// How many requests may leave at `now` (at most 100), sent together, then answered

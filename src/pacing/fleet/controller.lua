@@ -30,6 +30,8 @@ local KNOWN, INITIAL_WINDOW, TTL = tonumber(ARGV[13]), tonumber(ARGV[14]), math.
 local SPREAD_SPENT = tonumber(ARGV[16])
 -- How much sooner than a reset given in whole Unix seconds its count may come back (ms).
 local COARSE = 1000
+-- How late a timer may wake a paced send (ms): tokio's timers have millisecond resolution.
+local TIMER_GRAIN = 1
 
 local now = tonumber(ARGV[17])
 if now < 0 then
@@ -502,9 +504,16 @@ if op == 'reserve' then
     s.sends = s.sends + 1
     if probing then s.rp = s.sends end
     -- Less than one spacing after its slot, a send counts at the slot (GCRA's theoretical
-    -- arrival time): a request late by a round trip slows no later one.
+    -- arrival time): a request late by a round trip slows no later one. Up to a timer tick
+    -- later, a tick before it left, as timers wake a tick late.
     local due = s.ls and s.ls + spacing
-    if spacing > 0 and due ~= nil and due <= at and at < due + spacing then s.ls = due else s.ls = at end
+    if spacing > 0 and due ~= nil and due <= at and at < due + spacing then
+      s.ls = due
+    elseif spacing > 0 and due ~= nil and due <= at and at < due + spacing + TIMER_GRAIN then
+      s.ls = math.max(due, at - TIMER_GRAIN)
+    else
+      s.ls = at
+    end
     redis.call('ZADD', F, at, s.sends)
     local pace = (spacing > 0) and 1000 / spacing or 0
     local served = (spacing > 0) and served_rate(DOUBLING) or 0
