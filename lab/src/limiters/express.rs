@@ -32,11 +32,10 @@ pub async fn start(
     headers: Option<Headers>,
 ) -> Result<(SocketAddr, Running), Unavailable> {
     let headers = headers.map_or("draft-8", Headers::option);
-    let window = super::window_seconds()?;
-    let quota = limit.per_second.saturating_mul(window);
+    let window = super::Window::of(limit)?;
     let args = [
-        quota.to_string(),
-        (window * 1000).to_string(),
+        window.quota.to_string(),
+        window.millis().to_string(),
         headers.into(),
     ];
     super::node::start("express-limiter", "express-rate-limit", &args).await

@@ -6,8 +6,7 @@ use super::{RateLimit, Running, Unavailable};
 use std::net::SocketAddr;
 
 pub async fn start(limit: RateLimit) -> Result<(SocketAddr, Running), Unavailable> {
-    let window = super::window_seconds()?;
-    let quota = limit.per_second.saturating_mul(window);
-    let args = [quota.to_string(), (window * 1000).to_string()];
+    let window = super::Window::of(limit)?;
+    let args = [window.quota.to_string(), window.millis().to_string()];
     super::node::start("fastify-limiter", "@fastify/rate-limit", &args).await
 }

@@ -12,8 +12,11 @@ pub async fn start(limit: RateLimit) -> Result<(SocketAddr, Running), Unavailabl
             "LIMITERS_FLEXIBLE_HEADERS={headers}: not `readme` or `none`"
         )));
     }
-    let window = super::window_seconds()?;
-    let quota = limit.per_second.saturating_mul(window);
-    let args = [quota.to_string(), window.to_string(), headers];
+    let window = super::Window::of(limit)?;
+    let args = [
+        window.quota.to_string(),
+        window.seconds.to_string(),
+        headers,
+    ];
     super::node::start("flexible-limiter", "rate-limiter-flexible", &args).await
 }

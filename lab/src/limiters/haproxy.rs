@@ -2,24 +2,21 @@
 //! of this process. Its configuration is written to a temporary folder; `haproxy -db`
 //! runs in the foreground and is killed when the limiter is dropped.
 
-use super::{RateLimit, Running, Unavailable, backend, process};
+use super::{RateLimit, Running, Unavailable, Window, backend, process};
 use std::net::SocketAddr;
 use std::path::Path;
 
 /// The configuration: every request is tracked in a one-entry table by source address
-/// (all clients are 127.0.0.1: one shared limit); past `per_second` requests in the
-/// sliding second (or `window` seconds: `per_second` times as many), HAProxy answers 429
-/// itself. Refused requests count in the rate too.
+/// (all clients are 127.0.0.1: one shared limit); past `window`'s quota in the sliding
+/// window, HAProxy answers 429 itself. Refused requests count in the rate too.
 /// With `rate_limit_field`, every answer also carries the IETF `RateLimit` field (see
 /// [`rate_limit_header`]).
 pub fn config(
     port: u16,
     backend: SocketAddr,
-    limit: RateLimit,
-    window: u32,
+    Window { quota, seconds }: Window,
     rate_limit_field: bool,
 ) -> String {
-    let quota = limit.per_second.saturating_mul(window);
     format!(
         "global
     maxconn 4096
@@ -33,7 +30,7 @@ defaults
 
 frontend limited
     bind 127.0.0.1:{port}
-    stick-table type ip size 1k expire {expire}s store http_req_rate({window}s)
+    stick-table type ip size 1k expire {expire}s store http_req_rate({seconds}s)
     http-request track-sc0 src
     http-request return status 429 content-type text/plain string \"too many requests\" hdr Retry-After 1 if {{ sc_http_req_rate(0) gt {rate} }}
 {headers}    default_backend app
@@ -42,9 +39,9 @@ backend app
     server app1 {backend}
 ",
         rate = quota,
-        expire = window.saturating_mul(2).max(10),
+        expire = seconds.saturating_mul(2).max(10),
         headers = if rate_limit_field {
-            rate_limit_header(quota, window)
+            rate_limit_header(quota, seconds)
         } else {
             String::new()
         }
@@ -70,8 +67,8 @@ pub async fn start(
         Unavailable("no haproxy on PATH (apt-get install haproxy; .ci/run does)".into())
     })?;
     let (backend_addr, backend) = backend::serve().await;
-    let window = super::window_seconds()?;
-    let config = |port, _: &Path| config(port, backend_addr, limit, window, rate_limit_field);
+    let window = Window::of(limit)?;
+    let config = |port, _: &Path| config(port, backend_addr, window, rate_limit_field);
     let args = |_: &Path, cfg: &Path| vec!["-f".into(), cfg.into(), "-db".into()];
     let (addr, guard) = process::start(&program, "haproxy.cfg", config, args).await?;
     Ok((addr, Running::Process(guard, Some(backend))))

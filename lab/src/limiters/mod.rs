@@ -58,19 +58,36 @@ impl RateLimit {
     }
 }
 
-/// The window of the window limiters (express, fastify, HAProxy, rate-limiter-flexible),
-/// in seconds: `LIMITERS_WINDOW` if set, else 1. Each lets `per_second` times it pass in
-/// one window: the same average rate, in longer bursts.
-pub fn window_seconds() -> Result<u32, Unavailable> {
-    let Ok(text) = std::env::var("LIMITERS_WINDOW") else {
-        return Ok(1);
-    };
-    let why = || {
-        Unavailable(format!(
-            "LIMITERS_WINDOW={text}: not a whole number of seconds ≥ 1"
-        ))
-    };
-    text.parse().ok().filter(|&s| s >= 1).ok_or_else(why)
+/// The window of the window limiters (express, fastify, HAProxy, rate-limiter-flexible):
+/// `LIMITERS_WINDOW` seconds if set, else 1. Each lets `per_second` times it pass in one
+/// window: the same average rate, in longer bursts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// The requests one window lets pass.
+    pub quota: u32,
+    /// Its length.
+    pub seconds: u32,
+}
+
+impl Window {
+    /// `limit` over `LIMITERS_WINDOW` seconds, or over one.
+    pub fn of(limit: RateLimit) -> Result<Self, Unavailable> {
+        let seconds = match std::env::var("LIMITERS_WINDOW") {
+            Err(_) => 1,
+            Ok(text) => text.parse().ok().filter(|&s| s >= 1).ok_or_else(|| {
+                Unavailable(format!(
+                    "LIMITERS_WINDOW={text}: not a whole number of seconds ≥ 1"
+                ))
+            })?,
+        };
+        let quota = limit.per_second.saturating_mul(seconds);
+        Ok(Self { quota, seconds })
+    }
+
+    /// Its length in milliseconds.
+    pub fn millis(self) -> u64 {
+        u64::from(self.seconds) * 1000
+    }
 }
 
 /// Which real limiter.

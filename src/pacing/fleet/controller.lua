@@ -507,9 +507,10 @@ if op == 'reserve' then
     -- arrival time): a request late by a round trip slows no later one. Up to a timer tick
     -- later, a tick before it left, as timers wake a tick late.
     local due = s.ls and s.ls + spacing
-    if spacing > 0 and due ~= nil and due <= at and at < due + spacing then
+    local late = (spacing > 0 and due ~= nil and due <= at) and at - due or math.huge
+    if late < spacing then
       s.ls = due
-    elseif spacing > 0 and due ~= nil and due <= at and at < due + spacing + TIMER_GRAIN then
+    elseif late < spacing + TIMER_GRAIN then
       s.ls = math.max(due, at - TIMER_GRAIN)
     else
       s.ls = at
