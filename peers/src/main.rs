@@ -125,7 +125,7 @@ async fn run_one(scenario: Scenario, lib: Lib, sizes: Sizes, run: u64) -> std::i
         }
         Scenario::Outage => {
             let origin = Instant::now();
-            let (server, counts) = servers::outage(origin, sizes.outage).await?;
+            let (server, counts) = servers::outage(origin, sizes.outage, servers::BARE_503).await?;
             let url = format!("http://{}/", server.addr);
             let done = timed_load(&client, &url, (sizes.outage_window, CONCURRENCY), origin).await;
             let per_id = counts.per_id();

@@ -144,15 +144,27 @@ pub async fn random_failures(p: f64, seed: u64) -> std::io::Result<(Server, Arc<
     Ok((server, counts))
 }
 
-/// 503 without `Retry-After` to everything until `origin + outage`, then 200.
-pub async fn outage(origin: Instant, outage: Duration) -> std::io::Result<(Server, Arc<Counts>)> {
+/// An outage's answer that pacing ignores: 503 without `Retry-After`.
+pub const BARE_503: (StatusCode, Option<u64>) = (StatusCode::SERVICE_UNAVAILABLE, None);
+
+/// `status` (with `Retry-After: retry_after` seconds, if any) to everything until
+/// `origin + outage`, then 200.
+pub async fn outage(
+    origin: Instant,
+    outage: Duration,
+    (status, retry_after): (StatusCode, Option<u64>),
+) -> std::io::Result<(Server, Arc<Counts>)> {
     let counts = Arc::new(Counts::default());
     let c = counts.clone();
     let server = serve(Arc::new(move |_: &Method, id| {
         c.record(id);
         if origin.elapsed() < outage {
             c.refused.fetch_add(1, Ordering::Relaxed);
-            Some(reply(StatusCode::SERVICE_UNAVAILABLE))
+            let mut res = reply(status);
+            if let Some(seconds) = retry_after {
+                res.headers_mut().insert("retry-after", seconds.into());
+            }
+            Some(res)
         } else {
             Some(reply(StatusCode::OK))
         }

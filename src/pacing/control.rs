@@ -10,7 +10,7 @@
 //! | [`REOPEN_AFTER`] | 10 s | matrix row 4: the pace grows past any limit by then |
 //! | [`SERVED_WINDOW`] | 1 s | the window of most published limits (matrix row 1) |
 //! | [`OPEN_WINDOW`] | 64 | where the slow start ends: past the 20 in flight of every matrix row |
-//! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 5 s | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5) |
+//! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 500 ms | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5); at most 500 ms for #29's recovery within 1 s |
 //! | [`COARSE`] | 1 s | the resolution of a reset given as a Unix time in whole seconds; probed by bisection |
 //! | [`TIMER_GRAIN`] | 1 ms | tokio's timer resolution: a paced send may wake this late |
 
@@ -33,7 +33,7 @@ pub(crate) const REOPEN_AFTER: Duration = Duration::from_secs(10);
 /// The default first probing delay of a destination that serves nothing.
 pub(crate) const FIRST_PROBE: Duration = Duration::from_millis(100);
 /// The default longest probing delay.
-pub(crate) const MAX_PROBE: Duration = Duration::from_secs(5);
+pub(crate) const MAX_PROBE: Duration = Duration::from_millis(500);
 /// The slow start ends once the window reaches this many requests in flight.
 pub(crate) const OPEN_WINDOW: u32 = 64;
 /// How late a timer may wake a paced send: tokio's timers have millisecond resolution.
@@ -154,8 +154,8 @@ pub(crate) struct Controller {
     told_share: Option<f64>,
     /// The probing delay; zero when not probing.
     pub(crate) probe: Duration,
-    /// Closed for a delay asked since the last cut.
-    closed_in_round: bool,
+    /// Nothing served for a window past the first: the next success starts it over.
+    silenced: bool,
     /// When the pace was last cut: a window's count has passed a window after.
     last_cut: Option<Instant>,
     /// The shortest and longest a window opened by a request may last, as learned.
@@ -207,7 +207,7 @@ impl Controller {
             share: 1.0,
             told_share: None,
             probe: Duration::ZERO,
-            closed_in_round: false,
+            silenced: false,
             last_cut: None,
             length: (Duration::ZERO, Duration::MAX),
             restart: None,
@@ -615,6 +615,9 @@ impl Controller {
         self.learn_reset(last.flatten(), sent, answer);
         match answer {
             Answer::Served => {
+                if std::mem::take(&mut self.silenced) {
+                    self.start_over(now);
+                }
                 self.served.add(sent.round == self.round, now);
                 if let Some(delivered) = self.curve.as_mut().and_then(|c| c.startup.as_mut()) {
                     delivered.add(false, now);
@@ -658,7 +661,6 @@ impl Controller {
         self.round += 1;
         let served = self.served.take_since() > 0;
         if served || self.curve.is_none() {
-            self.closed_in_round = false;
             self.curve = Some(self.cut(now));
             self.last_cut = Some(now);
         }
@@ -666,21 +668,22 @@ impl Controller {
             return Reaction::Slower;
         }
         // Nothing served since the last cut, nor for a window: a spent quota or a server
-        // down, closed for the delay it asked, once. Else a limiter counting refusals,
-        // closed for a doubled probing delay (at least the known spacing).
+        // down, closed for the delay it asked. Else a limiter counting refusals, closed
+        // for a doubled probing delay (at least the known spacing).
         let silent = self.silent(sent, now);
         // Asked no delay, a probe comes by a window after the cut: a window's count has
         // passed by then.
         let passed = self.last_cut.map(|at| instant_after(at, SERVED_WINDOW));
         let by = passed.filter(|&at| asked.is_none() && !silent && at > now);
-        let asked = asked.filter(|_| silent && !self.closed_in_round);
-        self.closed_in_round |= asked.is_some();
+        let asked = asked.filter(|_| silent);
         let doubled = self.probe.saturating_mul(2).max(self.config.first_probe);
         self.probe = doubled.min(self.config.max_probe);
         if silent {
-            // Nothing served for a window: the pace restarts at one per delay.
+            // Nothing served for a window: one probe per delay until a success. Past its
+            // first window, refusals of everything tell nothing of the pace served after.
             let base = 1.0 / self.probe.as_secs_f64();
             self.curve = Some(Curve::new(now, base, base, true));
+            self.silenced = now.saturating_duration_since(self.served.born) >= SERVED_WINDOW;
         }
         let probe = by.map_or(self.probe, |by| self.probe.min(by - now));
         let spacing = self.config.known.map_or(Duration::ZERO, interval);
@@ -696,6 +699,18 @@ impl Controller {
         let young = now.saturating_duration_since(self.served.born) < SERVED_WINDOW && alone;
         let others = || self.flying.iter().any(|&(number, _)| number != sent.number);
         self.served.in_window(now) == 0.0 && !(young && others())
+    }
+
+    /// The first success after a silence: the destination starts over as a new one, with a
+    /// slow start from the initial window (TCP's after a retransmission timeout, RFC 5681
+    /// §3.1). Refusals of everything tell nothing of the pace it serves now.
+    fn start_over(&mut self, now: Instant) {
+        let known = self.config.known;
+        self.curve = known.map(|rate| Curve::new(now, rate, rate, false));
+        let initial = (known.is_none() && self.initial_window > 0).then_some(self.initial_window);
+        (self.window, self.served) = (initial, Served::new(now));
+        (self.mark, self.last_refusal) = (now.checked_sub(STARTUP_DOUBLING), None);
+        (self.last_send, self.due) = (None, None);
     }
 
     fn cut(&mut self, now: Instant) -> Curve {

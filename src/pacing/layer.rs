@@ -74,7 +74,8 @@ impl PacingLayer {
     ];
     /// The first probing delay of a destination that serves nothing: 100 ms.
     pub const DEFAULT_FIRST_PROBE: Duration = FIRST_PROBE;
-    /// The longest probing delay, 5 s: a recovery is seen within 5 s.
+    /// The longest probing delay, 500 ms: a recovery is seen within half a second, for two
+    /// requests a second at most while everything is refused.
     pub const DEFAULT_MAX_PROBE: Duration = MAX_PROBE;
 
     /// A layer with every default.

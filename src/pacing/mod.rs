@@ -21,11 +21,12 @@
 //!   Only a request sent after a cut can cut again, as TCP cuts once per round trip. A
 //!   send late by less than a spacing counts at its slot (GCRA's theoretical arrival time).
 //! - **Probing.** A refusal when nothing was served since the last cut closes the
-//!   destination for 100 ms, doubled per refused probe up to 5 s (TCP's retransmission
+//!   destination for 100 ms, doubled per refused probe up to 500 ms (TCP's retransmission
 //!   timer). Asked no delay, it probes a second after the cut at the latest, when a
 //!   window's count has passed. When nothing was served for a second either, it closes
-//!   for the `Retry-After` asked instead, once. A younger destination, told no rate, first
-//!   waits for its other requests' answers.
+//!   for the `Retry-After` asked instead. A younger destination, told no rate, first
+//!   waits for its other requests' answers. The first success after such a silence
+//!   starts the destination over, as a new one (TCP's slow start after a timeout).
 //! - **Reported quotas.** Once the reported room is sent, the destination is held until
 //!   the reset. The next window is guessed as full as the last began until it reports.
 //!   After a refusal the room left is spread until the window's latest end, unless a

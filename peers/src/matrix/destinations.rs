@@ -52,7 +52,7 @@ impl Other {
             Other::Limited => leaky::serve(Instant::now(), leaky::steady(RATE), BURST)
                 .await
                 .map(Server::from),
-            Other::Down => servers::outage(Instant::now(), Duration::MAX)
+            Other::Down => servers::outage(Instant::now(), Duration::MAX, servers::BARE_503)
                 .await
                 .map(|(server, _)| server),
         };

@@ -157,6 +157,18 @@ fn what_closes_a_destination_and_for_how_long() {
             [burst(0, 10), vec![No(10, s(5000))]].concat(),
             None,
         ),
+        // Nothing served for a window: each delay asked is kept, not only the first.
+        (
+            "refusing everything, asked again",
+            vec![No(0, s(1000)), No(1000, s(1000)), No(2000, s(1000))],
+            s(1000),
+        ),
+        // Asked none, the probing delay doubles up to 500 ms.
+        (
+            "probed for long",
+            (0..6).map(|i| No(i * 500, None)).collect(),
+            s(500),
+        ),
         // Served this window but not since the cut: probed, the asked delay not kept.
         (
             "a limiter still counting",
@@ -177,6 +189,25 @@ fn what_closes_a_destination_and_for_how_long() {
             .cooldown(now)
             .map(|until| (until - now).as_millis() as u64);
         assert_eq!(left, closed, "{name}");
+    }
+}
+
+/// Everything refused for longer than a window, then a success: the destination starts
+/// over as a new one, not paced, its slow start from the initial window. A silence within
+/// its first window keeps the probes' pace: the first refusal of a new destination.
+#[test]
+fn the_first_success_after_a_silence_starts_the_destination_over() {
+    use Event::*;
+    let t0 = Instant::now();
+    for (refused_for, paced) in [(2000, false), (0, true)] {
+        let mut control = Controller::new(4, config(), t0);
+        let refusals = (0..=refused_for / 500).map(|i| No(i * 500, Some(500)));
+        play(&mut control, t0, &refusals.collect::<Vec<_>>());
+        let now = t0 + MS * (refused_for + 500) as u32;
+        assert!(control.ready_at(now).is_none(), "the probe goes");
+        play(&mut control, t0, &[Ok(refused_for + 500)]);
+        assert_eq!(control.rate(now).is_some(), paced, "after {refused_for} ms");
+        assert_eq!(control.starting(), !paced, "after {refused_for} ms");
     }
 }
 
@@ -918,12 +949,12 @@ fn a_probes_delay_asked_near_a_reset_known_to_the_second_bounds_it() {
 /// A window spent, then refusals that ask no delay (rate-limiter-flexible's `Retry-After`
 /// in fractions of a second is none): the probes double, but the last comes a window
 /// after the cut at the latest, when a window's count has passed. Asked a delay, they
-/// double on (HAProxy's refusals count, and a probe too early is one more).
+/// double on up to the longest (HAProxy's refusals count, and a probe too early is one more).
 #[test]
 fn probes_unasked_come_by_a_window_after_the_cut() {
     use Event::*;
     let t0 = Instant::now();
-    for (asked, last) in [(None, 1010), (Some(1000), 1530)] {
+    for (asked, last) in [(None, 1010), (Some(1000), 1230)] {
         let mut control = Controller::new(0, config(), t0);
         play(&mut control, t0, &burst(0, 50));
         // The cut at 10 ms; then probes refused at 30, 130, 330 and 730 ms.

@@ -60,7 +60,7 @@ if s.born == nil then
   -- A new destination, or one Redis lost: the known pace, else the pace alone of the
   -- process rejoining, else the pace the process asking saw it served at lately (the
   -- seed), else a slow start.
-  s.born, s.ss, s.sc, s.sp, s.sn, s.rd, s.sends, s.pr, s.cir = now, now, 0, 0, 0, 0, 0, 0, 0
+  s.born, s.ss, s.sc, s.sp, s.sn, s.rd, s.sends, s.pr = now, now, 0, 0, 0, 0, 0, 0
   s.mark = now - STALL
   if rejoin > 0 then seed, s.rb = rejoin, now end
   if KNOWN > 0 then
@@ -300,18 +300,18 @@ local function refused(round, number, asked)
   local served = s.sn > 0
   s.sn = 0
   if served or s.cs == nil then
-    s.cir = 0
     cut()
     s.lc = now
   end
   if served then return end
   local quiet = silent(number)
+  -- Past its first window, refusals of everything tell nothing of the pace served after.
+  if quiet and now - s.born >= WINDOW then s.q = 1 end
   -- Asked no delay, a probe comes by a window after the cut: a window's count has
   -- passed by then.
   local by = nil
   if asked == nil and not quiet and s.lc ~= nil and s.lc + WINDOW > now then by = s.lc + WINDOW end
-  if not (quiet and s.cir == 0) then asked = nil end
-  if asked ~= nil then s.cir = 1 end
+  if not quiet then asked = nil end
   probe(asked, quiet, by)
 end
 
@@ -371,6 +371,18 @@ local function starts_over(number, remaining)
 end
 
 -- Learns from the answer to send `number`, then takes it out of the sends in flight.
+-- The first success after a silence: the destination starts over as a new one, with a slow
+-- start from the initial window (TCP's after a retransmission timeout).
+local function start_over()
+  s.q, s.born, s.ss, s.sc, s.sp, s.sn, s.mark = nil, now, now, 0, 0, 0, now - STALL
+  s.lr, s.ls, s.cs, s.w, s.ds, s.dc, s.dp = nil, nil, nil, nil, nil, nil, nil
+  if KNOWN > 0 then
+    s.cs, s.cb, s.cc, s.cu = now, KNOWN, KNOWN, 0
+  elseif INITIAL_WINDOW > 0 then
+    s.w = INITIAL_WINDOW
+  end
+end
+
 local function answered(round, number, answer, asked, remaining, reset, coarse, seen_window, seen_remaining)
   if asked <= 0 then asked = nil end
   room_left() -- a room whose reset passed gives way to its guess first
@@ -427,6 +439,7 @@ local function answered(round, number, answer, asked, remaining, reset, coarse, 
   end
   if (s.dlo or 0) >= (s.dhi or math.huge) then s.dlo, s.dhi = nil, nil end
   if answer == 0 then
+    if s.q == 1 then start_over() end
     roll('s', WINDOW)
     s.sc = s.sc + 1
     if s.ds ~= nil then
