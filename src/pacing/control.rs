@@ -154,8 +154,11 @@ pub(crate) struct Controller {
     told_share: Option<f64>,
     /// The probing delay; zero when not probing.
     pub(crate) probe: Duration,
-    /// Nothing served for a window past the first: the next success starts it over.
-    silenced: bool,
+    /// Nothing served for a window past the first: the next success resumes this pace, or
+    /// starts the destination over (`None`: it never served).
+    silenced: Option<Option<Curve>>,
+    /// Served since it began or started over.
+    served_any: bool,
     /// When the pace was last cut: a window's count has passed a window after.
     last_cut: Option<Instant>,
     /// The shortest and longest a window opened by a request may last, as learned.
@@ -207,7 +210,8 @@ impl Controller {
             share: 1.0,
             told_share: None,
             probe: Duration::ZERO,
-            silenced: false,
+            silenced: None,
+            served_any: false,
             last_cut: None,
             length: (Duration::ZERO, Duration::MAX),
             restart: None,
@@ -615,9 +619,10 @@ impl Controller {
         self.learn_reset(last.flatten(), sent, answer);
         match answer {
             Answer::Served => {
-                if std::mem::take(&mut self.silenced) {
-                    self.start_over(now);
+                if let Some(before) = self.silenced.take() {
+                    self.start_over(before, now);
                 }
+                self.served_any = true;
                 self.served.add(sent.round == self.round, now);
                 if let Some(delivered) = self.curve.as_mut().and_then(|c| c.startup.as_mut()) {
                     delivered.add(false, now);
@@ -681,9 +686,12 @@ impl Controller {
         if silent {
             // Nothing served for a window: one probe per delay until a success. Past its
             // first window, refusals of everything tell nothing of the pace served after.
+            let past_first = now.saturating_duration_since(self.served.born) >= SERVED_WINDOW;
+            if past_first && self.silenced.is_none() {
+                self.silenced = Some(self.curve.filter(|_| self.served_any));
+            }
             let base = 1.0 / self.probe.as_secs_f64();
             self.curve = Some(Curve::new(now, base, base, true));
-            self.silenced = now.saturating_duration_since(self.served.born) >= SERVED_WINDOW;
         }
         let probe = by.map_or(self.probe, |by| self.probe.min(by - now));
         let spacing = self.config.known.map_or(Duration::ZERO, interval);
@@ -701,16 +709,22 @@ impl Controller {
         self.served.in_window(now) == 0.0 && !(young && others())
     }
 
-    /// The first success after a silence: the destination starts over as a new one, with a
-    /// slow start from the initial window (TCP's after a retransmission timeout, RFC 5681
-    /// §3.1). Refusals of everything tell nothing of the pace it serves now.
-    fn start_over(&mut self, now: Instant) {
+    /// The first success after a silence: the pace it served at before resumes from its
+    /// start, as BBR restores its window after a loss recovery. One that never served
+    /// starts over as a new destination, with a slow start from the initial window (TCP's
+    /// after a retransmission timeout, RFC 5681 §3.1). The probes' pace tells nothing.
+    fn start_over(&mut self, before: Option<Curve>, now: Instant) {
+        (self.last_send, self.due) = (None, None);
+        if let Some(curve) = before {
+            let startup = curve.startup.is_some();
+            self.curve = Some(Curve::new(now, curve.base, curve.ceiling, startup));
+            return;
+        }
         let known = self.config.known;
         self.curve = known.map(|rate| Curve::new(now, rate, rate, false));
         let initial = (known.is_none() && self.initial_window > 0).then_some(self.initial_window);
         (self.window, self.served) = (initial, Served::new(now));
         (self.mark, self.last_refusal) = (now.checked_sub(STARTUP_DOUBLING), None);
-        (self.last_send, self.due) = (None, None);
     }
 
     fn cut(&mut self, now: Instant) -> Curve {

@@ -26,7 +26,8 @@
 //!   window's count has passed. When nothing was served for a second either, it closes
 //!   for the `Retry-After` asked instead. A younger destination, told no rate, first
 //!   waits for its other requests' answers. The first success after such a silence
-//!   starts the destination over, as a new one (TCP's slow start after a timeout).
+//!   resumes the pace of the last cut (BBR's restore), or, where nothing was ever
+//!   served, starts over as a new destination (TCP's slow start after a timeout).
 //! - **Reported quotas.** Once the reported room is sent, the destination is held until
 //!   the reset. The next window is guessed as full as the last began until it reports.
 //!   After a refusal the room left is spread until the window's latest end, unless a

@@ -192,22 +192,33 @@ fn what_closes_a_destination_and_for_how_long() {
     }
 }
 
-/// Everything refused for longer than a window, then a success: the destination starts
-/// over as a new one, not paced, its slow start from the initial window. A silence within
-/// its first window keeps the probes' pace: the first refusal of a new destination.
+/// Everything refused for longer than a window, then a success: a destination that never
+/// served starts over as a new one, not paced, its slow start from the initial window; one
+/// that served resumes the pace it was cut to, from its start. A silence within its first
+/// window keeps the probes' pace: the first refusal of a new destination.
 #[test]
-fn the_first_success_after_a_silence_starts_the_destination_over() {
+fn the_first_success_after_a_silence_resumes_or_starts_over() {
     use Event::*;
     let t0 = Instant::now();
-    for (refused_for, paced) in [(2000, false), (0, true)] {
+    let rows = [
+        ("never served", 0, 2000, None),
+        ("young", 0, 0, Some(10.0)),
+        ("served", 20, 2000, Some(20.0)),
+    ];
+    for (name, served, refused_for, pace) in rows {
         let mut control = Controller::new(4, config(), t0);
-        let refusals = (0..=refused_for / 500).map(|i| No(i * 500, Some(500)));
+        play(&mut control, t0, &burst(0, served));
+        let refusals = (0..=refused_for / 500).map(|i| No(served + i * 500, Some(500)));
         play(&mut control, t0, &refusals.collect::<Vec<_>>());
-        let now = t0 + MS * (refused_for + 500) as u32;
-        assert!(control.ready_at(now).is_none(), "the probe goes");
-        play(&mut control, t0, &[Ok(refused_for + 500)]);
-        assert_eq!(control.rate(now).is_some(), paced, "after {refused_for} ms");
-        assert_eq!(control.starting(), !paced, "after {refused_for} ms");
+        let at = served + refused_for + 500;
+        let now = t0 + MS * at as u32;
+        assert!(control.ready_at(now).is_none(), "{name}: the probe goes");
+        play(&mut control, t0, &[Ok(at)]);
+        let rate = control
+            .rate(now)
+            .map(|rate| (rate * 1000.0).round() / 1000.0);
+        assert_eq!(rate, pace, "{name}");
+        assert_eq!(control.starting(), pace.is_none(), "{name}");
     }
 }
 

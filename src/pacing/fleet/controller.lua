@@ -68,7 +68,7 @@ if s.born == nil then
   elseif seed > 0 then
     -- Paced as after a cut to the seed; it opens again as a learned pace does. It served
     -- at the seed over the last window: a refusal now cuts from there, not from nothing.
-    s.cs, s.cb, s.cc, s.cu, s.lr = now, seed, seed, 0, now
+    s.cs, s.cb, s.cc, s.cu, s.lr, s.sa = now, seed, seed, 0, now, 1
     s.born, s.sp = now - WINDOW, seed * WINDOW / 1000
   elseif INITIAL_WINDOW > 0 then
     s.w = INITIAL_WINDOW
@@ -305,8 +305,12 @@ local function refused(round, number, asked)
   end
   if served then return end
   local quiet = silent(number)
-  -- Past its first window, refusals of everything tell nothing of the pace served after.
-  if quiet and now - s.born >= WINDOW then s.q = 1 end
+  -- Past its first window, the first success after resumes the pace served before (s.qb,
+  -- s.qc, s.qu), or starts a destination that never served over.
+  if quiet and now - s.born >= WINDOW and s.q == nil then
+    s.q = 1
+    if s.sa == 1 then s.qb, s.qc, s.qu = s.cb, s.cc, s.cu end
+  end
   -- Asked no delay, a probe comes by a window after the cut: a window's count has
   -- passed by then.
   local by = nil
@@ -370,12 +374,18 @@ local function starts_over(number, remaining)
   end
 end
 
--- Learns from the answer to send `number`, then takes it out of the sends in flight.
--- The first success after a silence: the destination starts over as a new one, with a slow
--- start from the initial window (TCP's after a retransmission timeout).
+-- The first success after a silence: the pace served before resumes from its start, or a
+-- destination that never served starts over as a new one, with a slow start from the
+-- initial window (TCP's after a retransmission timeout).
 local function start_over()
-  s.q, s.born, s.ss, s.sc, s.sp, s.sn, s.mark = nil, now, now, 0, 0, 0, now - STALL
-  s.lr, s.ls, s.cs, s.w, s.ds, s.dc, s.dp = nil, nil, nil, nil, nil, nil, nil
+  local base, ceiling, startup = s.qb, s.qc, s.qu
+  s.q, s.qb, s.qc, s.qu, s.ls = nil, nil, nil, nil, nil
+  if base ~= nil then
+    set_curve(base, ceiling, startup)
+    return
+  end
+  s.born, s.ss, s.sc, s.sp, s.sn, s.mark = now, now, 0, 0, 0, now - STALL
+  s.lr, s.cs, s.w, s.ds, s.dc, s.dp = nil, nil, nil, nil, nil, nil
   if KNOWN > 0 then
     s.cs, s.cb, s.cc, s.cu = now, KNOWN, KNOWN, 0
   elseif INITIAL_WINDOW > 0 then
@@ -383,6 +393,7 @@ local function start_over()
   end
 end
 
+-- Learns from the answer to send `number`, then takes it out of the sends in flight.
 local function answered(round, number, answer, asked, remaining, reset, coarse, seen_window, seen_remaining)
   if asked <= 0 then asked = nil end
   room_left() -- a room whose reset passed gives way to its guess first
@@ -440,6 +451,7 @@ local function answered(round, number, answer, asked, remaining, reset, coarse, 
   if (s.dlo or 0) >= (s.dhi or math.huge) then s.dlo, s.dhi = nil, nil end
   if answer == 0 then
     if s.q == 1 then start_over() end
+    s.sa = 1
     roll('s', WINDOW)
     s.sc = s.sc + 1
     if s.ds ~= nil then
