@@ -154,9 +154,8 @@ pub(crate) struct Controller {
     told_share: Option<f64>,
     /// The probing delay; zero when not probing.
     pub(crate) probe: Duration,
-    /// Nothing served for a window past the first: the next success resumes this pace, or
-    /// starts the destination over (`None`: it never served).
-    silenced: Option<Option<Curve>>,
+    /// Nothing served for a window past the first: what the next success does.
+    silenced: Option<Silence>,
     /// Served since it began or started over.
     served_any: bool,
     /// When the pace was last cut: a window's count has passed a window after.
@@ -172,6 +171,15 @@ pub(crate) struct Controller {
     /// The longest round trip answered since the last reset.
     slowest: Duration,
     config: Config,
+}
+
+/// What the first success after a silence does.
+#[derive(Debug, Clone, Copy)]
+enum Silence {
+    /// Resumes the pace served before, as BBR restores its window after a loss recovery.
+    Resume(Curve),
+    /// Starts over as a new destination: it never served (TCP after a timeout, RFC 5681 §3.1).
+    Restart,
 }
 
 /// A reset that passed, as the first report of a send made since will be read against it.
@@ -192,12 +200,12 @@ struct Restart {
 
 impl Controller {
     pub(crate) fn new(initial_window: u32, config: Config, now: Instant) -> Self {
-        Self {
-            curve: config.known.map(|rate| Curve::new(now, rate, rate, false)),
-            window: (config.known.is_none() && initial_window > 0).then_some(initial_window),
+        let mut controller = Self {
+            curve: None,
+            window: None,
             initial_window,
             flying: VecDeque::new(),
-            mark: now.checked_sub(STARTUP_DOUBLING),
+            mark: None,
             served: Served::new(now),
             round: 0,
             sends: 0,
@@ -219,7 +227,18 @@ impl Controller {
             started_over: false,
             slowest: Duration::ZERO,
             config,
-        }
+        };
+        controller.begin(now);
+        controller
+    }
+
+    /// A new destination's pace: the known rate, else a slow start from the initial window.
+    fn begin(&mut self, now: Instant) {
+        let known = self.config.known;
+        self.curve = known.map(|rate| Curve::new(now, rate, rate, false));
+        let initial = self.initial_window;
+        self.window = (known.is_none() && initial > 0).then_some(initial);
+        (self.served, self.mark) = (Served::new(now), now.checked_sub(STARTUP_DOUBLING));
     }
 
     /// From now on paced at `known`, as if the user had told it (a fleet's share, alone),
@@ -619,8 +638,8 @@ impl Controller {
         self.learn_reset(last.flatten(), sent, answer);
         match answer {
             Answer::Served => {
-                if let Some(before) = self.silenced.take() {
-                    self.start_over(before, now);
+                if let Some(silence) = self.silenced.take() {
+                    self.start_over(silence, now);
                 }
                 self.served_any = true;
                 self.served.add(sent.round == self.round, now);
@@ -688,7 +707,8 @@ impl Controller {
             // first window, refusals of everything tell nothing of the pace served after.
             let past_first = now.saturating_duration_since(self.served.born) >= SERVED_WINDOW;
             if past_first && self.silenced.is_none() {
-                self.silenced = Some(self.curve.filter(|_| self.served_any));
+                let before = self.curve.filter(|_| self.served_any);
+                self.silenced = Some(before.map_or(Silence::Restart, Silence::Resume));
             }
             let base = 1.0 / self.probe.as_secs_f64();
             self.curve = Some(Curve::new(now, base, base, true));
@@ -709,22 +729,19 @@ impl Controller {
         self.served.in_window(now) == 0.0 && !(young && others())
     }
 
-    /// The first success after a silence: the pace it served at before resumes from its
-    /// start, as BBR restores its window after a loss recovery. One that never served
-    /// starts over as a new destination, with a slow start from the initial window (TCP's
-    /// after a retransmission timeout, RFC 5681 §3.1). The probes' pace tells nothing.
-    fn start_over(&mut self, before: Option<Curve>, now: Instant) {
+    /// The first success after a silence: see [`Silence`]. The probes' pace tells nothing.
+    fn start_over(&mut self, silence: Silence, now: Instant) {
         (self.last_send, self.due) = (None, None);
-        if let Some(curve) = before {
-            let startup = curve.startup.is_some();
-            self.curve = Some(Curve::new(now, curve.base, curve.ceiling, startup));
-            return;
+        match silence {
+            Silence::Resume(curve) => {
+                let startup = curve.startup.is_some();
+                self.curve = Some(Curve::new(now, curve.base, curve.ceiling, startup));
+            }
+            Silence::Restart => {
+                self.begin(now);
+                self.last_refusal = None;
+            }
         }
-        let known = self.config.known;
-        self.curve = known.map(|rate| Curve::new(now, rate, rate, false));
-        let initial = (known.is_none() && self.initial_window > 0).then_some(self.initial_window);
-        (self.window, self.served) = (initial, Served::new(now));
-        (self.mark, self.last_refusal) = (now.checked_sub(STARTUP_DOUBLING), None);
     }
 
     fn cut(&mut self, now: Instant) -> Curve {

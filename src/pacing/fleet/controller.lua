@@ -56,22 +56,28 @@ local packed = redis.call('GET', K)
 if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0, 0, -1, -1} end
 local s = packed and cmsgpack.unpack(packed) or {}
 local seed, rejoin = tonumber(ARGV[19] or 0), tonumber(ARGV[20] or 0)
+-- A new destination's pace: the known rate, else a slow start from the initial window.
+local function begin()
+  s.born, s.ss, s.sc, s.sp, s.sn, s.mark = now, now, 0, 0, 0, now - STALL
+  s.lr, s.cs, s.w, s.ds, s.dc, s.dp = nil, nil, nil, nil, nil, nil
+  if KNOWN > 0 then
+    s.cs, s.cb, s.cc, s.cu = now, KNOWN, KNOWN, 0
+  elseif INITIAL_WINDOW > 0 then
+    s.w = INITIAL_WINDOW
+  end
+end
 if s.born == nil then
   -- A new destination, or one Redis lost: the known pace, else the pace alone of the
   -- process rejoining, else the pace the process asking saw it served at lately (the
   -- seed), else a slow start.
-  s.born, s.ss, s.sc, s.sp, s.sn, s.rd, s.sends, s.pr = now, now, 0, 0, 0, 0, 0, 0
-  s.mark = now - STALL
+  begin()
+  s.rd, s.sends, s.pr = 0, 0, 0
   if rejoin > 0 then seed, s.rb = rejoin, now end
-  if KNOWN > 0 then
-    s.cs, s.cb, s.cc, s.cu = now, KNOWN, KNOWN, 0
-  elseif seed > 0 then
+  if KNOWN <= 0 and seed > 0 then
     -- Paced as after a cut to the seed; it opens again as a learned pace does. It served
     -- at the seed over the last window: a refusal now cuts from there, not from nothing.
-    s.cs, s.cb, s.cc, s.cu, s.lr, s.sa = now, seed, seed, 0, now, 1
+    s.cs, s.cb, s.cc, s.cu, s.lr, s.sa, s.w = now, seed, seed, 0, now, 1, nil
     s.born, s.sp = now - WINDOW, seed * WINDOW / 1000
-  elseif INITIAL_WINDOW > 0 then
-    s.w = INITIAL_WINDOW
   end
 elseif rejoin > 0 and s.rb ~= nil and now < s.rb + WINDOW and s.cs ~= nil and KNOWN <= 0 then
   -- Another process rejoins the state rebuilt from rejoining ones: its pace joins the
@@ -382,14 +388,8 @@ local function start_over()
   s.q, s.qb, s.qc, s.qu, s.ls = nil, nil, nil, nil, nil
   if base ~= nil then
     set_curve(base, ceiling, startup)
-    return
-  end
-  s.born, s.ss, s.sc, s.sp, s.sn, s.mark = now, now, 0, 0, 0, now - STALL
-  s.lr, s.cs, s.w, s.ds, s.dc, s.dp = nil, nil, nil, nil, nil, nil
-  if KNOWN > 0 then
-    s.cs, s.cb, s.cc, s.cu = now, KNOWN, KNOWN, 0
-  elseif INITIAL_WINDOW > 0 then
-    s.w = INITIAL_WINDOW
+  else
+    begin()
   end
 end
 
