@@ -206,18 +206,29 @@ async fn a_request_that_stops_waiting_leaves_the_fleets_line() {
     assert_eq!(in_line().await, 0, "a dropped request still in line");
 }
 
-/// How many calls Redis logged that make a request leave the line (the slow log logs
+/// How many script calls for `op` ("leave", "reserve") Redis logged (the slow log logs
 /// every command once `slowlog-log-slower-than` is 0).
-async fn leave_calls(redis: &RedisServer) -> usize {
-    fn leaves(value: &redis::Value) -> usize {
+async fn calls(redis: &RedisServer, op: &str) -> usize {
+    fn count(value: &redis::Value, op: &str) -> usize {
         match value {
-            redis::Value::BulkString(bytes) => usize::from(bytes.as_slice() == b"leave"),
-            redis::Value::Array(values) => values.iter().map(leaves).sum(),
+            redis::Value::BulkString(bytes) => usize::from(bytes.as_slice() == op.as_bytes()),
+            redis::Value::Array(values) => values.iter().map(|value| count(value, op)).sum(),
             _ => 0,
         }
     }
     let log: redis::Value = redis.query(&["SLOWLOG", "GET", "-1"]).await.unwrap();
-    leaves(&log)
+    count(&log, op)
+}
+
+/// How many requests wait in the fleet's lines, of every destination.
+async fn in_line(redis: &RedisServer) -> usize {
+    let lines: Vec<String> = redis.query(&["KEYS", "*:line"]).await.unwrap();
+    let mut waiting = 0;
+    for line in lines {
+        let count: usize = redis.query(&["ZCARD", &line]).await.unwrap();
+        waiting += count;
+    }
+    waiting
 }
 
 /// Only a request held by the fleet's pace is in its line: one dropped while the slow
@@ -243,6 +254,7 @@ async fn only_a_request_in_the_fleets_line_leaves_it_when_dropped() {
         };
         let client = fleet_member(&redis, authority, builder).await;
         let client = client.layer(scripted(&Log::default()));
+        let reserved = calls(&redis, "reserve").await;
         // Told 1 r/s, a first request takes the slot; else 4 slow ones fill the window.
         if told {
             let first = get(&format!("http://{authority}/200"));
@@ -262,14 +274,33 @@ async fn only_a_request_in_the_fleets_line_leaves_it_when_dropped() {
                 tokio::spawn(async move { send(&mut client, request).await })
             })
             .collect();
-        tokio::time::sleep(ms(40)).await;
-        let before = leave_calls(&redis).await;
+        if told {
+            // Held by the pace: in the line once its first call to Redis is answered.
+            let joined = async {
+                while in_line(&redis).await < waiters {
+                    tokio::time::sleep(ms(5)).await;
+                }
+            };
+            let joined = tokio::time::timeout(secs(2), joined).await;
+            joined.expect("a request held by the pace never joined the line");
+        } else {
+            // Held by the window: each asked Redis once (the busy ones too), then waits.
+            let asked = async {
+                while calls(&redis, "reserve").await < reserved + 4 + waiters {
+                    tokio::time::sleep(ms(5)).await;
+                }
+            };
+            let asked = tokio::time::timeout(secs(2), asked).await;
+            asked.expect("a request never asked Redis for a slot");
+            tokio::time::sleep(ms(10)).await;
+        }
+        let before = calls(&redis, "leave").await;
         for waiter in waiting {
             waiter.abort();
             let _ = waiter.await;
         }
         tokio::time::sleep(ms(100)).await;
-        leave_calls(&redis).await - before
+        calls(&redis, "leave").await - before
     };
     // One whose call to Redis is under way when dropped may be in line: it leaves.
     let (waiters, leaves) = (8, drop_waiting_requests(false, "window.test", 8).await);

@@ -10,7 +10,7 @@
 //! | [`REOPEN_AFTER`] | 10 s | matrix row 4: the pace grows past any limit by then |
 //! | [`SERVED_WINDOW`] | 1 s | the window of most published limits (matrix row 1) |
 //! | [`OPEN_WINDOW`] | 64 | where the slow start ends: past the 20 in flight of every matrix row |
-//! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 500 ms | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5); at most 500 ms for #29's recovery within 1 s |
+//! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 2 s | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5); at most twice [`SERVED_WINDOW`]: a probe outlasts a window that each refusal restarts, and finds a recovery within 2 s |
 //! | [`COARSE`] | 1 s | the resolution of a reset given as a Unix time in whole seconds; probed by bisection |
 //! | [`TIMER_GRAIN`] | 1 ms | tokio's timer resolution: a paced send may wake this late |
 
@@ -33,7 +33,7 @@ pub(crate) const REOPEN_AFTER: Duration = Duration::from_secs(10);
 /// The default first probing delay of a destination that serves nothing.
 pub(crate) const FIRST_PROBE: Duration = Duration::from_millis(100);
 /// The default longest probing delay.
-pub(crate) const MAX_PROBE: Duration = Duration::from_millis(500);
+pub(crate) const MAX_PROBE: Duration = Duration::from_secs(2);
 /// The slow start ends once the window reaches this many requests in flight.
 pub(crate) const OPEN_WINDOW: u32 = 64;
 /// How late a timer may wake a paced send: tokio's timers have millisecond resolution.

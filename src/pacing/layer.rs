@@ -74,8 +74,8 @@ impl PacingLayer {
     ];
     /// The first probing delay of a destination that serves nothing: 100 ms.
     pub const DEFAULT_FIRST_PROBE: Duration = FIRST_PROBE;
-    /// The longest probing delay, 500 ms: a recovery is seen within half a second, for two
-    /// requests a second at most while everything is refused.
+    /// The longest probing delay, 2 s: longer than a second's window, which some limiters
+    /// restart at each request they refuse; a recovery is seen within 2 s.
     pub const DEFAULT_MAX_PROBE: Duration = MAX_PROBE;
 
     /// A layer with every default.

@@ -21,7 +21,7 @@
 //!   Only a request sent after a cut can cut again, as TCP cuts once per round trip. A
 //!   send late by less than a spacing counts at its slot (GCRA's theoretical arrival time).
 //! - **Probing.** A refusal when nothing was served since the last cut closes the
-//!   destination for 100 ms, doubled per refused probe up to 500 ms (TCP's retransmission
+//!   destination for 100 ms, doubled per refused probe up to 2 s (TCP's retransmission
 //!   timer). Asked no delay, it probes a second after the cut at the latest, when a
 //!   window's count has passed. When nothing was served for a second either, it closes
 //!   for the `Retry-After` asked instead. A younger destination, told no rate, first

@@ -5,7 +5,9 @@
 //! `redis-fleet` with the others. `nginx` (`limit_req`, `apt-get install nginx-light`), a
 //! limiter nothing was tuned on, runs when named; `LIMITERS_NGINX_BURST=1` makes it strict;
 //! `LIMITERS_NGINX_MODE=delay` holds its burst to the rate, `default` also refuses with
-//! nginx's own bare 503 (its documentation's setup).
+//! nginx's own bare 503 (its documentation's setup). `flask-moving-window` and
+//! `flask-elastic-expiry` (Flask-Limiter, `apt-get install python3-flask-limiter`) run when
+//! named; `LIMITERS_FLASK_HEADERS=on` adds their quota headers.
 //!
 //! ```text
 //! cargo run --release -p tower-backoff-lab --bin limiters -- all        # every target, every limiter

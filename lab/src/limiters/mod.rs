@@ -13,6 +13,7 @@
 //! | [`Kind::Nginx`] (no target's; nothing was tuned on it): nginx `limit_req` | a leaky bucket drained per millisecond, `burst` more at once, `nodelay`; refusals not counted | 429 with `Retry-After: 1` |
 //! | [`Kind::ExpressWith`] (no target's; nothing was tuned on them): the same express | the same | the same, with draft 6's, draft 7's or the legacy `X-RateLimit-*` headers (the reset in Unix seconds) |
 //! | [`Kind::Fastify`] (no target's; nothing was tuned on it): fastify + @fastify/rate-limit (Node) | a window of one second, opened by the first hit after the last window | 429 with `Retry-After`, and on every answer `x-ratelimit-remaining` and `x-ratelimit-reset`, whole seconds to the window's end, rounded up |
+//! | [`Kind::Flask`] (no target's; nothing was tuned on it): Flask-Limiter (Python) | a log of the last window's passed requests, or a window that every request extends, refused ones too | a bare 429 (`LIMITERS_FLASK_HEADERS=on`: `X-RateLimit-*`, `Retry-After` rounded down) |
 //! | [`Kind::Flexible`] (no target's; its Unix-time reset led to the bisection of such resets): rate-limiter-flexible (Node) | a fixed window of one second, opened by the first hit after the last window | 429 with `Retry-After` in fractions of a second (invalid), `X-RateLimit-Remaining` and `X-RateLimit-Reset` (Unix seconds, rounded up) on every answer |
 //!
 //! Every limiter has one key for all clients (all come from 127.0.0.1 anyway): a fleet of
@@ -28,6 +29,7 @@ pub mod express;
 #[path = "../../../tests/support/fairness.rs"]
 pub mod fairness;
 pub mod fastify;
+pub mod flask;
 pub mod flexible;
 pub mod governor;
 pub mod haproxy;
@@ -108,6 +110,8 @@ pub enum Kind {
     ExpressWith(express::Headers),
     /// @fastify/rate-limit: a window opened by its first hit; nothing was tuned on it.
     Fastify,
+    /// Flask-Limiter (Python): nothing was tuned on it.
+    Flask(flask::Strategy),
 }
 
 impl Kind {
@@ -124,8 +128,10 @@ impl Kind {
         Kind::LeakyBucket,
     ];
     /// Limiters run only when named.
-    pub const EXPERIMENTS: [Kind; 7] = [
+    pub const EXPERIMENTS: [Kind; 9] = [
         Kind::Fastify,
+        Kind::Flask(flask::Strategy::MovingWindow),
+        Kind::Flask(flask::Strategy::ElasticExpiry),
         Kind::HaproxyRateLimit,
         Kind::Nginx,
         Kind::Flexible,
@@ -147,6 +153,8 @@ impl Kind {
             Kind::ExpressWith(express::Headers::Draft7) => "express-draft-7",
             Kind::ExpressWith(express::Headers::Legacy) => "express-legacy",
             Kind::Fastify => "fastify",
+            Kind::Flask(flask::Strategy::MovingWindow) => "flask-moving-window",
+            Kind::Flask(flask::Strategy::ElasticExpiry) => "flask-elastic-expiry",
         }
     }
 
@@ -177,6 +185,12 @@ impl Kind {
             }
             Kind::Fastify => {
                 "1 s window from the first hit, X-RateLimit-Reset and Retry-After in seconds rounded up"
+            }
+            Kind::Flask(flask::Strategy::MovingWindow) => {
+                "a log of the last second's passed requests; a bare 429 (LIMITERS_FLASK_HEADERS=on: X-RateLimit-*, Retry-After rounded down)"
+            }
+            Kind::Flask(flask::Strategy::ElasticExpiry) => {
+                "a 1 s window every request extends, refused ones too; a bare 429 (LIMITERS_FLASK_HEADERS=on: X-RateLimit-*, Retry-After rounded down)"
             }
         }
     }
@@ -222,6 +236,7 @@ impl Limiter {
             Kind::HaproxyRateLimit => haproxy::start(limit, true).await?,
             Kind::Nginx => nginx::start(limit).await?,
             Kind::Flexible => flexible::start(limit).await?,
+            Kind::Flask(strategy) => flask::start(limit, strategy).await?,
         };
         Ok(Limiter {
             kind,

@@ -163,11 +163,11 @@ fn what_closes_a_destination_and_for_how_long() {
             vec![No(0, s(1000)), No(1000, s(1000)), No(2000, s(1000))],
             s(1000),
         ),
-        // Asked none, the probing delay doubles up to 500 ms.
+        // Asked none, the probing delay doubles up to 2 s.
         (
             "probed for long",
-            (0..6).map(|i| No(i * 500, None)).collect(),
-            s(500),
+            (0..8).map(|i| No(i * 2000, None)).collect(),
+            s(2000),
         ),
         // Served this window but not since the cut: probed, the asked delay not kept.
         (
@@ -965,7 +965,7 @@ fn a_probes_delay_asked_near_a_reset_known_to_the_second_bounds_it() {
 fn probes_unasked_come_by_a_window_after_the_cut() {
     use Event::*;
     let t0 = Instant::now();
-    for (asked, last) in [(None, 1010), (Some(1000), 1230)] {
+    for (asked, last) in [(None, 1010), (Some(1000), 1530)] {
         let mut control = Controller::new(0, config(), t0);
         play(&mut control, t0, &burst(0, 50));
         // The cut at 10 ms; then probes refused at 30, 130, 330 and 730 ms.
