@@ -4,18 +4,11 @@
 
 mod support;
 
-use bytes::Bytes;
-use http::{Request, StatusCode};
-use http_body_util::Empty;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::upstream;
+use support::{quick_start, upstream};
 use tokio::time::Instant;
-use tower::{ServiceBuilder, ServiceExt};
-use tower_backoff::{ExponentialBackOff, PacingLayer, RetryLayer};
 
 const OUTAGE: Duration = Duration::from_secs(5);
 /// After the outage: time to probe and recover, and a second to measure the full rate.
@@ -40,11 +33,7 @@ async fn outage(
         false => upstream::reply(200, &[], ""),
     })
     .await;
-    let http = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let client = ServiceBuilder::new()
-        .layer(RetryLayer::new(ExponentialBackOff::default()))
-        .layer(PacingLayer::new())
-        .service(http);
+    let client = quick_start::stack(true);
     let url = format!("http://{addr}/");
     let (stop, done) = (Arc::new(AtomicBool::new(false)), Arc::default());
     let workers: Vec<_> = (0..20)
@@ -53,9 +42,7 @@ async fn outage(
             let (stop, done): (_, Arc<Mutex<Vec<Duration>>>) = (stop.clone(), Arc::clone(&done));
             tokio::spawn(async move {
                 while !stop.load(Ordering::SeqCst) {
-                    let request = Request::get(&url).body(Empty::new()).unwrap();
-                    let res = client.clone().oneshot(request).await;
-                    if res.is_ok_and(|res| res.status() == StatusCode::OK) {
+                    if quick_start::get_ok(&client, &url).await {
                         done.lock().unwrap().push(start.elapsed());
                     }
                     tokio::time::sleep(THINK).await;

@@ -5,26 +5,18 @@
 
 mod support;
 
-use bytes::Bytes;
-use http::{Request, StatusCode};
-use http_body_util::Empty;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
-use support::upstream;
+use support::{quick_start, upstream};
 use tokio::time::Instant;
-use tower::{ServiceBuilder, ServiceExt};
-use tower_backoff::{ExponentialBackOff, PacingLayer, RetryLayer};
 
 const QUOTA: usize = 50;
 const WINDOW: Duration = Duration::from_secs(1);
 
-/// 300 GETs, 20 at a time, through the quick start's stack to a real server on loopback
-/// that lets 50 pass per window, a window each request restarts; a bare 429 past that.
-/// How many succeeded, and how long they took.
-async fn burst() -> (usize, Duration) {
+#[tokio::test(start_paused = true)]
+async fn probes_outlast_a_window_that_each_refusal_restarts() {
+    // A real server on loopback that lets 50 pass per window, a window each request
+    // restarts; a bare 429 past that.
     let window = Mutex::new((0, None::<Instant>));
     let (addr, _) = upstream::serve(move |_, arrival| {
         let mut window = window.lock().unwrap();
@@ -37,41 +29,8 @@ async fn burst() -> (usize, Duration) {
         upstream::reply(status, &[], "")
     })
     .await;
-    let http = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let client = ServiceBuilder::new()
-        .layer(RetryLayer::new(ExponentialBackOff::default()))
-        .layer(PacingLayer::new())
-        .service(http);
-    let url = format!("http://{addr}/");
-    let (start, next, ok) = (
-        Instant::now(),
-        Arc::new(AtomicUsize::new(0)),
-        Arc::default(),
-    );
-    let workers: Vec<_> = (0..20)
-        .map(|_| {
-            let (client, url) = (client.clone(), url.clone());
-            let (next, ok): (_, Arc<AtomicUsize>) = (next.clone(), Arc::clone(&ok));
-            tokio::spawn(async move {
-                while next.fetch_add(1, Ordering::SeqCst) < 300 {
-                    let request = Request::get(&url).body(Empty::new()).unwrap();
-                    let res = client.clone().oneshot(request).await;
-                    if res.is_ok_and(|res| res.status() == StatusCode::OK) {
-                        ok.fetch_add(1, Ordering::SeqCst);
-                    }
-                }
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker.await.unwrap();
-    }
-    (ok.load(Ordering::SeqCst), start.elapsed())
-}
-
-#[tokio::test(start_paused = true)]
-async fn probes_outlast_a_window_that_each_refusal_restarts() {
-    let (ok, took) = burst().await;
+    let client = quick_start::stack(true);
+    let (ok, took) = quick_start::burst(&client, &format!("http://{addr}/"), 300).await;
     // 50 a window at most, then a second of silence: 11 s at best.
     assert_eq!(ok, 300, "{ok} of 300 succeeded in {took:?}");
     assert!(took < Duration::from_secs(30), "{took:?}");

@@ -5,23 +5,15 @@
 
 mod support;
 
-use bytes::Bytes;
-use http::{Request, StatusCode};
-use http_body_util::Empty;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
-use support::upstream;
-use tokio::time::Instant;
-use tower::{ServiceBuilder, ServiceExt};
-use tower_backoff::{ExponentialBackOff, PacingLayer, RetryLayer};
+use support::{quick_start, upstream};
 
-/// 1000 GETs, 20 at a time, through hyper-util's client to a real server on loopback that
-/// answers a share `p` of them 429 (seeded): how many succeeded, and how long they took.
+/// 1000 GETs, 20 at a time, through the quick start's stack (or the retry layer alone) to a
+/// real server on loopback that answers a share `p` of them 429 (seeded): how many
+/// succeeded, and how long they took.
 async fn burst(paced: bool, p: f64) -> (usize, Duration) {
     let rng = Mutex::new(SmallRng::seed_from_u64(7));
     let (addr, _) = upstream::serve(move |_, _| {
@@ -32,33 +24,8 @@ async fn burst(paced: bool, p: f64) -> (usize, Duration) {
         upstream::reply(status, &[], "")
     })
     .await;
-    let http = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let retry = ServiceBuilder::new().layer(RetryLayer::new(ExponentialBackOff::default()));
-    let client = match paced {
-        true => retry.layer(PacingLayer::new()).service(http).boxed_clone(),
-        false => retry.service(http).boxed_clone(),
-    };
-    let url = format!("http://{addr}/");
-    let (start, next) = (Instant::now(), Arc::new(AtomicUsize::new(0)));
-    let ok = Arc::new(AtomicUsize::new(0));
-    let workers: Vec<_> = (0..20)
-        .map(|_| {
-            let (client, next, ok, url) = (client.clone(), next.clone(), ok.clone(), url.clone());
-            tokio::spawn(async move {
-                while next.fetch_add(1, Ordering::SeqCst) < 1000 {
-                    let request = Request::get(&url).body(Empty::new()).unwrap();
-                    let res = client.clone().oneshot(request).await;
-                    if res.is_ok_and(|res| res.status() == StatusCode::OK) {
-                        ok.fetch_add(1, Ordering::SeqCst);
-                    }
-                }
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker.await.unwrap();
-    }
-    (ok.load(Ordering::SeqCst), start.elapsed())
+    let client = quick_start::stack(paced);
+    quick_start::burst(&client, &format!("http://{addr}/"), 1000).await
 }
 
 /// Not met: each round's random refusal cuts the pace to 70 % of a delivery that the last

@@ -5,6 +5,7 @@ pub mod echo;
 pub mod fairness;
 pub mod limiters;
 pub mod pacing;
+pub mod quick_start;
 #[cfg(feature = "redis")]
 pub mod redis;
 pub mod scripted;
