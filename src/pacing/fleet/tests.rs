@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 #[path = "../../../tests/support/redis.rs"]
-mod redis_server;
+pub(super) mod redis_server;
 
 /// What a reservation gave: (status, wait in µs, round, number, the room's window and
 /// remaining count), as the script returns it (less the pace and delivery rate).

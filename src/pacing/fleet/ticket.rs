@@ -284,3 +284,101 @@ fn spawn(task: impl Future<Output = ()> + Send + 'static) {
         runtime.spawn(task);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pacing::{PacingLayer, RedisPacing};
+    use http::uri::Authority;
+
+    use crate::pacing::fleet::tests::redis_server;
+
+    /// A request to `authority` in `layer`'s fleet.
+    fn ticket(layer: &PacingLayer, authority: &str) -> FleetTicket {
+        let key = Key::from_authority(&authority.parse::<Authority>().unwrap());
+        let known = layer.shared.known.get(&key).copied();
+        FleetTicket::new(Arc::clone(&layer.shared), key, known, Instant::now())
+    }
+
+    /// Turns `ticket` until Redis answered its call.
+    async fn answered(ticket: &mut FleetTicket) -> FleetTurn {
+        let limits = Limits::new(Instant::now(), Duration::from_secs(30), None);
+        loop {
+            let turn = ticket.turn(&limits, Waker::noop());
+            if ticket.reply.is_none() {
+                return turn;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// How many `leave` calls Redis ran (its slow log logs every command).
+    async fn leaves(redis: &redis_server::RedisServer) -> usize {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let log: Vec<redis::Value> = redis.query(&["SLOWLOG", "GET", "-1"]).await.unwrap();
+        let leave = redis::Value::BulkString(b"leave".to_vec());
+        let calls = log.iter().filter_map(|entry| match entry {
+            redis::Value::Array(fields) => fields.get(3),
+            _ => None,
+        });
+        let calls =
+            calls.filter(|args| matches!(args, redis::Value::Array(args) if args.contains(&leave)));
+        calls.count()
+    }
+
+    /// Only a request held by the fleet's pace is in its line: one dropped while the slow
+    /// start's window is full costs Redis no call; one dropped while paced leaves the line.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+    async fn only_a_request_in_the_fleets_line_leaves_it_when_dropped() {
+        let redis = redis_server::RedisServer::start().await;
+        let _: () = redis
+            .query(&["CONFIG", "SET", "slowlog-log-slower-than", "0"])
+            .await
+            .unwrap();
+        let fleet = RedisPacing::new(redis.client()).with_timeout(Duration::from_millis(500));
+        let builder =
+            PacingLayer::builder().with_known_rate("paced.test", 1, Duration::from_secs(1));
+        let layer = builder.with_redis(fleet).build().unwrap();
+        // The first calls connect and load the script.
+        let mut warm = 0;
+        while !matches!(
+            answered(&mut ticket(&layer, "warm.test")).await,
+            FleetTurn::Go(_)
+        ) {
+            warm += 1;
+            assert!(warm < 20, "no request went through Redis");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+
+        // 4 sends fill a new destination's window; a fifth waits, not in line.
+        let mut sent = vec![];
+        for _ in 0..4 {
+            match answered(&mut ticket(&layer, "window.test")).await {
+                FleetTurn::Go(grant) => sent.push(grant),
+                _ => panic!("a send within the initial window waited"),
+            }
+        }
+        let mut held = ticket(&layer, "window.test");
+        assert!(matches!(answered(&mut held).await, FleetTurn::At(_)));
+        assert!(!held.lined, "a request held by the window is in the line");
+        let before = leaves(&redis).await;
+        drop(held);
+        assert_eq!(
+            leaves(&redis).await,
+            before,
+            "a request left a line it was not in"
+        );
+
+        // Told 1 r/s, a first send takes the slot; the second waits in line, and leaves it.
+        assert!(matches!(
+            answered(&mut ticket(&layer, "paced.test")).await,
+            FleetTurn::Go(_)
+        ));
+        let mut paced = ticket(&layer, "paced.test");
+        assert!(matches!(answered(&mut paced).await, FleetTurn::At(_)));
+        assert!(paced.lined, "a request held by the pace is not in the line");
+        drop(paced);
+        assert_eq!(leaves(&redis).await, before + 1);
+    }
+}
