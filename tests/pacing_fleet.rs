@@ -493,13 +493,45 @@ async fn a_request_after_another_to_its_destination_costs_one_call() {
     // Each reservation carries the answers since the last: 20 calls and the last answer's,
     // not 40. (A busy machine may let an answer wait past 2 ms and go alone.)
     until_state_is(&redis, test, "api.test", "sc", "20").await;
+    let calls = script_calls(&redis).await;
+    assert!((21..=25).contains(&calls), "{calls} calls");
+}
+
+/// The script calls Redis ran since its statistics were last reset.
+async fn script_calls(redis: &RedisServer) -> usize {
     let stats: String = redis.query(&["INFO", "commandstats"]).await.unwrap();
-    let calls: u32 = stats
+    stats
         .lines()
         .filter_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .filter_map(|line| line.split(',').next()?.parse::<u32>().ok())
-        .sum();
-    assert!((21..=25).contains(&calls), "{stats}");
+        .filter_map(|line| line.split(',').next()?.parse::<usize>().ok())
+        .sum()
+}
+
+/// A request in the fleet's line asks again half a spacing before its own slot, and at
+/// least every 100 ms (else it is taken as gone): not at every slot given before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn a_long_line_costs_redis_calls_per_request_not_per_waiter() {
+    let redis = RedisServer::start().await;
+    let told = builder().with_known_rate("api.test", 100, secs(1));
+    let client = fleet_member(&redis, "line", told)
+        .await
+        .layer(scripted(&Log::default()));
+    let _: () = redis.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
+    let waiters = 200;
+    let requests: Vec<_> = (0..waiters)
+        .map(|_| {
+            let mut client = client.clone();
+            tokio::spawn(async move { send(&mut client, get("http://api.test/200")).await })
+        })
+        .collect();
+    for request in requests {
+        request.await.unwrap().unwrap();
+    }
+    // Over the 2 s the line drains: a call per waiter each 100 ms, about 10 per request;
+    // asking at every slot would cost about 100.
+    let per_request = script_calls(&redis).await as f64 / waiters as f64;
+    assert!(per_request < 30.0, "{per_request:.1} calls per request");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

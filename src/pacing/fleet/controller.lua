@@ -511,16 +511,16 @@ if op == 'reserve' then
     result = {2, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1}
   elseif not throttled and wait > 0 then
     result = {1, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1}
-  elseif wait > spacing / 2 + 0.001 then
-    -- Only the next slot is given (GCRA's burst of one), in the half spacing before it: a
-    -- later request asks again then, at the pace of then. Slots given ahead could not be
-    -- taken back. (The microsecond absorbs rounding.)
-    first_in_line(name, since)
-    result = {3, math.floor((wait - spacing / 2) * 1000), 0, 0, 0, 0, -1, -1}
-  elseif wait > 0 and not first_in_line(name, since) then
-    -- An older request waits: this one asks again when the slot after is given. A slot
-    -- due and not taken goes to whoever asks.
-    result = {3, math.floor(math.max(wait + spacing / 2, spacing / 2) * 1000), 0, 0, 0, 0, -1, -1}
+  elseif wait > 0 and (not first_in_line(name, since) or wait > spacing / 2 + 0.001) then
+    -- Only the next slot is given (GCRA's burst of one), in the half spacing before it.
+    -- A request asks again then, or half a spacing before its own slot at today's pace,
+    -- behind older requests: the line costs a call per slot, not one per waiter. Slots
+    -- given ahead could not be taken back; a slot due and not taken goes to whoever asks.
+    -- (The microsecond absorbs rounding.)
+    local ahead = name and redis.call('ZRANK', LINE, name) or 0
+    local own = wait + (ahead - 0.5) * spacing
+    if ahead > 0 then own = math.max(own, spacing / 2) end
+    result = {3, math.floor(own * 1000), 0, 0, 0, 0, -1, -1}
   else
     -- Out of the line, if it joined it while held.
     leave_line(ARGV[22])

@@ -486,7 +486,8 @@ async fn the_script_gives_paced_slots_in_the_order_requests_first_asked() {
     assert_eq!(ask(&mut script, 0.0, 1.0, 0.0).await, [0, 0]);
     // The next slot, at 500 ms, is given from 250 ms on.
     assert_eq!(ask(&mut script, 200.0, 2.0, 200.0).await, [3, 50]);
-    assert_eq!(ask(&mut script, 210.0, 3.0, 210.0).await, [3, 40]);
+    // 3 is behind 2: it asks again 250 ms before its own slot, at 1000 ms.
+    assert_eq!(ask(&mut script, 210.0, 3.0, 210.0).await, [3, 540]);
     // 3 asks first, but 2 waited longer: 3 asks again when the slot after is given.
     assert_eq!(ask(&mut script, 260.0, 3.0, 210.0).await, [3, 490]);
     assert_eq!(ask(&mut script, 261.0, 2.0, 200.0).await, [0, 239]);
