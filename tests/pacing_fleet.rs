@@ -237,20 +237,7 @@ async fn requests_go_on_while_redis_is_down_and_rejoin_when_it_is_back() {
     let client = fleet_member(&redis, test, builder())
         .await
         .layer(scripted(&log));
-    let burst = |n: usize| {
-        let client = client.clone();
-        async move {
-            let sends: Vec<_> = (0..n)
-                .map(|_| {
-                    let mut client = client.clone();
-                    tokio::spawn(async move { send(&mut client, get("http://api.test/200")).await })
-                })
-                .collect();
-            for sent in sends {
-                assert_eq!(sent.await.unwrap().unwrap().status(), 200);
-            }
-        }
-    };
+    let burst = async |n: usize| all_at_once(&client, n, "http://api.test/200").await;
     burst(5).await;
     until_state_has(&redis, test, "api.test", "born").await;
 
@@ -497,6 +484,19 @@ async fn a_request_after_another_to_its_destination_costs_one_call() {
     assert!((21..=25).contains(&calls), "{calls} calls");
 }
 
+/// `n` GETs of `uri` sent at once through `client`: each answered 200.
+async fn all_at_once<S: Client>(client: &S, n: usize, uri: &str) {
+    let sends: Vec<_> = (0..n)
+        .map(|_| {
+            let (mut client, request) = (client.clone(), get(uri));
+            tokio::spawn(async move { send(&mut client, request).await })
+        })
+        .collect();
+    for sent in sends {
+        assert_eq!(sent.await.unwrap().unwrap().status(), 200);
+    }
+}
+
 /// The script calls Redis ran since its statistics were last reset.
 async fn script_calls(redis: &RedisServer) -> usize {
     let stats: String = redis.query(&["INFO", "commandstats"]).await.unwrap();
@@ -519,15 +519,7 @@ async fn a_long_line_costs_redis_calls_per_request_not_per_waiter() {
         .layer(scripted(&Log::default()));
     let _: () = redis.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
     let waiters = 200;
-    let requests: Vec<_> = (0..waiters)
-        .map(|_| {
-            let mut client = client.clone();
-            tokio::spawn(async move { send(&mut client, get("http://api.test/200")).await })
-        })
-        .collect();
-    for request in requests {
-        request.await.unwrap().unwrap();
-    }
+    all_at_once(&client, waiters, "http://api.test/200").await;
     // Over the 2 s the line drains: a call per waiter each 100 ms, about 10 per request;
     // asking at every slot would cost about 100.
     let per_request = script_calls(&redis).await as f64 / waiters as f64;

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 use tower::util::BoxCloneSyncService;
-use tower::{ServiceBuilder, ServiceExt};
+use tower::{Layer, ServiceExt};
 use tower_backoff::{ExponentialBackOff, PacingLayer, RetryLayer};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -25,15 +25,16 @@ pub type Stack = BoxCloneSyncService<Request<Empty<Bytes>>, Response<Incoming>, 
 /// The quick start's stack, or with `paced` false the retry layer alone.
 pub fn stack(paced: bool) -> Stack {
     let http = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let retry = ServiceBuilder::new().layer(RetryLayer::new(ExponentialBackOff::default()));
-    match paced {
-        true => Stack::new(
+    let retry = RetryLayer::new(ExponentialBackOff::default());
+    if paced {
+        Stack::new(
             retry
-                .layer(PacingLayer::new())
-                .service(http)
+                .paced(PacingLayer::new())
+                .layer(http)
                 .map_err(Into::into),
-        ),
-        false => Stack::new(retry.service(http).map_err(Into::into)),
+        )
+    } else {
+        Stack::new(retry.layer(http).map_err(Into::into))
     }
 }
 
@@ -47,15 +48,12 @@ pub async fn get_ok(client: &Stack, url: &str) -> bool {
 /// `n` GETs of `url` through `client`, 20 at a time: how many got a 200, and how long
 /// they all took.
 pub async fn burst(client: &Stack, url: &str, n: usize) -> (usize, Duration) {
-    let (start, next, ok) = (
-        Instant::now(),
-        Arc::new(AtomicUsize::new(0)),
-        Arc::default(),
-    );
+    let start = Instant::now();
+    let (next, ok) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let workers: Vec<_> = (0..20)
         .map(|_| {
             let (client, url) = (client.clone(), url.to_owned());
-            let (next, ok): (_, Arc<AtomicUsize>) = (next.clone(), Arc::clone(&ok));
+            let (next, ok) = (Arc::clone(&next), Arc::clone(&ok));
             tokio::spawn(async move {
                 while next.fetch_add(1, Ordering::SeqCst) < n {
                     if get_ok(&client, &url).await {

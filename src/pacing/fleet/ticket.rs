@@ -171,7 +171,8 @@ impl FleetTicket {
                 self.ask_at = instant_after(now, wait.min(ASK_AGAIN));
                 FleetTurn::At(self.ask_at)
             }
-            // The pace may double meanwhile (the start-up): ask again by then at the latest.
+            // Within a doubling at the latest: the pace may double meanwhile (the start-up),
+            // and the script takes a request unseen for two as gone.
             Ok(Reserved::NotNext(wait)) => {
                 self.ask_at = instant_after(now, wait.min(STARTUP_DOUBLING));
                 FleetTurn::At(self.ask_at)
