@@ -18,6 +18,7 @@
 //! Redis back, and requests, waiting ones too, ask it again. Idle destinations expire from
 //! Redis; a state Redis lost otherwise starts at the pace the process last saw served.
 
+mod held;
 mod store;
 mod ticket;
 

@@ -1,6 +1,7 @@
 //! The calls to Redis: one script, its arguments, and the store's health.
 
 use super::RedisPacing;
+use super::held::Held;
 use crate::pacing::control::{
     Answer, BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, STARTUP_DOUBLING,
     Seen, Sent,
@@ -78,6 +79,8 @@ pub(crate) struct Store {
     max_views: usize,
     /// Answers not yet told, by destination: the next reservation carries them.
     pending: Mutex<HashMap<Key, Vec<Answered>>>,
+    /// The requests held by each destination's pace or window: the oldest asks for all.
+    pub(crate) held: Held,
 }
 
 /// An answer as the script reads it: the send's round and number, the answer, the delay
@@ -181,6 +184,10 @@ impl std::fmt::Debug for Store {
 
 impl Store {
     pub(crate) fn new(config: RedisPacing, max_views: usize) -> Self {
+        // A live head asks again within a doubling, and waits a call's timeout at most.
+        let gone = STARTUP_DOUBLING
+            .saturating_mul(2)
+            .saturating_add(config.timeout);
         Self {
             config,
             connection: OnceLock::new(),
@@ -188,6 +195,7 @@ impl Store {
             views: Mutex::new(HashMap::new()),
             max_views,
             pending: Mutex::new(HashMap::new()),
+            held: Held::new(gone),
         }
     }
 

@@ -1,5 +1,6 @@
 //! A request paced by the fleet's shared state: its reservation, then its send.
 
+use super::held::Place as Held;
 use super::store::{Args, Asking, Keys, PROBE_EVERY, Reserved, Store, answered};
 use crate::error::pacing::PacingError;
 use crate::pacing::control::{Answer, STARTUP_DOUBLING, Sent};
@@ -64,6 +65,10 @@ pub(crate) struct FleetTicket {
     name: f64,
     lined: bool,
     ask_at: Instant,
+    /// Held by the pace or the slow-start window: in this process's line for the
+    /// destination, where only the oldest asks Redis. `window`: held by the window.
+    held: bool,
+    window: bool,
     local: Option<Ticket>,
 }
 
@@ -80,6 +85,8 @@ impl FleetTicket {
     pub(crate) fn new(shared: Arc<Shared>, key: Key, known: Option<f64>, now: Instant) -> Self {
         let store = shared.fleet.as_ref().expect("a fleet ticket has a store");
         let keys = Arc::new(store.keys(&key));
+        // Behind a request of this process already held there, it waits without asking.
+        let held = store.held.any(&key);
         let args = Args::new(&shared.settings, known);
         let place = Place {
             shared,
@@ -96,7 +103,39 @@ impl FleetTicket {
             name: (rand::random::<u64>() >> 12) as f64,
             lined: false,
             ask_at: now,
+            held,
+            window: false,
             local: None,
+        }
+    }
+
+    /// Its id in this process's line: its name, an integer.
+    fn id(&self) -> u64 {
+        self.name as u64
+    }
+
+    /// Held: `Some` while it waits behind another request of this process, which asks
+    /// for both. Past the end of its wait, a request asks for itself: a pace fails it.
+    fn behind(&mut self, limits: &Limits, waker: &Waker, now: Instant) -> Option<FleetTurn> {
+        if !self.held || now >= limits.end {
+            return None;
+        }
+        let (held, key) = (&self.place.store().held, &self.place.key);
+        match held.place(key, self.id(), self.since, waker) {
+            Held::Behind(by) => Some(FleetTurn::At(by.min(limits.wake_by(now)))),
+            Held::Head { promoted, answered } => {
+                if promoted || (answered && self.window) {
+                    self.ask_at = now;
+                }
+                None
+            }
+        }
+    }
+
+    /// Out of this process's line, if in it: the next request held there asks at once.
+    fn release(&mut self) {
+        if std::mem::take(&mut self.held) {
+            self.place.store().held.leave(&self.place.key, self.id());
         }
     }
 
@@ -126,6 +165,9 @@ impl FleetTicket {
             return FleetTurn::Fail(PacingError::DeadlinePassed);
         }
         if self.reply.is_none() {
+            if let Some(behind) = self.behind(limits, waker, now) {
+                return behind;
+            }
             if now < self.ask_at {
                 return FleetTurn::At(self.ask_at);
             }
@@ -158,6 +200,7 @@ impl FleetTicket {
         match reply {
             Ok(Reserved::At(sent, pace)) => {
                 self.lined = false;
+                self.release();
                 let at = sent.at;
                 self.place
                     .store()
@@ -166,20 +209,23 @@ impl FleetTicket {
                 self.turn(limits, waker)
             }
             Ok(Reserved::Later(wait)) => {
-                // The slow start's window holds no line.
-                self.lined = false;
+                // The slow start's window holds no line in Redis; an answer to this process
+                // wakes the one asking for it here.
+                (self.lined, self.held, self.window) = (false, true, true);
                 self.ask_at = instant_after(now, wait.min(ASK_AGAIN));
-                FleetTurn::At(self.ask_at)
+                self.turn(limits, waker)
             }
             // Within a doubling at the latest: the pace may double meanwhile (the start-up),
             // and the script takes a request unseen for two as gone.
             Ok(Reserved::NotNext(wait)) => {
+                (self.held, self.window) = (true, false);
                 self.ask_at = instant_after(now, wait.min(STARTUP_DOUBLING));
-                FleetTurn::At(self.ask_at)
+                self.turn(limits, waker)
             }
             Ok(Reserved::TooLong(wait)) => {
                 // The script took it out of the line.
                 self.lined = false;
+                self.release();
                 FleetTurn::Fail(limits.too_long(wait, now))
             }
             Err(()) => {
@@ -193,6 +239,7 @@ impl FleetTicket {
     /// Redis failed: the request is paced in-process from now on (at this process's share
     /// of the fleet's last pace, see [`Shared::destination`]).
     fn alone(&mut self, limits: &Limits, waker: &Waker, now: Instant) -> FleetTurn {
+        self.release();
         let Some(destination) = self.place.shared.destination(&self.place.key, now) else {
             return FleetTurn::Local(None);
         };
@@ -209,6 +256,7 @@ impl FleetTicket {
 
 impl Drop for FleetTicket {
     fn drop(&mut self) {
+        self.release();
         // A slot taken but never used leaves the sends in flight.
         if let Some((_, sent)) = self.slot.take() {
             drop(FleetGrant::new(self.place.clone(), sent));
@@ -251,6 +299,7 @@ impl FleetGrant {
         let values = answered(sent, answer, said.quota());
         let place = self.place.clone();
         let first = place.store().defer(&place.key, values);
+        place.store().held.answered(&place.key);
         let refused = matches!(answer, Answer::Refused(_));
         if refused || first {
             spawn(async move {
