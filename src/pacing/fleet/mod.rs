@@ -4,7 +4,8 @@
 //! Each destination's controller lives in one Redis value, with its sends in flight beside
 //! it. One atomic script per request reserves a send time on Redis's clock (a GCRA slot at
 //! the shared pace). Requests held by the pace wait in one line across the fleet: the one
-//! that first asked takes the next slot, whichever process it is in. The same call carries
+//! that first asked takes the next slot, whichever process it is in. Only the oldest of a
+//! process's held requests asks again; the others wait behind it. The same call carries
 //! the answers this process got since its last one to that destination; an answer no call
 //! carries within 2 ms goes alone, a refusal at once. The rules are the
 //! [in-process controller's](crate::pacing), so a refusal seen by one process slows all.
