@@ -39,6 +39,12 @@ if now < 0 then
   now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
 end
 
+-- A request's name is its process's number times PROCESS, plus its own number there.
+local PROCESS = 2097152
+local function process_of(name)
+  return math.floor(tonumber(name) / PROCESS)
+end
+
 local function leave_line(name)
   if name == nil then return end
   redis.call('ZREM', LINE, name)
@@ -481,18 +487,26 @@ local function answer_all(first)
   end
 end
 
--- Whether request `name` (nil: not in line), waiting since `since`, is first in line: the
--- request that has waited longest, in whichever process, takes the next send. Waiting
--- requests ask again within a DOUBLING: one not seen for two has gone.
-local function first_in_line(name, since)
-  if name == nil then return true end
+-- How many requests of other processes are ahead of request `name` (nil: not in line),
+-- waiting since `since`, in line: the request that has waited longest, in whichever
+-- process, takes the next send. A process asks for its held requests through the one it
+-- holds longest, which stands for its first in line here (their clocks differ a little).
+-- Waiting requests ask again within a DOUBLING: one not seen for two has gone.
+local function ahead_in_line(name, since)
+  if name == nil then return 0 end
   redis.call('ZADD', LINE, 'NX', since, name)
   redis.call('ZADD', SEEN, now, name)
   for _, gone in ipairs(redis.call('ZRANGEBYSCORE', SEEN, '-inf', now - 2 * DOUBLING)) do
     redis.call('ZREM', LINE, gone)
     redis.call('ZREM', SEEN, gone)
   end
-  return redis.call('ZRANGE', LINE, 0, 0)[1] == name
+  local rank, ahead, own = redis.call('ZRANK', LINE, name), 0, process_of(name)
+  if rank == 0 then return 0 end
+  for _, other in ipairs(redis.call('ZRANGE', LINE, 0, rank - 1)) do
+    if process_of(other) == own then break end
+    ahead = ahead + 1
+  end
+  return ahead
 end
 
 local result
@@ -506,18 +520,22 @@ if op == 'reserve' then
   local wait = at - now
   -- Sends held by a pace go in line.
   if spacing <= 0 then name = nil end
+  local ahead
+  local function line_ahead()
+    ahead = ahead or ahead_in_line(name, since)
+    return ahead
+  end
   if throttled and wait > max_wait then
     leave_line(name)
     result = {2, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1}
   elseif not throttled and wait > 0 then
     result = {1, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1}
-  elseif wait > 0 and (not first_in_line(name, since) or wait > spacing / 2 + 0.001) then
+  elseif wait > 0 and (line_ahead() > 0 or wait > spacing / 2 + 0.001) then
     -- Only the next slot is given (GCRA's burst of one), in the half spacing before it.
     -- A request asks again then, or half a spacing before its own slot at today's pace,
     -- behind older requests: the line costs a call per slot, not one per waiter. Slots
     -- given ahead could not be taken back; a slot due and not taken goes to whoever asks.
     -- (The microsecond absorbs rounding.)
-    local ahead = name and redis.call('ZRANK', LINE, name) or 0
     local own = wait + (ahead - 0.5) * spacing
     if ahead > 0 then own = math.max(own, spacing / 2) end
     result = {3, math.floor(own * 1000), 0, 0, 0, 0, -1, -1}

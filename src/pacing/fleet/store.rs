@@ -12,7 +12,7 @@ use crate::pacing::layer::Settings;
 use crate::retry_after::QuotaLeft;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use tokio::runtime::Handle;
@@ -21,6 +21,11 @@ use tokio::time::Instant;
 /// After a failed call, Redis is pinged this often in the background, and the process
 /// paces alone until it answers: it rejoins the fleet within this of Redis's return.
 pub(super) const PROBE_EVERY: Duration = Duration::from_millis(100);
+
+/// A line's name: a process's number in its first bits, its request's in the last
+/// (`PROCESS` in `controller.lua` is 2^`REQUEST_BITS`).
+const PROCESS_BITS: u32 = 31;
+pub(super) const REQUEST_BITS: u32 = 21;
 
 /// The script's time argument that makes it read Redis's clock.
 const REDIS_CLOCK: f64 = -1.0;
@@ -81,6 +86,9 @@ pub(crate) struct Store {
     pending: Mutex<HashMap<Key, Vec<Answered>>>,
     /// The requests held by each destination's pace or window: the oldest asks for all.
     pub(crate) held: Held,
+    /// This process's number in the fleet (random), and the count of its requests named.
+    process: u64,
+    named: AtomicU64,
 }
 
 /// An answer as the script reads it: the send's round and number, the answer, the delay
@@ -99,7 +107,7 @@ pub(crate) struct Asking {
     pub(crate) max_wait: Duration,
     /// How long it has waited since it first asked: its place in the line.
     pub(crate) waited: Duration,
-    /// Its name in the line, unique in the fleet (a random integer under 2^52).
+    /// Its name in the line, unique in the fleet: see [`Store::name`].
     pub(crate) name: f64,
 }
 
@@ -196,7 +204,16 @@ impl Store {
             max_views,
             pending: Mutex::new(HashMap::new()),
             held: Held::new(gone),
+            process: rand::random::<u64>() >> (64 - PROCESS_BITS),
+            named: AtomicU64::new(0),
         }
+    }
+
+    /// A request's name in the fleet's line: this process's number, then the request's
+    /// (the script reads the process from it). Exactly an f64: under 2^52.
+    pub(crate) fn name(&self) -> f64 {
+        let request = self.named.fetch_add(1, Ordering::Relaxed) & ((1 << REQUEST_BITS) - 1);
+        ((self.process << REQUEST_BITS) | request) as f64
     }
 
     /// This process took send `number` of `key`, in a slot at `now`, the fleet paced at `pace`.

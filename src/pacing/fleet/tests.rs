@@ -1,7 +1,7 @@
 //! The script against the in-process controller: the same sends and answers at the same
 //! times give the same send times, on a real `redis-server`.
 
-use super::store::{Args, SCRIPT, answered, seen};
+use super::store::{Args, REQUEST_BITS, SCRIPT, answered, seen};
 use crate::pacing::control::{Answer, Config, Controller, Sent, interval};
 use crate::pacing::layer::Settings;
 use crate::pacing::{PacingBuilder, PacingLayer};
@@ -10,6 +10,9 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// A line's name for a process's first request: the process's number, shifted.
+const PROCESS: f64 = (1u64 << REQUEST_BITS) as f64;
 
 #[path = "../../../tests/support/redis.rs"]
 pub(super) mod redis_server;
@@ -477,7 +480,9 @@ async fn the_script_gives_paced_slots_in_the_order_requests_first_asked() {
     let mut script = Script::on(&server).await;
     // Told 2 r/s: a slot every 500 ms, each given in the 250 ms before it.
     script.args = Args::new(&settings(), Some(2.0));
-    let ask = async |script: &mut Script, t: f64, name: f64, since: f64| {
+    // Each request of another process (a line's name starts with its process's number).
+    let ask = async |script: &mut Script, t: f64, process: f64, since: f64| {
+        let name = process * PROCESS;
         let got = script
             .call(t, "reserve", &[30_000.0, 0.0, 0.0, t - since, name])
             .await;
@@ -493,7 +498,7 @@ async fn the_script_gives_paced_slots_in_the_order_requests_first_asked() {
     assert_eq!(ask(&mut script, 261.0, 2.0, 200.0).await, [0, 239]);
     // 3 leaves the line: 4, newer, is first.
     assert_eq!(ask(&mut script, 600.0, 3.0, 210.0).await, [3, 150]);
-    script.call(610.0, "leave", &[3.0]).await;
+    script.call(610.0, "leave", &[3.0 * PROCESS]).await;
     assert_eq!(ask(&mut script, 760.0, 4.0, 760.0).await, [0, 240]);
     // 5 waits for the slot at 1500 ms, and is not seen again for 210 ms: 6 is first.
     assert_eq!(ask(&mut script, 1050.0, 5.0, 1050.0).await, [3, 200]);
@@ -505,6 +510,33 @@ async fn the_script_gives_paced_slots_in_the_order_requests_first_asked() {
     assert_eq!(ask(&mut script, 10.0, 7.0, 10.0).await, [3, 40]);
     assert_eq!(ask(&mut script, 60.0, 8.0, 60.0).await, [3, 90]);
     assert_eq!(ask(&mut script, 101.0, 8.0, 60.0).await, [0, 0]);
+}
+
+/// A process asks for its held requests through the one it holds longest, which stands
+/// for its first in Redis's line: its own requests ahead there do not hold it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn a_process_asks_for_its_held_requests_from_its_first_place_in_line() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    // Told 10 r/s: a slot every 100 ms, each given in the 50 ms before it.
+    script.args = Args::new(&settings(), Some(10.0));
+    let ask = async |script: &mut Script, t: f64, name: f64, since: f64| {
+        let got = script
+            .call(t, "reserve", &[30_000.0, 0.0, 0.0, t - since, name])
+            .await;
+        [got[0], got[1] / 1000]
+    };
+    let (a, b) = (PROCESS, 2.0 * PROCESS);
+    assert_eq!(ask(&mut script, 0.0, a, 0.0).await, [0, 0]);
+    // In line: a+1, then b, then a+2. b counts one ahead; a+2 none, as its process's a+1
+    // is first.
+    assert_eq!(ask(&mut script, 10.0, a + 1.0, 10.0).await, [3, 40]);
+    assert_eq!(ask(&mut script, 11.0, b, 11.0).await, [3, 139]);
+    assert_eq!(ask(&mut script, 12.0, a + 2.0, 12.0).await, [3, 38]);
+    // a+2 asks for both: the slot at 100 ms is its process's.
+    assert_eq!(ask(&mut script, 60.0, b, 11.0).await, [3, 90]);
+    assert_eq!(ask(&mut script, 62.0, a + 2.0, 12.0).await, [0, 38]);
 }
 
 /// A fleet spreads a reported room over what is left of it once a room ran out, so that

@@ -86,7 +86,7 @@ impl FleetTicket {
         let store = shared.fleet.as_ref().expect("a fleet ticket has a store");
         let keys = Arc::new(store.keys(&key));
         // Behind a request of this process already held there, it waits without asking.
-        let held = store.held.any(&key);
+        let (held, name) = (store.held.any(&key), store.name());
         let args = Args::new(&shared.settings, known);
         let place = Place {
             shared,
@@ -99,8 +99,7 @@ impl FleetTicket {
             reply: None,
             slot: None,
             since: now,
-            // Exactly an f64, and unique among a fleet's waiting requests.
-            name: (rand::random::<u64>() >> 12) as f64,
+            name,
             lined: false,
             ask_at: now,
             held,
