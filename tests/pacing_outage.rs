@@ -35,11 +35,12 @@ async fn outage(
     .await;
     let client = quick_start::stack(true);
     let url = format!("http://{addr}/");
-    let (stop, done) = (Arc::new(AtomicBool::new(false)), Arc::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let done: Arc<Mutex<Vec<Duration>>> = Arc::default();
     let workers: Vec<_> = (0..20)
         .map(|_| {
             let (client, url) = (client.clone(), url.clone());
-            let (stop, done): (_, Arc<Mutex<Vec<Duration>>>) = (stop.clone(), Arc::clone(&done));
+            let (stop, done) = (stop.clone(), done.clone());
             tokio::spawn(async move {
                 while !stop.load(Ordering::SeqCst) {
                     if quick_start::get_ok(&client, &url).await {
