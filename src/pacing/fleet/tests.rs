@@ -58,6 +58,14 @@ impl Script {
         [reply[0], reply[1], reply[2], reply[3], reply[6], reply[7]]
     }
 
+    /// Request `name`, in line since `since`, asks for a slot at `t` (ms): what it is told
+    /// (0 a slot, 3 not next) and the wait in ms.
+    async fn ask(&mut self, t: f64, name: f64, since: f64) -> [i64; 2] {
+        let reserve = [30_000.0, 0.0, 0.0, t - since, name];
+        let got = self.call(t, "reserve", &reserve).await;
+        [got[0], got[1] / 1000]
+    }
+
     /// Tells the script that the send `got` reserved was served at `t`, reporting
     /// `remaining` until a reset a second away (-1: no report).
     async fn served(&mut self, t: f64, got: Reply, remaining: f64) {
@@ -482,11 +490,7 @@ async fn the_script_gives_paced_slots_in_the_order_requests_first_asked() {
     script.args = Args::new(&settings(), Some(2.0));
     // Each request of another process (a line's name starts with its process's number).
     let ask = async |script: &mut Script, t: f64, process: f64, since: f64| {
-        let name = process * PROCESS;
-        let got = script
-            .call(t, "reserve", &[30_000.0, 0.0, 0.0, t - since, name])
-            .await;
-        [got[0], got[1] / 1000]
+        script.ask(t, process * PROCESS, since).await
     };
     assert_eq!(ask(&mut script, 0.0, 1.0, 0.0).await, [0, 0]);
     // The next slot, at 500 ms, is given from 250 ms on.
@@ -521,22 +525,16 @@ async fn a_process_asks_for_its_held_requests_from_its_first_place_in_line() {
     let mut script = Script::on(&server).await;
     // Told 10 r/s: a slot every 100 ms, each given in the 50 ms before it.
     script.args = Args::new(&settings(), Some(10.0));
-    let ask = async |script: &mut Script, t: f64, name: f64, since: f64| {
-        let got = script
-            .call(t, "reserve", &[30_000.0, 0.0, 0.0, t - since, name])
-            .await;
-        [got[0], got[1] / 1000]
-    };
     let (a, b) = (PROCESS, 2.0 * PROCESS);
-    assert_eq!(ask(&mut script, 0.0, a, 0.0).await, [0, 0]);
+    assert_eq!(script.ask(0.0, a, 0.0).await, [0, 0]);
     // In line: a+1, then b, then a+2. b counts one ahead; a+2 none, as its process's a+1
     // is first.
-    assert_eq!(ask(&mut script, 10.0, a + 1.0, 10.0).await, [3, 40]);
-    assert_eq!(ask(&mut script, 11.0, b, 11.0).await, [3, 139]);
-    assert_eq!(ask(&mut script, 12.0, a + 2.0, 12.0).await, [3, 38]);
+    assert_eq!(script.ask(10.0, a + 1.0, 10.0).await, [3, 40]);
+    assert_eq!(script.ask(11.0, b, 11.0).await, [3, 139]);
+    assert_eq!(script.ask(12.0, a + 2.0, 12.0).await, [3, 38]);
     // a+2 asks for both: the slot at 100 ms is its process's.
-    assert_eq!(ask(&mut script, 60.0, b, 11.0).await, [3, 90]);
-    assert_eq!(ask(&mut script, 62.0, a + 2.0, 12.0).await, [0, 38]);
+    assert_eq!(script.ask(60.0, b, 11.0).await, [3, 90]);
+    assert_eq!(script.ask(62.0, a + 2.0, 12.0).await, [0, 38]);
 }
 
 /// A fleet spreads a reported room over what is left of it once a room ran out, so that
