@@ -621,3 +621,21 @@ async fn send_until<S: Client>(mut client: S, until: Instant) -> Vec<u16> {
         statuses.push(sent.unwrap().status().as_u16());
     }
 }
+
+/// Under tower's `ConcurrencyLimit` above it, held requests keep their permits while they
+/// wait in the process's line; the one asking Redis is among them, so they go at the pace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn held_requests_under_a_concurrency_limit_go_at_the_pace() {
+    let redis = RedisServer::start().await;
+    let told = builder().with_known_rate("api.test", 20, secs(1));
+    let paced = fleet_member(&redis, "limited", told)
+        .await
+        .layer(scripted(&Log::default()));
+    let client = tower::limit::ConcurrencyLimit::new(paced, 3);
+    let start = Instant::now();
+    all_at_once(&client, 12, "http://api.test/200").await;
+    // The 12th leaves 550 ms after the first.
+    let took = start.elapsed();
+    assert!((ms(500)..ms(900)).contains(&took), "{took:?}");
+}
