@@ -484,6 +484,36 @@ async fn a_request_after_another_to_its_destination_costs_one_call() {
     assert!((21..=25).contains(&calls), "{calls} calls");
 }
 
+/// Once a destination is open (neither paced nor in its slow start), a success waits up
+/// to 100 ms for the process's next call to carry it: a request 10 ms after another costs
+/// one call, not two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn answers_from_an_open_destination_wait_for_the_next_call() {
+    let redis = RedisServer::start().await;
+    let test = "open";
+    let mut client = fleet_member(&redis, test, builder())
+        .await
+        .layer(scripted(&Log::default()));
+    // The slow start opens at 64 in flight, its cap doubling per 100 ms from 4.
+    for _ in 0..70 {
+        send(&mut client, get("http://api.test/200")).await.unwrap();
+    }
+    tokio::time::sleep(ms(500)).await;
+    send(&mut client, get("http://api.test/200")).await.unwrap();
+    tokio::time::sleep(ms(150)).await;
+    let _: () = redis.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
+    for _ in 0..20 {
+        send(&mut client, get("http://api.test/200")).await.unwrap();
+        tokio::time::sleep(ms(10)).await;
+    }
+    tokio::time::sleep(ms(150)).await;
+    // 20 reservations, and the last answer's call; a busy machine may let one wait past
+    // 100 ms. Sent alone after 2 ms, the answers cost 20 calls more.
+    let calls = script_calls(&redis).await;
+    assert!((21..=24).contains(&calls), "{calls} calls");
+}
+
 /// `n` GETs of `uri` sent at once through `client`: each answered 200.
 async fn all_at_once<S: Client>(client: &S, n: usize, uri: &str) {
     let sends: Vec<_> = (0..n)

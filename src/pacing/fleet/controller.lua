@@ -3,10 +3,10 @@
 --
 -- KEYS[1]: the state (a MessagePack map). KEYS[2]: the sends in flight (a sorted set: number by send time).
 -- KEYS[3], KEYS[4]: the waiting line (sorted sets of requests: by first ask, by last ask).
--- "reserve" answers {0, wait, round, number, pace, served, window, remaining}: the slot is
+-- "reserve" answers {0, wait, round, number, pace, served, window, remaining, open}: the slot is
 -- taken, send after `wait` (µs); `pace` is the fleet's and `served` its delivery rate, in
 -- thousandths of a request per second (both 0: not paced); the reported room it leaves in
--- is `remaining` of `window` (both -1: none);
+-- is `remaining` of `window` (both -1: none); then 1 if the destination is open (0 else);
 -- {1, wait}: the slow start's window is full; {2, wait}: a paced wait past the longest;
 -- {3, wait}: not next, ask again after `wait`.
 -- ARGV[1]: "reserve", "answer", "release" or "leave". ARGV[2..16]: the constants and settings (see
@@ -54,12 +54,12 @@ end
 -- Leaving the line touches no state.
 if op == 'leave' then
   leave_line(ARGV[18])
-  return {0, 0, 0, 0, 0, 0, -1, -1}
+  return {0, 0, 0, 0, 0, 0, -1, -1, 0}
 end
 
 local packed = redis.call('GET', K)
 -- An answer or a release for a state Redis lost tells nothing of the state that replaces it.
-if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0, 0, -1, -1} end
+if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0, 0, -1, -1, 0} end
 local s = packed and cmsgpack.unpack(packed) or {}
 local seed, rejoin = tonumber(ARGV[19] or 0), tonumber(ARGV[20] or 0)
 -- A new destination's pace: the known rate, else a slow start from the initial window.
@@ -527,9 +527,9 @@ if op == 'reserve' then
   end
   if throttled and wait > max_wait then
     leave_line(name)
-    result = {2, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1}
+    result = {2, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1, 0}
   elseif not throttled and wait > 0 then
-    result = {1, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1}
+    result = {1, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1, 0}
   elseif wait > 0 and (line_ahead() > 0 or wait > spacing / 2 + 0.001) then
     -- Only the next slot is given (GCRA's burst of one), in the half spacing before it.
     -- A request asks again then, or half a spacing before its own slot at today's pace,
@@ -538,7 +538,7 @@ if op == 'reserve' then
     -- (The microsecond absorbs rounding.)
     local own = wait + (ahead - 0.5) * spacing
     if ahead > 0 then own = math.max(own, spacing / 2) end
-    result = {3, math.floor(own * 1000), 0, 0, 0, 0, -1, -1}
+    result = {3, math.floor(own * 1000), 0, 0, 0, 0, -1, -1, 0}
   else
     -- Out of the line, if it joined it while held.
     leave_line(ARGV[22])
@@ -563,15 +563,18 @@ if op == 'reserve' then
     local served = (spacing > 0) and served_rate(DOUBLING) or 0
     local seen_window, seen_remaining = -1, -1
     if s.rt ~= nil and s.rg == nil then seen_window, seen_remaining = s.rw, s.rr end
-    result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000), seen_window, seen_remaining}
+    -- Open: neither paced nor closed, past its slow start, no room reported. Its answers
+    -- may wait longer for a call to carry them.
+    local open = (spacing <= 0 and not throttled and s.w == nil and s.rt == nil) and 1 or 0
+    result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000), seen_window, seen_remaining, open}
   end
 elseif op == 'answer' then
   answer_all(18)
-  result = {0, 0, 0, 0, 0, 0, -1, -1}
+  result = {0, 0, 0, 0, 0, 0, -1, -1, 0}
 else
   redis.call('ZREM', F, tonumber(ARGV[18]))
   if s.rp == tonumber(ARGV[18]) then s.rp = nil end
-  result = {0, 0, 0, 0, 0, 0, -1, -1}
+  result = {0, 0, 0, 0, 0, 0, -1, -1, 0}
 end
 
 -- Written back whole; every key expires with the destination's idleness.

@@ -36,8 +36,9 @@ pub(super) static SCRIPT: LazyLock<redis::Script> =
 /// What a reservation says.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Reserved {
-    /// The slot is taken, at `Sent::at`. The fleet's pace, if paced.
-    At(Sent, Option<FleetPace>),
+    /// The slot is taken, at `Sent::at`. The fleet's pace, if paced; whether the
+    /// destination is open (neither paced nor in its slow start, no room reported).
+    At(Sent, Option<FleetPace>, bool),
     /// The slow start's window is full: ask again within `wait`.
     Later(Duration),
     /// A paced send would wait `wait`, past the longest wait.
@@ -83,7 +84,9 @@ pub(crate) struct Store {
     /// The most views kept, as many as the layer's destinations.
     max_views: usize,
     /// Answers not yet told, by destination: the next reservation carries them.
-    pending: Mutex<HashMap<Key, Vec<Answered>>>,
+    /// Each kept with the number of its batch (the answers since the last call).
+    pending: Mutex<HashMap<Key, (u64, Vec<Answered>)>>,
+    batches: AtomicU64,
     /// The requests held by each destination's pace or window: the oldest asks for all.
     pub(crate) held: Held,
     /// This process's number in the fleet (random), and the count of its requests named.
@@ -158,6 +161,8 @@ struct View {
     rejoin: Option<f64>,
     /// The time of the last slot Redis gave this process.
     seen: Instant,
+    /// Open as of that slot: neither paced nor in its slow start, no room reported.
+    open: bool,
 }
 
 impl View {
@@ -178,6 +183,7 @@ impl View {
             told: false,
             rejoin: None,
             seen: now,
+            open: false,
         }
     }
 }
@@ -203,6 +209,7 @@ impl Store {
             views: Mutex::new(HashMap::new()),
             max_views,
             pending: Mutex::new(HashMap::new()),
+            batches: AtomicU64::new(0),
             held: Held::new(gone),
             process: rand::random::<u64>() >> (64 - PROCESS_BITS),
             named: AtomicU64::new(0),
@@ -216,8 +223,10 @@ impl Store {
         ((self.process << REQUEST_BITS) | request) as f64
     }
 
-    /// This process took send `number` of `key`, in a slot at `now`, the fleet paced at `pace`.
-    pub(crate) fn took(&self, key: &Key, number: u64, pace: Option<FleetPace>, now: Instant) {
+    /// This process took send `number` of `key`, in a slot at `now`, the fleet paced at
+    /// `pace`, the destination `open` or not.
+    pub(crate) fn took(&self, key: &Key, taken: (u64, Option<FleetPace>, bool), now: Instant) {
+        let (number, pace, open) = taken;
         let mut views = lock(&self.views);
         if views.len() >= self.max_views && !views.contains_key(key) {
             views.clear();
@@ -233,6 +242,13 @@ impl Store {
                 ..View::new(number + 1, now)
             };
         }
+        view.open = open;
+    }
+
+    /// Whether `key` was open at this process's last slot: its answers may wait longer
+    /// for a call to carry them.
+    pub(crate) fn is_open(&self, key: &Key) -> bool {
+        lock(&self.views).get(key).is_some_and(|view| view.open)
     }
 
     /// What this process keeps for `key` while Redis is away: its share of the fleet's
@@ -329,24 +345,37 @@ impl Store {
             served: reply[5] as f64 / 1000.0,
         });
         Ok(match reply[0] {
-            0 => Reserved::At(sent, pace),
+            0 => Reserved::At(sent, pace, reply[8] == 1),
             1 => Reserved::Later(wait),
             3 => Reserved::NotNext(wait),
             _ => Reserved::TooLong(wait),
         })
     }
 
-    /// Keeps `answer` for the next call on `key`; `true` if none was waiting before it.
-    pub(crate) fn defer(&self, key: &Key, answer: Answered) -> bool {
+    /// Keeps `answer` for the next call on `key`; the number of a new batch if none was
+    /// waiting before it.
+    pub(crate) fn defer(&self, key: &Key, answer: Answered) -> Option<u64> {
         let mut pending = lock(&self.pending);
-        let answers = pending.entry(key.clone()).or_default();
+        let (batch, answers) = pending
+            .entry(key.clone())
+            .or_insert_with(|| (self.batches.fetch_add(1, Ordering::Relaxed), Vec::new()));
         answers.push(answer);
-        answers.len() == 1
+        (answers.len() == 1).then_some(*batch)
     }
 
     /// The answers waiting for `key`, taken.
     pub(crate) fn take_pending(&self, key: &Key) -> Vec<Answered> {
-        lock(&self.pending).remove(key).unwrap_or_default()
+        lock(&self.pending).remove(key).unwrap_or_default().1
+    }
+
+    /// The answers waiting for `key`, taken if they are still batch `batch`: a call since
+    /// carried that one, and the next one waits for a call of its own.
+    pub(crate) fn take_batch(&self, key: &Key, batch: u64) -> Vec<Answered> {
+        let mut pending = lock(&self.pending);
+        match pending.get(key) {
+            Some((current, _)) if *current == batch => pending.remove(key).unwrap_or_default().1,
+            _ => Vec::new(),
+        }
     }
 
     /// Tells the shared controller `answers` (the values `controller.lua` reads).
@@ -369,7 +398,7 @@ impl Store {
         args: &Args,
         op: &str,
         extra: &[&[f64]],
-    ) -> Result<[i64; 8], ()> {
+    ) -> Result<[i64; 9], ()> {
         let result = match self.connection() {
             Ok(mut connection) => {
                 let mut invocation = SCRIPT.prepare_invoke();
@@ -503,7 +532,7 @@ mod tests {
         });
         for (i, number) in [1, 5, 9, 13, 17].into_iter().enumerate() {
             let at = t0 + Duration::from_millis(250) * u32::try_from(i).unwrap();
-            store.took(&key, number, pace, at);
+            store.took(&key, (number, pace, false), at);
         }
         let alone = store.take_alone(&key).expect("seen, not told yet");
         assert!((alone.share - 5.0 / 17.0).abs() < 1e-9);

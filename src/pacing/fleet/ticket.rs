@@ -23,6 +23,10 @@ const ASK_AGAIN: Duration = Duration::from_millis(10);
 /// An answer waits this long for this process's next reservation to carry it, then is
 /// told alone. A worker's next request usually asks within microseconds of the answer.
 const CARRY_FOR: Duration = Duration::from_millis(2);
+/// The same for an open destination (neither paced nor in its slow start): its answers
+/// change no send, so they wait up to a doubling, and a process calling many destinations
+/// a few times a second makes one call per request, not two.
+const CARRY_OPEN_FOR: Duration = STARTUP_DOUBLING;
 
 type Reply = Pin<Box<dyn Future<Output = Result<Reserved, ()>> + Send>>;
 
@@ -197,13 +201,13 @@ impl FleetTicket {
         self.reply = None;
         let now = Instant::now();
         match reply {
-            Ok(Reserved::At(sent, pace)) => {
+            Ok(Reserved::At(sent, pace, open)) => {
                 self.lined = false;
                 self.release();
                 let at = sent.at;
                 self.place
                     .store()
-                    .took(&self.place.key, sent.number, pace, at);
+                    .took(&self.place.key, (sent.number, pace, open), at);
                 self.slot = Some((at, sent));
                 self.turn(limits, waker)
             }
@@ -285,8 +289,9 @@ impl FleetGrant {
     }
 
     /// Tells the shared state the answer: with this process's next reservation for the
-    /// destination, or alone after [`CARRY_FOR`] if none comes; a refusal at once. Returns
-    /// what the response said, read with `clock`.
+    /// destination, or alone after [`CARRY_FOR`] ([`CARRY_OPEN_FOR`] for a plain success
+    /// from an open one) if none comes; a refusal at once. Returns what the response said,
+    /// read with `clock`.
     pub(crate) fn finish(
         mut self,
         status: StatusCode,
@@ -297,15 +302,23 @@ impl FleetGrant {
         let sent = self.sent.take().expect("a grant is finished once");
         let values = answered(sent, answer, said.quota());
         let place = self.place.clone();
-        let first = place.store().defer(&place.key, values);
+        let batch = place.store().defer(&place.key, values);
         place.store().held.answered(&place.key);
         let refused = matches!(answer, Answer::Refused(_));
-        if refused || first {
+        let plain = answer == Answer::Served && said.quota().is_none();
+        let carry = match plain && place.store().is_open(&place.key) {
+            true => CARRY_OPEN_FOR,
+            false => CARRY_FOR,
+        };
+        if refused || batch.is_some() {
             spawn(async move {
-                if !refused {
-                    tokio::time::sleep(CARRY_FOR).await;
-                }
-                let answers = place.store().take_pending(&place.key);
+                let answers = match batch.filter(|_| !refused) {
+                    Some(batch) => {
+                        tokio::time::sleep(carry).await;
+                        place.store().take_batch(&place.key, batch)
+                    }
+                    None => place.store().take_pending(&place.key),
+                };
                 if !answers.is_empty() {
                     place
                         .store()
