@@ -36,15 +36,23 @@ pub(super) static SCRIPT: LazyLock<redis::Script> =
 /// What a reservation says.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Reserved {
-    /// The slot is taken, at `Sent::at`. The fleet's pace, if paced; whether the
-    /// destination is open (neither paced nor in its slow start, no room reported).
-    At(Sent, Option<FleetPace>, bool),
+    /// The slot is taken.
+    At(Slot),
     /// The slow start's window is full: ask again within `wait`.
     Later(Duration),
     /// A paced send would wait `wait`, past the longest wait.
     TooLong(Duration),
     /// Another send is next: ask again after `wait`, when this one may be.
     NotNext(Duration),
+}
+
+/// A send's slot: the send (leaving at `Sent::at`), the fleet's pace if paced, and
+/// whether the destination is open (neither paced nor in its slow start, no room reported).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slot {
+    pub(crate) sent: Sent,
+    pub(crate) pace: Option<FleetPace>,
+    pub(crate) open: bool,
 }
 
 /// A paced fleet's pace, and the rate it was served at over the last window.
@@ -161,8 +169,6 @@ struct View {
     rejoin: Option<f64>,
     /// The time of the last slot Redis gave this process.
     seen: Instant,
-    /// Open as of that slot: neither paced nor in its slow start, no room reported.
-    open: bool,
 }
 
 impl View {
@@ -183,7 +189,6 @@ impl View {
             told: false,
             rejoin: None,
             seen: now,
-            open: false,
         }
     }
 }
@@ -223,10 +228,8 @@ impl Store {
         ((self.process << REQUEST_BITS) | request) as f64
     }
 
-    /// This process took send `number` of `key`, in a slot at `now`, the fleet paced at
-    /// `pace`, the destination `open` or not.
-    pub(crate) fn took(&self, key: &Key, taken: (u64, Option<FleetPace>, bool), now: Instant) {
-        let (number, pace, open) = taken;
+    /// This process took send `number` of `key`, in a slot at `now`, the fleet paced at `pace`.
+    pub(crate) fn took(&self, key: &Key, number: u64, pace: Option<FleetPace>, now: Instant) {
         let mut views = lock(&self.views);
         if views.len() >= self.max_views && !views.contains_key(key) {
             views.clear();
@@ -242,13 +245,6 @@ impl Store {
                 ..View::new(number + 1, now)
             };
         }
-        view.open = open;
-    }
-
-    /// Whether `key` was open at this process's last slot: its answers may wait longer
-    /// for a call to carry them.
-    pub(crate) fn is_open(&self, key: &Key) -> bool {
-        lock(&self.views).get(key).is_some_and(|view| view.open)
     }
 
     /// What this process keeps for `key` while Redis is away: its share of the fleet's
@@ -345,7 +341,11 @@ impl Store {
             served: reply[5] as f64 / 1000.0,
         });
         Ok(match reply[0] {
-            0 => Reserved::At(sent, pace, reply[8] == 1),
+            0 => Reserved::At(Slot {
+                sent,
+                pace,
+                open: reply[8] == 1,
+            }),
             1 => Reserved::Later(wait),
             3 => Reserved::NotNext(wait),
             _ => Reserved::TooLong(wait),
@@ -532,7 +532,7 @@ mod tests {
         });
         for (i, number) in [1, 5, 9, 13, 17].into_iter().enumerate() {
             let at = t0 + Duration::from_millis(250) * u32::try_from(i).unwrap();
-            store.took(&key, (number, pace, false), at);
+            store.took(&key, number, pace, at);
         }
         let alone = store.take_alone(&key).expect("seen, not told yet");
         assert!((alone.share - 5.0 / 17.0).abs() < 1e-9);

@@ -1,7 +1,7 @@
 //! A request paced by the fleet's shared state: its reservation, then its send.
 
 use super::held::Place as Held;
-use super::store::{Args, Asking, Keys, PROBE_EVERY, Reserved, Store, answered};
+use super::store::{Args, Asking, Keys, PROBE_EVERY, Reserved, Slot, Store, answered};
 use crate::error::pacing::PacingError;
 use crate::pacing::control::{Answer, STARTUP_DOUBLING, Sent};
 use crate::pacing::destination::{Admit, Grant, Limits, Ticket, Turn, read_answer};
@@ -62,7 +62,7 @@ impl Place {
 pub(crate) struct FleetTicket {
     place: Place,
     reply: Option<Reply>,
-    slot: Option<(Instant, Sent)>,
+    slot: Option<Slot>,
     /// When it first asked, its name in the fleet's waiting line, and whether it may be in
     /// the line (it asked, and took no slot since).
     since: Instant,
@@ -80,7 +80,7 @@ impl std::fmt::Debug for FleetTicket {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FleetTicket")
             .field("to", &self.place.key.to_string())
-            .field("slot", &self.slot.map(|(at, _)| at))
+            .field("slot", &self.slot.map(|slot| slot.sent.at))
             .finish_non_exhaustive()
     }
 }
@@ -157,12 +157,12 @@ impl FleetTicket {
             // Redis is back: a request still waiting asks it, which knows the whole fleet.
             self.local = None;
         }
-        if let Some((at, sent)) = self.slot {
-            if at > now {
-                return FleetTurn::At(at);
+        if let Some(slot) = self.slot {
+            if slot.sent.at > now {
+                return FleetTurn::At(slot.sent.at);
             }
             self.slot = None;
-            return FleetTurn::Go(FleetGrant::new(self.place.clone(), sent));
+            return FleetTurn::Go(FleetGrant::new(self.place.clone(), slot));
         }
         if limits.deadline.is_some_and(|deadline| now >= deadline) {
             return FleetTurn::Fail(PacingError::DeadlinePassed);
@@ -201,14 +201,13 @@ impl FleetTicket {
         self.reply = None;
         let now = Instant::now();
         match reply {
-            Ok(Reserved::At(sent, pace, open)) => {
+            Ok(Reserved::At(slot)) => {
                 self.lined = false;
                 self.release();
-                let at = sent.at;
-                self.place
-                    .store()
-                    .took(&self.place.key, (sent.number, pace, open), at);
-                self.slot = Some((at, sent));
+                let Slot { sent, pace, .. } = slot;
+                let store = self.place.store();
+                store.took(&self.place.key, sent.number, pace, sent.at);
+                self.slot = Some(slot);
                 self.turn(limits, waker)
             }
             Ok(Reserved::Later(wait)) => {
@@ -261,8 +260,8 @@ impl Drop for FleetTicket {
     fn drop(&mut self) {
         self.release();
         // A slot taken but never used leaves the sends in flight.
-        if let Some((_, sent)) = self.slot.take() {
-            drop(FleetGrant::new(self.place.clone(), sent));
+        if let Some(slot) = self.slot.take() {
+            drop(FleetGrant::new(self.place.clone(), slot));
         }
         // A request that gave up waiting leaves the line: the next one need not wait for
         // it to be taken as gone.
@@ -278,13 +277,16 @@ impl Drop for FleetTicket {
 pub(crate) struct FleetGrant {
     place: Place,
     sent: Option<Sent>,
+    /// The destination was open when the slot was given.
+    open: bool,
 }
 
 impl FleetGrant {
-    fn new(place: Place, sent: Sent) -> Self {
+    fn new(place: Place, slot: Slot) -> Self {
         Self {
             place,
-            sent: Some(sent),
+            sent: Some(slot.sent),
+            open: slot.open,
         }
     }
 
@@ -306,7 +308,7 @@ impl FleetGrant {
         place.store().held.answered(&place.key);
         let refused = matches!(answer, Answer::Refused(_));
         let plain = answer == Answer::Served && said.quota().is_none();
-        let carry = match plain && place.store().is_open(&place.key) {
+        let carry = match plain && self.open {
             true => CARRY_OPEN_FOR,
             false => CARRY_FOR,
         };
