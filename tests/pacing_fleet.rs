@@ -473,7 +473,7 @@ async fn a_request_after_another_to_its_destination_costs_one_call() {
     let mut client = fleet_member(&redis, test, builder())
         .await
         .layer(scripted(&Log::default()));
-    let _: () = redis.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
+    reset_script_calls(&redis).await;
     for _ in 0..20 {
         send(&mut client, get("http://api.test/200")).await.unwrap();
     }
@@ -502,7 +502,7 @@ async fn answers_from_an_open_destination_wait_for_the_next_call() {
     tokio::time::sleep(ms(500)).await;
     send(&mut client, get("http://api.test/200")).await.unwrap();
     tokio::time::sleep(ms(150)).await;
-    let _: () = redis.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
+    reset_script_calls(&redis).await;
     for _ in 0..20 {
         send(&mut client, get("http://api.test/200")).await.unwrap();
         tokio::time::sleep(ms(10)).await;
@@ -527,6 +527,11 @@ async fn all_at_once<S: Client>(client: &S, n: usize, uri: &str) {
     }
 }
 
+/// Counts script calls from zero (Redis's statistics reset).
+async fn reset_script_calls(redis: &RedisServer) {
+    let _: () = redis.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
+}
+
 /// The script calls Redis ran since its statistics were last reset.
 async fn script_calls(redis: &RedisServer) -> usize {
     let stats: String = redis.query(&["INFO", "commandstats"]).await.unwrap();
@@ -547,7 +552,7 @@ async fn a_long_line_costs_redis_calls_per_request_not_per_waiter() {
     let client = fleet_member(&redis, "line", told)
         .await
         .layer(scripted(&Log::default()));
-    let _: () = redis.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
+    reset_script_calls(&redis).await;
     let waiters = 200;
     let start = Instant::now();
     all_at_once(&client, waiters, "http://api.test/200").await;
@@ -559,15 +564,15 @@ async fn a_long_line_costs_redis_calls_per_request_not_per_waiter() {
     assert!(start.elapsed() < ms(2150), "{:?}", start.elapsed());
 }
 
+/// Requests held by a full slow-start window: the oldest asks again, at each answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
-/// Requests held by a full slow-start window: the oldest asks again, at each answer.
 async fn a_full_window_costs_redis_calls_per_request_not_per_waiter() {
     let redis = RedisServer::start().await;
     let client = fleet_member(&redis, "window", builder())
         .await
         .layer(scripted(&Log::default()));
-    let _: () = redis.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
+    reset_script_calls(&redis).await;
     let waiters = 500;
     all_at_once(&client, waiters, "http://api.test/?sleep=20").await;
     // Each asking every 10 ms cost 11 to 12 calls per request.
