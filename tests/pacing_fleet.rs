@@ -484,34 +484,79 @@ async fn a_request_after_another_to_its_destination_costs_one_call() {
     assert!((21..=25).contains(&calls), "{calls} calls");
 }
 
-/// Once a destination is open (neither paced nor in its slow start), a success waits up
-/// to 100 ms for the process's next call to carry it: a request 10 ms after another costs
-/// one call, not two.
+/// Sends GETs of `uri` through `client` until `api.test` is open here: past its slow start
+/// (64 in flight, its cap doubling per 100 ms from 4), and told so by Redis.
+async fn until_open<S: Client>(client: &mut S) {
+    for _ in 0..70 {
+        send(client, get("http://api.test/200")).await.unwrap();
+    }
+    tokio::time::sleep(ms(500)).await;
+    send(client, get("http://api.test/200")).await.unwrap();
+}
+
+/// Requests to an open destination (neither paced nor in its slow start) wait for no call:
+/// they go while Redis is paused, and their answers, told in batches, count them there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
-async fn answers_from_an_open_destination_wait_for_the_next_call() {
+async fn requests_to_an_open_destination_wait_for_no_call() {
     let redis = RedisServer::start().await;
     let test = "open";
     let mut client = fleet_member(&redis, test, builder())
         .await
         .layer(scripted(&Log::default()));
-    // The slow start opens at 64 in flight, its cap doubling per 100 ms from 4.
-    for _ in 0..70 {
-        send(&mut client, get("http://api.test/200")).await.unwrap();
-    }
-    tokio::time::sleep(ms(500)).await;
-    send(&mut client, get("http://api.test/200")).await.unwrap();
+    until_open(&mut client).await;
     tokio::time::sleep(ms(150)).await;
     reset_script_calls(&redis).await;
-    for _ in 0..20 {
+    // Redis answers nothing for 450 ms: within a call's timeout (500 ms), so it is not
+    // taken as down.
+    let _: () = redis.query(&["CLIENT", "PAUSE", "450"]).await.unwrap();
+    let paused = Instant::now();
+    for _ in 0..10 {
         send(&mut client, get("http://api.test/200")).await.unwrap();
         tokio::time::sleep(ms(10)).await;
     }
-    tokio::time::sleep(ms(150)).await;
-    // 20 reservations, and the last answer's call; a busy machine may let one wait past
-    // 100 ms. Sent alone after 2 ms, the answers cost 20 calls more.
+    assert!(paused.elapsed() < ms(400), "requests waited for Redis");
+    tokio::time::sleep(ms(600)).await;
+    // The answers went in batches of up to 100 ms, and Redis counted every send.
     let calls = script_calls(&redis).await;
-    assert!((21..=24).contains(&calls), "{calls} calls");
+    assert!((1..=3).contains(&calls), "{calls} calls");
+    until_state_is(&redis, test, "api.test", "sends", "81").await;
+}
+
+/// A refusal seen by another process reaches a process sending to an open destination
+/// within a batch's wait: its requests ask Redis again, and go at the fleet's pace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn a_refusal_elsewhere_ends_requests_without_a_reservation_within_a_batch() {
+    let redis = RedisServer::start().await;
+    let (test, log) = ("closes", Log::default());
+    let mut a = fleet_member(&redis, test, builder())
+        .await
+        .layer(scripted(&log));
+    let mut b = fleet_member(&redis, test, builder())
+        .await
+        .layer(scripted(&log));
+    until_open(&mut a).await;
+    send(&mut b, get("http://api.test/200")).await.unwrap();
+    let every_10_ms = async |client: &mut _, n| {
+        for _ in 0..n {
+            send(client, get("http://api.test/200")).await.unwrap();
+            tokio::time::sleep(ms(10)).await;
+        }
+    };
+    // Open, 10 requests of A cost a batch of answers or two.
+    reset_script_calls(&redis).await;
+    every_10_ms(&mut a, 10).await;
+    tokio::time::sleep(ms(150)).await;
+    assert!(script_calls(&redis).await <= 3);
+    // B is refused; 200 ms later, each request of A asks for a slot.
+    let refused = send(&mut b, get("http://api.test/429")).await;
+    assert_eq!(refused.unwrap().status(), 429);
+    every_10_ms(&mut a, 20).await;
+    reset_script_calls(&redis).await;
+    every_10_ms(&mut a, 10).await;
+    let calls = script_calls(&redis).await;
+    assert!(calls >= 10, "{calls} calls for 10 requests");
 }
 
 /// `n` GETs of `uri` sent at once through `client`: each answered 200.

@@ -1,8 +1,8 @@
 //! What sharing pacing in Redis costs a request: one script call on loopback, against a
 //! Redis `PING` (one round trip), a script call that does nothing, and in-process pacing,
-//! over 1,000 destinations in turn and over one. Prints
-//! each path's p50 and p99 first (criterion reports means and medians, not tails), then
-//! what Redis spent per script call and per `PING` (`INFO commandstats`).
+//! over 1,000 destinations in turn and over one, new or open. Prints each path's p50 and
+//! p99 first (criterion reports means and medians, not tails), and the script calls and
+//! time Redis spent per request (`INFO commandstats`).
 //! Needs `redis-server` (Debian package `redis-server`).
 //!
 //! ```text
@@ -30,8 +30,32 @@ const DESTINATIONS: usize = 1000;
 type Client = BoxCloneService<Req, Res, Box<dyn std::error::Error + Send + Sync>>;
 
 fn request(i: usize) -> Req {
-    let uri = format!("http://d{}.example/", i % DESTINATIONS);
+    to("d", i)
+}
+
+/// A request to the `i`th destination named `prefix`, of [`DESTINATIONS`].
+fn to(prefix: &str, i: usize) -> Req {
+    let uri = format!("http://{prefix}{}.example/", i % DESTINATIONS);
     Request::get(uri).body(Default::default()).unwrap()
+}
+
+/// Takes the destinations named `prefix` past their slow start: it opens at 64 in flight,
+/// its cap doubling per 100 ms from 4. Requests to an open destination wait for no call.
+fn open(runtime: &Runtime, client: &Client, prefix: &str) {
+    runtime.block_on(async {
+        for round in 0..70 {
+            let mut sends = tokio::task::JoinSet::new();
+            for i in 0..DESTINATIONS {
+                sends.spawn(client.clone().oneshot(to(prefix, i)));
+            }
+            while let Some(sent) = sends.join_next().await {
+                sent.unwrap().unwrap();
+            }
+            if round == 0 {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    });
 }
 
 /// A client paced in-process, or in Redis when `redis` is given.
@@ -113,24 +137,33 @@ fn fleet(c: &mut Criterion) {
         "in-process pacing",
         &timings(&runtime, 20_000, send(&local)),
     );
-    percentiles("pacing in Redis", &timings(&runtime, 20_000, send(&shared)));
+    let spent = || redis_spent(&runtime, &server, 20_000);
+    spent();
+    percentiles(
+        "pacing in Redis, 1,000 destinations in their slow start",
+        &timings(&runtime, 20_000, send(&shared)),
+    );
+    spent();
     let one = async |_| {
         shared.clone().oneshot(request(0)).await.unwrap();
     };
     percentiles(
-        "pacing in Redis, one destination",
+        "pacing in Redis, one destination (open once past its slow start)",
         &timings(&runtime, 20_000, one),
     );
-    // What Redis itself spent per call: the scripts against a PING.
-    let stats: String = runtime
-        .block_on(server.query(&["INFO", "commandstats"]))
-        .unwrap();
-    for line in stats
-        .lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha") || l.starts_with("cmdstat_ping"))
-    {
-        eprintln!("in Redis: {line}");
-    }
+    spent();
+    open(&runtime, &shared, "open");
+    spent();
+    let opened = async |i| {
+        shared.clone().oneshot(to("open", i)).await.unwrap();
+    };
+    percentiles(
+        "pacing in Redis, 1,000 open destinations",
+        &timings(&runtime, 20_000, opened),
+    );
+    // The last answers go within 100 ms.
+    runtime.block_on(async { tokio::time::sleep(Duration::from_millis(300)).await });
+    spent();
 
     let mut group = c.benchmark_group("fleet");
     let mut i = 0;
@@ -142,6 +175,30 @@ fn fleet(c: &mut Criterion) {
         b.iter(|| runtime.block_on(send(&shared)(next(&mut i))))
     });
     group.finish();
+}
+
+/// Prints the script calls Redis ran since the last look, and the time it spent on them,
+/// per request of `requests`; then counts from zero again.
+fn redis_spent(runtime: &Runtime, server: &redis_server::RedisServer, requests: u32) {
+    let stats: String = runtime
+        .block_on(server.query(&["INFO", "commandstats"]))
+        .unwrap();
+    let evalsha = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:"));
+    let field = |name: &str| -> f64 {
+        let found = evalsha.and_then(|l| l.split(',').find_map(|f| f.strip_prefix(name)));
+        found.and_then(|value| value.parse().ok()).unwrap_or(0.0)
+    };
+    let per = f64::from(requests);
+    eprintln!(
+        "  in Redis: {:.2} script calls and {:.1} µs per request",
+        field("calls=") / per,
+        field("usec=") / per
+    );
+    let _: () = runtime
+        .block_on(server.query(&["CONFIG", "RESETSTAT"]))
+        .unwrap();
 }
 
 fn next(i: &mut usize) -> usize {

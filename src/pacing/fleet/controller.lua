@@ -17,7 +17,9 @@
 -- answers. An answer is nine values: the send's round and number, the answer (0 served,
 -- 1 refused, 2 other), the delay asked (ms, or -1), the quota's remaining count and reset
 -- (ms; -1 for none), whether that reset was a Unix time in whole seconds (1) or not (0),
--- and the room it left in (window and remaining, as "reserve" gave them). For "release":
+-- and the room it left in (window and remaining, as "reserve" gave them). A send numbered 0
+-- went without a reservation (its destination was open): it is numbered as it is told. "answer"
+-- answers {0, 0, round, 0, 0, 0, -1, -1, open}. For "release":
 -- the send's number. For "leave": the name of a request that no longer waits.
 -- Times are milliseconds; rates are requests per second.
 
@@ -403,7 +405,13 @@ end
 local function answered(round, number, answer, asked, remaining, reset, coarse, seen_window, seen_remaining)
   if asked <= 0 then asked = nil end
   room_left() -- a room whose reset passed gives way to its guess first
-  local sent_at = tonumber(redis.call('ZSCORE', F, number))
+  local sent_at = nil
+  if number == 0 then
+    s.sends = s.sends + 1
+    number = s.sends
+  else
+    sent_at = tonumber(redis.call('ZSCORE', F, number))
+  end
   if sent_at ~= nil then s.rtt = math.max(s.rtt or 0, now - sent_at) end
   local last_opened = s.ro
   if s.rx ~= nil and sent_at ~= nil and sent_at < s.rx and remaining <= (s.rxr or -1) then
@@ -563,14 +571,16 @@ if op == 'reserve' then
     local served = (spacing > 0) and served_rate(DOUBLING) or 0
     local seen_window, seen_remaining = -1, -1
     if s.rt ~= nil and s.rg == nil then seen_window, seen_remaining = s.rw, s.rr end
-    -- Open: neither paced nor closed, past its slow start, no room reported. Its answers
-    -- may wait longer for a call to carry them.
+    -- Open: neither paced nor closed, past its slow start, no room reported. The process's
+    -- next requests go without a reservation; their answers are told in batches.
     local open = (spacing <= 0 and not throttled and s.w == nil and s.rt == nil) and 1 or 0
     result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000), seen_window, seen_remaining, open}
   end
 elseif op == 'answer' then
   answer_all(18)
-  result = {0, 0, 0, 0, 0, 0, -1, -1, 0}
+  -- Whether requests may still go without a reservation (see "reserve"'s open).
+  local open = (s.w == nil and s.rt == nil and rate() == nil and closed_until() == nil) and 1 or 0
+  result = {0, 0, s.rd, 0, 0, 0, -1, -1, open}
 else
   redis.call('ZREM', F, tonumber(ARGV[18]))
   if s.rp == tonumber(ARGV[18]) then s.rp = nil end

@@ -27,6 +27,10 @@ pub(super) const PROBE_EVERY: Duration = Duration::from_millis(100);
 const PROCESS_BITS: u32 = 31;
 pub(super) const REQUEST_BITS: u32 = 21;
 
+/// The number of a send that went without a reservation, to an open destination: the
+/// script numbers it when told its answer.
+pub(crate) const UNRESERVED: u64 = 0;
+
 /// The script's time argument that makes it read Redis's clock.
 const REDIS_CLOCK: f64 = -1.0;
 
@@ -169,6 +173,9 @@ struct View {
     rejoin: Option<f64>,
     /// The time of the last slot Redis gave this process.
     seen: Instant,
+    /// Until when, and in which round, requests may go without a reservation: Redis
+    /// lately said the destination was open.
+    open: Option<(Instant, u64)>,
 }
 
 impl View {
@@ -189,6 +196,7 @@ impl View {
             told: false,
             rejoin: None,
             seen: now,
+            open: None,
         }
     }
 }
@@ -242,9 +250,24 @@ impl Store {
             *view = View {
                 pace,
                 share: Some(view.window_share()),
+                open: view.open,
                 ..View::new(number + 1, now)
             };
         }
+    }
+
+    /// Redis said whether `key` is open, in `round`: if so, this process's requests go
+    /// without a reservation until `until`, or until Redis says otherwise.
+    pub(crate) fn saw_open(&self, key: &Key, round: u64, open: bool, until: Instant) {
+        if let Some(view) = lock(&self.views).get_mut(key) {
+            view.open = open.then_some((until, round));
+        }
+    }
+
+    /// The round a request to `key` goes in without a reservation; `None`: it asks for one.
+    pub(crate) fn open_round(&self, key: &Key, now: Instant) -> Option<u64> {
+        let (until, round) = lock(&self.views).get(key)?.open?;
+        (now < until).then_some(round)
     }
 
     /// What this process keeps for `key` while Redis is away: its share of the fleet's
@@ -378,11 +401,19 @@ impl Store {
         }
     }
 
-    /// Tells the shared controller `answers` (the values `controller.lua` reads).
-    pub(crate) async fn answer(&self, keys: &Keys, args: &Args, answers: &[Answered]) {
-        let _ = self
+    /// Tells the shared controller `answers` (the values `controller.lua` reads). Returns
+    /// the destination's round, and whether it is open.
+    pub(crate) async fn answer(
+        &self,
+        keys: &Keys,
+        args: &Args,
+        answers: &[Answered],
+    ) -> Option<(u64, bool)> {
+        let reply = self
             .call(keys, args, "answer", &[answers.as_flattened()])
-            .await;
+            .await
+            .ok()?;
+        Some((reply[2].max(0).unsigned_abs(), reply[8] == 1))
     }
 
     /// Takes `sent` out of the sends in flight: it was dropped unanswered.

@@ -18,8 +18,8 @@ const PROCESS: f64 = (1u64 << REQUEST_BITS) as f64;
 pub(super) mod redis_server;
 
 /// What a reservation gave: (status, wait in µs, round, number, the room's window and
-/// remaining count), as the script returns it (less the pace and delivery rate).
-type Reply = [i64; 6];
+/// remaining count, open), as the script returns it (less the pace and delivery rate).
+type Reply = [i64; 7];
 
 /// The script on its own keys, on a clock the test sets (ms since the start).
 struct Script {
@@ -55,7 +55,9 @@ impl Script {
             invocation.arg(*value);
         }
         let reply: Vec<i64> = invocation.invoke_async(&mut self.connection).await.unwrap();
-        [reply[0], reply[1], reply[2], reply[3], reply[6], reply[7]]
+        [
+            reply[0], reply[1], reply[2], reply[3], reply[6], reply[7], reply[8],
+        ]
     }
 
     /// Request `name`, in line since `since`, asks for a slot at `t` (ms): what it is told
@@ -331,6 +333,44 @@ async fn the_scripts_slow_start_doubles_per_period_unless_a_room_is_reported() {
     flusher.flush().await;
     assert_eq!(served_now(0.0, 100.0).await, 4);
     assert_eq!(served_now(0.0, -1.0).await, 8, "a room, no cap");
+}
+
+/// A send to an open destination goes without a reservation: the script numbers it as it
+/// is told its answer, and says whether the destination is still open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_script_numbers_a_send_told_without_a_reservation() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    // Past the slow start: its window filled each period, then served.
+    let mut t = 0.0;
+    let got = loop {
+        let mut sent = Vec::new();
+        while let got @ [0, ..] = script.call(t, "reserve", &[30_000.0]).await {
+            sent.push(got);
+            if got[6] == 1 || sent.len() == 100 {
+                break;
+            }
+        }
+        for &got in &sent {
+            script.served(t, got, -1.0).await;
+        }
+        match sent.last() {
+            Some(&got) if got[6] == 1 => break got,
+            _ => t += 100.0,
+        }
+        assert!(t < 1000.0, "never open");
+    };
+    // Two sends without a reservation, served: numbered after the last reserved one.
+    let unreserved = |kind| [got[2] as f64, 0.0, kind, -1.0, -1.0, -1.0, 0.0, -1.0, -1.0];
+    let both = [unreserved(0.0), unreserved(0.0)].concat();
+    let told = script.call(t + 1.0, "answer", &both).await;
+    assert_eq!([told[2], told[6]], [got[2], 1], "the round, open");
+    let next = script.call(t + 2.0, "reserve", &[30_000.0]).await;
+    assert_eq!(next[3], got[3] + 3, "the next send's number");
+    // A refusal of one: a new round, paced.
+    let told = script.call(t + 3.0, "answer", &unreserved(1.0)).await;
+    assert_eq!([told[2], told[6]], [got[2] + 1, 0], "the round, open");
 }
 
 /// As in-process: at a new destination, a refusal with others of its burst pending is

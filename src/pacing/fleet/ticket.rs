@@ -1,7 +1,7 @@
 //! A request paced by the fleet's shared state: its reservation, then its send.
 
 use super::held::Place as Held;
-use super::store::{Args, Asking, Keys, PROBE_EVERY, Reserved, Slot, Store, answered};
+use super::store::{Args, Asking, Keys, PROBE_EVERY, Reserved, Slot, Store, UNRESERVED, answered};
 use crate::error::pacing::PacingError;
 use crate::pacing::control::{Answer, STARTUP_DOUBLING, Sent};
 use crate::pacing::destination::{Admit, Grant, Limits, Ticket, Turn, read_answer};
@@ -27,6 +27,10 @@ const CARRY_FOR: Duration = Duration::from_millis(2);
 /// change no send, so they wait up to a doubling, and a process calling many destinations
 /// a few times a second makes one call per request, not two.
 const CARRY_OPEN_FOR: Duration = STARTUP_DOUBLING;
+/// Requests to a destination Redis said was open go without a reservation for this long
+/// after: the process tells its answers within [`CARRY_OPEN_FOR`], and the reply says
+/// whether it still is. A refusal anywhere in the fleet reaches the process as soon.
+const OPEN_FOR: Duration = CARRY_OPEN_FOR.saturating_mul(2);
 
 type Reply = Pin<Box<dyn Future<Output = Result<Reserved, ()>> + Send>>;
 
@@ -177,6 +181,11 @@ impl FleetTicket {
             if !self.place.store().usable() {
                 return self.alone(limits, waker, now);
             }
+            // Open lately: nothing to wait for. Its answer tells Redis of the send.
+            if let Some(round) = self.place.store().open_round(&self.place.key, now) {
+                let place = self.place.clone();
+                return FleetTurn::Go(FleetGrant::unreserved(place, round, now));
+            }
             let place = self.place.clone();
             let asking = Asking {
                 max_wait: limits.end.saturating_duration_since(now),
@@ -204,9 +213,10 @@ impl FleetTicket {
             Ok(Reserved::At(slot)) => {
                 self.lined = false;
                 self.release();
-                let Slot { sent, pace, .. } = slot;
-                let store = self.place.store();
-                store.took(&self.place.key, sent.number, pace, sent.at);
+                let Slot { sent, pace, open } = slot;
+                let (store, key) = (self.place.store(), &self.place.key);
+                store.took(key, sent.number, pace, sent.at);
+                store.saw_open(key, sent.round, open, instant_after(now, OPEN_FOR));
                 self.slot = Some(slot);
                 self.turn(limits, waker)
             }
@@ -290,6 +300,22 @@ impl FleetGrant {
         }
     }
 
+    /// A send to an open destination, in `round`, without a reservation.
+    fn unreserved(place: Place, round: u64, now: Instant) -> Self {
+        let number = UNRESERVED;
+        let sent = Sent {
+            round,
+            number,
+            at: now,
+            seen: None,
+        };
+        Self {
+            place,
+            sent: Some(sent),
+            open: true,
+        }
+    }
+
     /// Tells the shared state the answer: with this process's next reservation for the
     /// destination, or alone after [`CARRY_FOR`] ([`CARRY_OPEN_FOR`] for a plain success
     /// from an open one) if none comes; a refusal at once. Returns what the response said,
@@ -321,11 +347,14 @@ impl FleetGrant {
                     }
                     None => place.store().take_pending(&place.key),
                 };
-                if !answers.is_empty() {
-                    place
-                        .store()
-                        .answer(&place.keys, &place.args, &answers)
-                        .await;
+                if answers.is_empty() {
+                    return;
+                }
+                let store = place.store();
+                let reply = store.answer(&place.keys, &place.args, &answers).await;
+                if let Some((round, open)) = reply {
+                    let until = instant_after(Instant::now(), OPEN_FOR);
+                    store.saw_open(&place.key, round, open, until);
                 }
             });
         }
@@ -335,7 +364,9 @@ impl FleetGrant {
 
 impl Drop for FleetGrant {
     fn drop(&mut self) {
-        if let Some(sent) = self.sent.take() {
+        // A send without a reservation is not among the sends in flight.
+        let reserved = self.sent.take().filter(|sent| sent.number != UNRESERVED);
+        if let Some(sent) = reserved {
             let place = self.place.clone();
             spawn(async move { place.store().release(&place.keys, &place.args, sent).await });
         }
