@@ -9,13 +9,13 @@
 //! the answers this process got since its last one to that destination; an answer no call
 //! carries within 2 ms goes alone, a refusal at once. The rules are the
 //! [in-process controller's](crate::pacing), so a refusal seen by one process slows all.
+//! One is the fleet's own: once a reported room ran out, the next is spread over what is
+//! left of it, as processes sharing it would race for it.
 //!
 //! An open destination (neither paced nor in its slow start, no room reported) has no slot
 //! to wait for. Once Redis says it is open, requests to it go at once, and their answers
 //! are told in batches within 100 ms, which count the sends. The reply says whether it
 //! still is: a refusal anywhere in the fleet reaches each process within a batch.
-//! One is the fleet's own: once a reported room ran out, the next is spread over what is
-//! left of it, as processes sharing it would race for it.
 //!
 //! Redis is never in the way: a call that fails or takes longer than
 //! [`with_timeout`](RedisPacing::with_timeout) sends the request through in-process pacing.

@@ -23,9 +23,8 @@ const ASK_AGAIN: Duration = Duration::from_millis(10);
 /// An answer waits this long for this process's next reservation to carry it, then is
 /// told alone. A worker's next request usually asks within microseconds of the answer.
 const CARRY_FOR: Duration = Duration::from_millis(2);
-/// The same for an open destination (neither paced nor in its slow start): its answers
-/// change no send, so they wait up to a doubling, and a process calling many destinations
-/// a few times a second makes one call per request, not two.
+/// The same for an open destination (neither paced nor in its slow start), whose requests
+/// make no call: its answers change no send, and go in one call per doubling at most.
 const CARRY_OPEN_FOR: Duration = STARTUP_DOUBLING;
 /// Requests to a destination Redis said was open go without a reservation for this long
 /// after: the process tells its answers within [`CARRY_OPEN_FOR`], and the reply says
