@@ -523,6 +523,26 @@ async fn requests_to_an_open_destination_wait_for_no_call() {
     until_state_is(&redis, test, "api.test", "sends", "81").await;
 }
 
+/// A burst to an open destination tells its answers in calls of 64, the most a call carries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn a_burst_to_an_open_destination_tells_its_answers_in_calls_of_64() {
+    let redis = RedisServer::start().await;
+    let test = "burst";
+    let mut client = fleet_member(&redis, test, builder())
+        .await
+        .layer(scripted(&Log::default()));
+    until_open(&mut client).await;
+    tokio::time::sleep(ms(150)).await;
+    reset_script_calls(&redis).await;
+    all_at_once(&client, 500, "http://api.test/200").await;
+    tokio::time::sleep(ms(300)).await;
+    // 7 full calls and the rest's.
+    let calls = script_calls(&redis).await;
+    assert!((8..=10).contains(&calls), "{calls} calls");
+    until_state_is(&redis, test, "api.test", "sends", "571").await;
+}
+
 /// A refusal seen by another process reaches a process sending to an open destination
 /// within a batch's wait: its requests ask Redis again, and go at the fleet's pace.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

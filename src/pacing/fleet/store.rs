@@ -27,6 +27,21 @@ pub(super) const PROBE_EVERY: Duration = Duration::from_millis(100);
 const PROCESS_BITS: u32 = 31;
 pub(super) const REQUEST_BITS: u32 = 21;
 
+/// A call carries at most this many answers: Redis runs one script at a time, and a long
+/// call holds every process's.
+const MAX_CARRIED: usize = 64;
+
+/// What became of an answer kept for the next call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Deferred {
+    /// The first of batch `n`: if no call carries the batch, it goes alone.
+    First(u64),
+    /// Behind the first of its batch.
+    Behind,
+    /// Its batch is as large as a call carries: it goes now.
+    Full,
+}
+
 /// The number of a send that went without a reservation, to an open destination: the
 /// script numbers it when told its answer.
 pub(crate) const UNRESERVED: u64 = 0;
@@ -375,15 +390,18 @@ impl Store {
         })
     }
 
-    /// Keeps `answer` for the next call on `key`; the number of a new batch if none was
-    /// waiting before it.
-    pub(crate) fn defer(&self, key: &Key, answer: Answered) -> Option<u64> {
+    /// Keeps `answer` for the next call on `key`.
+    pub(crate) fn defer(&self, key: &Key, answer: Answered) -> Deferred {
         let mut pending = lock(&self.pending);
         let (batch, answers) = pending
             .entry(key.clone())
             .or_insert_with(|| (self.batches.fetch_add(1, Ordering::Relaxed), Vec::new()));
         answers.push(answer);
-        (answers.len() == 1).then_some(*batch)
+        match answers.len() {
+            1 => Deferred::First(*batch),
+            MAX_CARRIED.. => Deferred::Full,
+            _ => Deferred::Behind,
+        }
     }
 
     /// The answers waiting for `key`, taken.

@@ -1,7 +1,9 @@
 //! A request paced by the fleet's shared state: its reservation, then its send.
 
 use super::held::Place as Held;
-use super::store::{Args, Asking, Keys, PROBE_EVERY, Reserved, Slot, Store, UNRESERVED, answered};
+use super::store::{
+    Args, Asking, Deferred, Keys, PROBE_EVERY, Reserved, Slot, Store, UNRESERVED, answered,
+};
 use crate::error::pacing::PacingError;
 use crate::pacing::control::{Answer, STARTUP_DOUBLING, Sent};
 use crate::pacing::destination::{Admit, Grant, Limits, Ticket, Turn, read_answer};
@@ -317,7 +319,8 @@ impl FleetGrant {
 
     /// Tells the shared state the answer: with this process's next reservation for the
     /// destination, or alone after [`CARRY_FOR`] ([`CARRY_OPEN_FOR`] for a plain success
-    /// from an open one) if none comes; a refusal at once. Returns what the response said,
+    /// from an open one) if none comes; a refusal, or a batch as large as a call carries,
+    /// at once. Returns what the response said,
     /// read with `clock`.
     pub(crate) fn finish(
         mut self,
@@ -329,7 +332,7 @@ impl FleetGrant {
         let sent = self.sent.take().expect("a grant is finished once");
         let values = answered(sent, answer, said.quota());
         let place = self.place.clone();
-        let batch = place.store().defer(&place.key, values);
+        let deferred = place.store().defer(&place.key, values);
         place.store().held.answered(&place.key);
         let refused = matches!(answer, Answer::Refused(_));
         let plain = answer == Answer::Served && said.quota().is_none();
@@ -337,26 +340,31 @@ impl FleetGrant {
             true => CARRY_OPEN_FOR,
             false => CARRY_FOR,
         };
-        if refused || batch.is_some() {
-            spawn(async move {
-                let answers = match batch.filter(|_| !refused) {
-                    Some(batch) => {
-                        tokio::time::sleep(carry).await;
-                        place.store().take_batch(&place.key, batch)
-                    }
-                    None => place.store().take_pending(&place.key),
-                };
-                if answers.is_empty() {
-                    return;
+        // `None`: the answers waiting go now.
+        let batch = match deferred {
+            _ if refused => None,
+            Deferred::Full => None,
+            Deferred::First(batch) => Some(batch),
+            Deferred::Behind => return said,
+        };
+        spawn(async move {
+            let answers = match batch {
+                Some(batch) => {
+                    tokio::time::sleep(carry).await;
+                    place.store().take_batch(&place.key, batch)
                 }
-                let store = place.store();
-                let reply = store.answer(&place.keys, &place.args, &answers).await;
-                if let Some((round, open)) = reply {
-                    let until = instant_after(Instant::now(), OPEN_FOR);
-                    store.saw_open(&place.key, round, open, until);
-                }
-            });
-        }
+                None => place.store().take_pending(&place.key),
+            };
+            if answers.is_empty() {
+                return;
+            }
+            let store = place.store();
+            let reply = store.answer(&place.keys, &place.args, &answers).await;
+            if let Some((round, open)) = reply {
+                let until = instant_after(Instant::now(), OPEN_FOR);
+                store.saw_open(&place.key, round, open, until);
+            }
+        });
         said
     }
 }
