@@ -60,7 +60,17 @@ fn open(runtime: &Runtime, client: &Client, prefix: &str) {
 
 /// A client paced in-process, or in Redis when `redis` is given.
 fn client(redis: Option<&redis_server::RedisServer>) -> Client {
-    let builder = PacingLayer::builder();
+    paced_client(redis, 0)
+}
+
+/// The same, each of the destinations named `p` told a rate of `rate` requests a second
+/// (0: none): paced, at a rate no request waits for here.
+fn paced_client(redis: Option<&redis_server::RedisServer>, rate: u32) -> Client {
+    let mut builder = PacingLayer::builder();
+    for i in (0..DESTINATIONS).filter(|_| rate > 0) {
+        let authority = format!("p{i}.example");
+        builder = builder.with_known_rate(&authority, rate, Duration::from_secs(1));
+    }
     let builder = match redis {
         Some(server) => builder.with_redis(RedisPacing::new(server.client()).with_prefix("bench:")),
         None => builder,
@@ -150,6 +160,20 @@ fn fleet(c: &mut Criterion) {
     percentiles(
         "pacing in Redis, one destination (open once past its slow start)",
         &timings(&runtime, 20_000, one),
+    );
+    spent();
+    let paced = paced_client(Some(&server), 1_000_000);
+    let told = || {
+        let paced = paced.clone();
+        async move |i| {
+            paced.clone().oneshot(to("p", i)).await.unwrap();
+        }
+    };
+    timings(&runtime, DESTINATIONS, told());
+    spent();
+    percentiles(
+        "pacing in Redis, 1,000 paced destinations",
+        &timings(&runtime, 20_000, told()),
     );
     spent();
     open(&runtime, &shared, "open");
