@@ -494,6 +494,17 @@ async fn until_open<S: Client>(client: &mut S) {
     send(client, get("http://api.test/200")).await.unwrap();
 }
 
+/// A fleet member under `test`'s prefix to which `api.test` is open, its last answers told;
+/// Redis's call counts start from zero.
+async fn opened(redis: &RedisServer, test: &str) -> impl Client + use<> {
+    let layer = fleet_member(redis, test, builder()).await;
+    let mut client = layer.layer(scripted(&Log::default()));
+    until_open(&mut client).await;
+    tokio::time::sleep(ms(150)).await;
+    reset_script_calls(redis).await;
+    client
+}
+
 /// Requests to an open destination (neither paced nor in its slow start) wait for no call:
 /// they go while Redis is paused, and their answers, told in batches, count them there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -501,12 +512,7 @@ async fn until_open<S: Client>(client: &mut S) {
 async fn requests_to_an_open_destination_wait_for_no_call() {
     let redis = RedisServer::start().await;
     let test = "open";
-    let mut client = fleet_member(&redis, test, builder())
-        .await
-        .layer(scripted(&Log::default()));
-    until_open(&mut client).await;
-    tokio::time::sleep(ms(150)).await;
-    reset_script_calls(&redis).await;
+    let mut client = opened(&redis, test).await;
     // Redis answers nothing for 450 ms: within a call's timeout (500 ms), so it is not
     // taken as down.
     let _: () = redis.query(&["CLIENT", "PAUSE", "450"]).await.unwrap();
@@ -529,12 +535,7 @@ async fn requests_to_an_open_destination_wait_for_no_call() {
 async fn a_burst_to_an_open_destination_tells_its_answers_in_calls_of_64() {
     let redis = RedisServer::start().await;
     let test = "burst";
-    let mut client = fleet_member(&redis, test, builder())
-        .await
-        .layer(scripted(&Log::default()));
-    until_open(&mut client).await;
-    tokio::time::sleep(ms(150)).await;
-    reset_script_calls(&redis).await;
+    let client = opened(&redis, test).await;
     all_at_once(&client, 500, "http://api.test/200").await;
     tokio::time::sleep(ms(300)).await;
     // 7 full calls and the rest's.
