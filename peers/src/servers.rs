@@ -106,9 +106,13 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn record(&self, id: u64) {
+    /// Counts an attempt of request `id`; returns its number among that request's.
+    fn record(&self, id: u64) -> u32 {
         self.attempts.fetch_add(1, Ordering::Relaxed);
-        *self.per_id.lock().unwrap().entry(id).or_default() += 1;
+        let mut per_id = self.per_id.lock().unwrap();
+        let count = per_id.entry(id).or_default();
+        *count += 1;
+        *count
     }
 
     pub fn attempts(&self) -> u64 {
@@ -125,15 +129,16 @@ impl Counts {
     }
 }
 
-/// 503 without `Retry-After` to a share `p` of all attempts, drawn from a seeded RNG
-/// (the same sequence for every library in one run); `refused` counts the 503s.
+/// 503 without `Retry-After` to a share `p` of all attempts; `refused` counts the 503s.
+/// Each attempt's answer is drawn from `seed`, the request's id and the attempt's number:
+/// in one run, every library meets the same answers, in whatever order its attempts come.
 pub async fn random_failures(p: f64, seed: u64) -> std::io::Result<(Server, Arc<Counts>)> {
     let counts = Arc::new(Counts::default());
-    let rng = Mutex::new(StdRng::seed_from_u64(seed));
     let c = counts.clone();
     let server = serve(Arc::new(move |_: &Method, id| {
-        c.record(id);
-        if rng.lock().unwrap().random_bool(p) {
+        let attempt = c.record(id);
+        let key = seed.wrapping_mul(1_000_003) ^ (id << 8) ^ u64::from(attempt);
+        if StdRng::seed_from_u64(key).random_bool(p) {
             c.refused.fetch_add(1, Ordering::Relaxed);
             Some(reply(StatusCode::SERVICE_UNAVAILABLE))
         } else {
