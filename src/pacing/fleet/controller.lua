@@ -237,6 +237,12 @@ local function closed_until()
   return until_
 end
 
+-- Open: neither paced nor closed, past its slow start, no room reported. A process's
+-- requests then go without a reservation, their answers told in batches.
+local function open_now()
+  return s.w == nil and s.rt == nil and rate() == nil and closed_until() == nil
+end
+
 local function set_curve(base, ceiling, startup)
   s.cs, s.cb, s.cc, s.cu = now, base, ceiling, startup
   if startup == 1 then s.ds, s.dc, s.dp = now, 0, 0 else s.ds, s.dc, s.dp = nil, nil, nil end
@@ -405,12 +411,14 @@ end
 local function answered(round, number, answer, asked, remaining, reset, coarse, seen_window, seen_remaining)
   if asked <= 0 then asked = nil end
   room_left() -- a room whose reset passed gives way to its guess first
+  -- A send numbered 0 went without a reservation: it is not among the sends in flight.
+  local reserved = number ~= 0
   local sent_at = nil
-  if number == 0 then
+  if reserved then
+    sent_at = tonumber(redis.call('ZSCORE', F, number))
+  else
     s.sends = s.sends + 1
     number = s.sends
-  else
-    sent_at = tonumber(redis.call('ZSCORE', F, number))
   end
   if sent_at ~= nil then s.rtt = math.max(s.rtt or 0, now - sent_at) end
   local last_opened = s.ro
@@ -481,7 +489,7 @@ local function answered(round, number, answer, asked, remaining, reset, coarse, 
     refused(round, number, asked)
   end
   -- Released after: a refusal counts the answered send in flight, as in-process.
-  redis.call('ZREM', F, number)
+  if reserved then redis.call('ZREM', F, number) end
 end
 
 -- The answers given from ARGV[first] on, nine values each (see the header).
@@ -571,16 +579,12 @@ if op == 'reserve' then
     local served = (spacing > 0) and served_rate(DOUBLING) or 0
     local seen_window, seen_remaining = -1, -1
     if s.rt ~= nil and s.rg == nil then seen_window, seen_remaining = s.rw, s.rr end
-    -- Open: neither paced nor closed, past its slow start, no room reported. The process's
-    -- next requests go without a reservation; their answers are told in batches.
-    local open = (spacing <= 0 and not throttled and s.w == nil and s.rt == nil) and 1 or 0
+    local open = open_now() and 1 or 0
     result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000), seen_window, seen_remaining, open}
   end
 elseif op == 'answer' then
   answer_all(18)
-  -- Whether requests may still go without a reservation (see "reserve"'s open).
-  local open = (s.w == nil and s.rt == nil and rate() == nil and closed_until() == nil) and 1 or 0
-  result = {0, 0, s.rd, 0, 0, 0, -1, -1, open}
+  result = {0, 0, s.rd, 0, 0, 0, -1, -1, open_now() and 1 or 0}
 else
   redis.call('ZREM', F, tonumber(ARGV[18]))
   if s.rp == tonumber(ARGV[18]) then s.rp = nil end
