@@ -44,12 +44,11 @@ pub(crate) enum FleetTurn {
     Fail(PacingError),
 }
 
-/// One destination's place in the shared state: its keys and script arguments.
+/// One destination's place in the shared state: its key and script arguments.
 #[derive(Debug, Clone)]
 struct Place {
     shared: Arc<Shared>,
     key: Key,
-    keys: Arc<Keys>,
     args: Args,
 }
 
@@ -59,6 +58,11 @@ impl Place {
             .fleet
             .as_ref()
             .expect("a fleet ticket has a store")
+    }
+
+    /// Its keys in Redis, built for a call: a request that makes none builds none.
+    fn keys(&self) -> Keys {
+        self.store().keys(&self.key)
     }
 }
 
@@ -93,16 +97,10 @@ impl std::fmt::Debug for FleetTicket {
 impl FleetTicket {
     pub(crate) fn new(shared: Arc<Shared>, key: Key, known: Option<f64>, now: Instant) -> Self {
         let store = shared.fleet.as_ref().expect("a fleet ticket has a store");
-        let keys = Arc::new(store.keys(&key));
         // Behind a request of this process already held there, it waits without asking.
         let (held, name) = (store.held.any(&key), store.name());
         let args = Args::new(&shared.settings, known);
-        let place = Place {
-            shared,
-            key,
-            keys,
-            args,
-        };
+        let place = Place { shared, key, args };
         Self {
             place,
             reply: None,
@@ -199,9 +197,10 @@ impl FleetTicket {
             let answers = place.store().take_pending(&place.key);
             self.lined = true;
             self.reply = Some(Box::pin(async move {
-                let (keys, args) = (&place.keys, &place.args);
-                let store = place.store();
-                store.reserve(keys, args, asking, seed, &answers).await
+                let (keys, store) = (place.keys(), place.store());
+                store
+                    .reserve(&keys, &place.args, asking, seed, &answers)
+                    .await
             }));
         }
         let reply = self.reply.as_mut().expect("asked above");
@@ -278,7 +277,7 @@ impl Drop for FleetTicket {
         // it to be taken as gone.
         if self.lined {
             let (place, name) = (self.place.clone(), self.name);
-            spawn(async move { place.store().leave(&place.keys, &place.args, name).await });
+            spawn(async move { place.store().leave(&place.keys(), &place.args, name).await });
         }
     }
 }
@@ -359,7 +358,7 @@ impl FleetGrant {
                 return;
             }
             let store = place.store();
-            let reply = store.answer(&place.keys, &place.args, &answers).await;
+            let reply = store.answer(&place.keys(), &place.args, &answers).await;
             if let Some((round, open)) = reply {
                 let until = instant_after(Instant::now(), OPEN_FOR);
                 store.saw_open(&place.key, round, open, until);
@@ -375,7 +374,12 @@ impl Drop for FleetGrant {
         let reserved = self.sent.take().filter(|sent| sent.number != UNRESERVED);
         if let Some(sent) = reserved {
             let place = self.place.clone();
-            spawn(async move { place.store().release(&place.keys, &place.args, sent).await });
+            spawn(async move {
+                place
+                    .store()
+                    .release(&place.keys(), &place.args, sent)
+                    .await
+            });
         }
     }
 }
