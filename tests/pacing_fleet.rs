@@ -529,6 +529,22 @@ async fn requests_to_an_open_destination_wait_for_no_call() {
     until_state_is(&redis, test, "api.test", "sends", "81").await;
 }
 
+/// Redis's word that a destination is open holds 200 ms: a process idle for longer asks
+/// for a slot again, and its next request, told open once more, asks for none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn an_idle_process_asks_again_whether_a_destination_is_open() {
+    let redis = RedisServer::start().await;
+    let mut client = opened(&redis, "idle").await;
+    tokio::time::sleep(ms(400)).await;
+    reset_script_calls(&redis).await;
+    send(&mut client, get("http://api.test/200")).await.unwrap();
+    assert_eq!(script_calls(&redis).await, 1, "a reservation");
+    send(&mut client, get("http://api.test/200")).await.unwrap();
+    // The answers wait up to 100 ms for a call of their own.
+    assert_eq!(script_calls(&redis).await, 1, "no reservation");
+}
+
 /// A burst to an open destination tells its answers in calls of 64, the most a call carries.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
