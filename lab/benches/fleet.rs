@@ -66,11 +66,12 @@ fn client(redis: Option<&redis_server::RedisServer>) -> Client {
 /// The same, each of the destinations named `p` told a rate of `rate` requests a second
 /// (0: none): paced, at a rate no request waits for here.
 fn paced_client(redis: Option<&redis_server::RedisServer>, rate: u32) -> Client {
-    let mut builder = PacingLayer::builder();
-    for i in (0..DESTINATIONS).filter(|_| rate > 0) {
-        let authority = format!("p{i}.example");
-        builder = builder.with_known_rate(&authority, rate, Duration::from_secs(1));
-    }
+    let told = (0..DESTINATIONS)
+        .filter(|_| rate > 0)
+        .map(|i| format!("p{i}.example"));
+    let builder = told.fold(PacingLayer::builder(), |builder, authority| {
+        builder.with_known_rate(authority, rate, Duration::from_secs(1))
+    });
     let builder = match redis {
         Some(server) => builder.with_redis(RedisPacing::new(server.client()).with_prefix("bench:")),
         None => builder,

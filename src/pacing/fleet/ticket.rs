@@ -319,8 +319,7 @@ impl FleetGrant {
     /// Tells the shared state the answer: with this process's next reservation for the
     /// destination, or alone after [`CARRY_FOR`] ([`CARRY_OPEN_FOR`] for a plain success
     /// from an open one) if none comes; a refusal, or a batch as large as a call carries,
-    /// at once. Returns what the response said,
-    /// read with `clock`.
+    /// at once. Returns what the response said, read with `clock`.
     pub(crate) fn finish(
         mut self,
         status: StatusCode,
