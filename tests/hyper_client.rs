@@ -342,14 +342,18 @@ fn hyper_error(err: RetryError) -> Box<hyper_util::client::legacy::Error> {
         .expect("a hyper-util client error")
 }
 
-async fn free_port() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    listener.local_addr().unwrap()
+/// A socket bound to a port of its own, not listening: connections to it are refused
+/// until it listens, and no other test can take its port meanwhile.
+fn unlistened() -> (tokio::net::TcpSocket, SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = socket.local_addr().unwrap();
+    (socket, addr)
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_post_is_retried_and_gives_up_with_the_connect_error() {
-    let addr = free_port().await;
+    let (_socket, addr) = unlistened();
     let (seen, hook) = recorder();
     let err = ServiceBuilder::new()
         .layer(RetryLayer::new(Fixed).on_retry(hook))
@@ -364,15 +368,14 @@ async fn a_refused_post_is_retried_and_gives_up_with_the_connect_error() {
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_post_succeeds_once_the_server_is_up() {
-    let addr = free_port().await;
+    let (socket, addr) = unlistened();
+    let socket = Mutex::new(Some(socket));
     let arrivals: Arc<Mutex<Option<Arrivals>>> = Arc::default();
     let slot = arrivals.clone();
     // The server comes up during the first retry's wait.
     let hook = move |e: &RetryEvent<'_>| {
         assert_eq!(e.reason(), RetryReason::Connect);
-        let listener = std::net::TcpListener::bind(addr).unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let listener = TcpListener::from_std(listener).unwrap();
+        let listener = socket.lock().unwrap().take().unwrap().listen(16).unwrap();
         *slot.lock().unwrap() = Some(serve(listener, |_| status(201)));
     };
     let res = ServiceBuilder::new()

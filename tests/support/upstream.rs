@@ -90,8 +90,18 @@ pub fn reply(status: u16, headers: &[(&'static str, &str)], body: &str) -> Respo
     res.body(Full::new(Bytes::from(body.to_owned()))).unwrap()
 }
 
-/// An address on which nothing listens (bound, then released).
+/// An address on which nothing listens, refusing every connection.
+///
+/// Its port stays bound, never listening, for the whole test process: a released port could
+/// be handed to a server of a test running alongside.
 pub fn refused_addr() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
+    static DEAD: std::sync::OnceLock<(tokio::net::TcpSocket, SocketAddr)> =
+        std::sync::OnceLock::new();
+    DEAD.get_or_init(|| {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = socket.local_addr().unwrap();
+        (socket, addr)
+    })
+    .1
 }

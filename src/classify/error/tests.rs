@@ -110,11 +110,20 @@ fn only_connect_and_unprocessed_were_never_processed() {
     assert!(!ErrorClass::Fatal.never_processed());
 }
 
-/// A port nothing listens on: bound, then closed.
+/// A port nothing listens on: bound, never listening, for the whole test process, so no
+/// server of a test running alongside can take it.
 #[cfg(any(feature = "hyper", feature = "reqwest", feature = "tonic"))]
 fn closed_port() -> std::net::SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
+    static CLOSED: std::sync::OnceLock<(tokio::net::TcpSocket, std::net::SocketAddr)> =
+        std::sync::OnceLock::new();
+    CLOSED
+        .get_or_init(|| {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+            let addr = socket.local_addr().unwrap();
+            (socket, addr)
+        })
+        .1
 }
 
 /// An h2 server (the `h2` crate) that resets every stream with `reason`.
