@@ -614,13 +614,23 @@ async fn reset_script_calls(redis: &RedisServer) {
     let _: () = redis.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
 }
 
-/// The script calls Redis ran since its statistics were last reset.
+/// The calls of the shared controller Redis ran since its statistics were last reset: as
+/// a function (`FCALL`) or a script (`EVALSHA`), less those that failed (a function not
+/// loaded yet).
 async fn script_calls(redis: &RedisServer) -> usize {
     let stats: String = redis.query(&["INFO", "commandstats"]).await.unwrap();
+    let count = |fields: &str, name: &str| -> usize {
+        let field = fields.split(',').find_map(|f| f.strip_prefix(name));
+        field.and_then(|n| n.parse().ok()).unwrap_or(0)
+    };
     stats
         .lines()
-        .filter_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .filter_map(|line| line.split(',').next()?.parse::<usize>().ok())
+        .filter_map(|line| {
+            let fields = line
+                .strip_prefix("cmdstat_fcall:")
+                .or_else(|| line.strip_prefix("cmdstat_evalsha:"))?;
+            Some(count(fields, "calls=") - count(fields, "failed_calls="))
+        })
         .sum()
 }
 

@@ -208,12 +208,22 @@ fn redis_spent(runtime: &Runtime, server: &redis_server::RedisServer, requests: 
     let stats: String = runtime
         .block_on(server.query(&["INFO", "commandstats"]))
         .unwrap();
-    let evalsha = stats
+    // The controller runs as a function (`FCALL`), or as a script before Redis 7.
+    let calls: Vec<&str> = stats
         .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:"));
+        .filter_map(|l| {
+            l.strip_prefix("cmdstat_fcall:")
+                .or_else(|| l.strip_prefix("cmdstat_evalsha:"))
+        })
+        .collect();
     let field = |name: &str| -> f64 {
-        let found = evalsha.and_then(|l| l.split(',').find_map(|f| f.strip_prefix(name)));
-        found.and_then(|value| value.parse().ok()).unwrap_or(0.0)
+        let value = |l: &&str| {
+            l.split(',')
+                .find_map(|f| f.strip_prefix(name))?
+                .parse::<f64>()
+                .ok()
+        };
+        calls.iter().filter_map(value).sum::<f64>()
     };
     let per = f64::from(requests);
     eprintln!(

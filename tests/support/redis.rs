@@ -17,24 +17,41 @@ const READY_WITHIN: Duration = Duration::from_secs(5);
 /// A `redis-server` this process started; it can be killed and started again on its port.
 pub struct RedisServer {
     pub port: u16,
+    /// Configuration on the command line, past the port and persistence.
+    options: Vec<String>,
     child: Option<Child>,
 }
 
 impl RedisServer {
     /// Starts a server and waits until it answers, or says why it could not.
     pub async fn try_start() -> Result<Self, String> {
+        Self::try_start_with(&[]).await
+    }
+
+    /// Starts a server configured with `options` (`--name value ...`).
+    pub async fn try_start_with(options: &[&str]) -> Result<Self, String> {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .map_err(|error| format!("no free port: {error}"))?
             .port();
-        let mut server = Self { port, child: None };
+        let options = options.iter().map(|option| option.to_string()).collect();
+        let mut server = Self {
+            port,
+            options,
+            child: None,
+        };
         server.try_restart().await?;
         Ok(server)
     }
 
     /// [`try_start`](Self::try_start) for a test, which fails saying what is missing.
     pub async fn start() -> Self {
-        Self::try_start()
+        Self::start_with(&[]).await
+    }
+
+    /// [`try_start_with`](Self::try_start_with) for a test.
+    pub async fn start_with(options: &[&str]) -> Self {
+        Self::try_start_with(options)
             .await
             .unwrap_or_else(|why| panic!("{NEEDS_REDIS}: {why}"))
     }
@@ -61,6 +78,7 @@ impl RedisServer {
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
+            .args(&self.options)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .spawn()

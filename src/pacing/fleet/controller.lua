@@ -1,16 +1,18 @@
 -- The pacing controller of one destination, shared by a fleet: the rules of
 -- `src/pacing/control.rs`, on state kept in Redis, on Redis's clock, in one atomic call.
+-- Loaded once as a library of Redis functions (Redis 7 on), or run as a script (see
+-- `fleet/code.rs`); a call's `keys` and `args` are a script's KEYS and ARGV.
 --
--- KEYS[1]: the state (a MessagePack map). KEYS[2]: the sends in flight (a sorted set: number by send time).
--- KEYS[3], KEYS[4]: the waiting line (sorted sets of requests: by first ask, by last ask).
+-- keys[1]: the state (a MessagePack map). keys[2]: the sends in flight (a sorted set: number by send time).
+-- keys[3], keys[4]: the waiting line (sorted sets of requests: by first ask, by last ask).
 -- "reserve" answers {0, wait, round, number, pace, served, window, remaining, open}: the slot is
 -- taken, send after `wait` (µs); `pace` is the fleet's and `served` its delivery rate, in
 -- thousandths of a request per second (both 0: not paced); the reported room it leaves in
 -- is `remaining` of `window` (both -1: none); then 1 if the destination is open (0 else);
 -- {1, wait}: the slow start's window is full; {2, wait}: a paced wait past the longest;
 -- {3, wait}: not next, ask again after `wait`.
--- ARGV[1]: "reserve", "answer", "release" or "leave". ARGV[2..16]: the constants and settings (see
--- `fleet/store.rs`). ARGV[17]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
+-- args[1]: "reserve", "answer", "release" or "leave". args[2..16]: the constants and settings (see
+-- `fleet/store.rs`). args[17]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
 -- the longest wait (ms), the seed and the rejoining process's pace alone (r/s; 0 for
 -- none; see `Seed` in `fleet/store.rs`), how long the request has waited (ms) and its
 -- name in the line (none: it skips the line), then answers, applied first. For "answer":
@@ -23,23 +25,15 @@
 -- the send's number. For "leave": the name of a request that no longer waits.
 -- Times are milliseconds; rates are requests per second.
 
-local K, F, LINE, SEEN = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local op = ARGV[1]
-local BETA, C, MIN_RATE, DOUBLING = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local REOPEN, WINDOW, OPEN_WINDOW, STALL = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
-local FIRST_PROBE, MAX_PROBE, MAX_COOLDOWN = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
-local KNOWN, INITIAL_WINDOW, TTL = tonumber(ARGV[13]), tonumber(ARGV[14]), math.ceil(tonumber(ARGV[15]))
-local SPREAD_SPENT = tonumber(ARGV[16])
+-- What a call is about, set at its start: the functions below read these.
+local argv, K, F, LINE, SEEN, op, now, s
+local BETA, C, MIN_RATE, DOUBLING, REOPEN, WINDOW, OPEN_WINDOW, STALL
+local FIRST_PROBE, MAX_PROBE, MAX_COOLDOWN, KNOWN, INITIAL_WINDOW, TTL, SPREAD_SPENT
+
 -- How much sooner than a reset given in whole Unix seconds its count may come back (ms).
 local COARSE = 1000
 -- How late a timer may wake a paced send (ms): tokio's timers have millisecond resolution.
 local TIMER_GRAIN = 1
-
-local now = tonumber(ARGV[17])
-if now < 0 then
-  local clock = redis.call('TIME')
-  now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
-end
 
 -- A request's name is its process's number times PROCESS, plus its own number there.
 local PROCESS = 2097152
@@ -53,17 +47,6 @@ local function leave_line(name)
   redis.call('ZREM', SEEN, name)
 end
 
--- Leaving the line touches no state.
-if op == 'leave' then
-  leave_line(ARGV[18])
-  return {0, 0, 0, 0, 0, 0, -1, -1, 0}
-end
-
-local packed = redis.call('GET', K)
--- An answer or a release for a state Redis lost tells nothing of the state that replaces it.
-if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0, 0, -1, -1, 0} end
-local s = packed and cmsgpack.unpack(packed) or {}
-local seed, rejoin = tonumber(ARGV[19] or 0), tonumber(ARGV[20] or 0)
 -- A new destination's pace: the known rate, else a slow start from the initial window.
 local function begin()
   s.born, s.ss, s.sc, s.sp, s.sn, s.mark = now, now, 0, 0, 0, now - STALL
@@ -74,26 +57,7 @@ local function begin()
     s.w = INITIAL_WINDOW
   end
 end
-if s.born == nil then
-  -- A new destination, or one Redis lost: the known pace, else the pace alone of the
-  -- process rejoining, else the pace the process asking saw it served at lately (the
-  -- seed), else a slow start.
-  begin()
-  s.rd, s.sends, s.pr = 0, 0, 0
-  if rejoin > 0 then seed, s.rb = rejoin, now end
-  if KNOWN <= 0 and seed > 0 then
-    -- Paced as after a cut to the seed; it opens again as a learned pace does. It served
-    -- at the seed over the last window: a refusal now cuts from there, not from nothing.
-    s.cs, s.cb, s.cc, s.cu, s.lr, s.sa, s.w = now, seed, seed, 0, now, 1, nil
-    s.born, s.sp = now - WINDOW, seed * WINDOW / 1000
-  end
-elseif rejoin > 0 and s.rb ~= nil and now < s.rb + WINDOW and s.cs ~= nil and KNOWN <= 0 then
-  -- Another process rejoins the state rebuilt from rejoining ones: its pace joins the
-  -- fleet's, which it sent at alone until now.
-  s.cb, s.cc, s.sp = s.cb + rejoin, s.cc + rejoin, s.sp + rejoin * WINDOW / 1000
-end
--- Sends unanswered for a minute belong to a process that is gone.
-redis.call('ZREMRANGEBYSCORE', F, '-inf', now - 60000)
+
 
 -- Sliding-window counts of successes: `s`, over WINDOW, the delivery rate; `d`, over
 -- DOUBLING, since the start-up began (the burst a limiter let through before is not a rate).
@@ -357,8 +321,8 @@ local function slot()
   if stalled > 0 then s.w = s.w + stalled end
   local limit, doubles_at = window_at()
   if limit == nil then return now, false, 0 end
-  local starting = redis.call('ZRANGEBYSCORE', F, '(' .. s.mark, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   if redis.call('ZCOUNT', F, '(' .. s.mark, '+inf') < limit then return now, false, 0 end
+  local starting = redis.call('ZRANGEBYSCORE', F, '(' .. s.mark, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   return math.min(tonumber(starting[2]) + STALL, doubles_at), false, 0
 end
 
@@ -492,12 +456,12 @@ local function answered(round, number, answer, asked, remaining, reset, coarse, 
   if reserved then redis.call('ZREM', F, number) end
 end
 
--- The answers given from ARGV[first] on, nine values each (see the header).
+-- The answers given from argv[first] on, nine values each (see the header).
 local function answer_all(first)
   local i = first
-  while ARGV[i + 8] ~= nil do
+  while argv[i + 8] ~= nil do
     local a = {}
-    for k = 0, 8 do a[k + 1] = tonumber(ARGV[i + k]) end
+    for k = 0, 8 do a[k + 1] = tonumber(argv[i + k]) end
     answered(a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9])
     i = i + 9
   end
@@ -512,6 +476,8 @@ local function ahead_in_line(name, since)
   if name == nil then return 0 end
   redis.call('ZADD', LINE, 'NX', since, name)
   redis.call('ZADD', SEEN, now, name)
+  redis.call('PEXPIRE', LINE, TTL)
+  redis.call('PEXPIRE', SEEN, TTL)
   for _, gone in ipairs(redis.call('ZRANGEBYSCORE', SEEN, '-inf', now - 2 * DOUBLING)) do
     redis.call('ZREM', LINE, gone)
     redis.call('ZREM', SEEN, gone)
@@ -525,13 +491,81 @@ local function ahead_in_line(name, since)
   return ahead
 end
 
-local result
-if op == 'reserve' then
-  -- Answers to a state Redis lost tell nothing of the one rebuilt.
-  if packed then answer_all(23) end
-  local max_wait = tonumber(ARGV[18])
-  local name = ARGV[22]
-  local since = now - tonumber(ARGV[21] or 0)
+-- Reads what a call is about: its keys, its settings and the time.
+local function read_call(keys, args)
+  K, F, LINE, SEEN = keys[1], keys[2], keys[3], keys[4]
+  argv, op = args, args[1]
+  BETA, C, MIN_RATE, DOUBLING = tonumber(argv[2]), tonumber(argv[3]), tonumber(argv[4]), tonumber(argv[5])
+  REOPEN, WINDOW, OPEN_WINDOW, STALL = tonumber(argv[6]), tonumber(argv[7]), tonumber(argv[8]), tonumber(argv[9])
+  FIRST_PROBE, MAX_PROBE, MAX_COOLDOWN = tonumber(argv[10]), tonumber(argv[11]), tonumber(argv[12])
+  KNOWN, INITIAL_WINDOW, TTL = tonumber(argv[13]), tonumber(argv[14]), math.ceil(tonumber(argv[15]))
+  SPREAD_SPENT = tonumber(argv[16])
+  now = tonumber(argv[17])
+  if now < 0 then
+    local clock = redis.call('TIME')
+    now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
+  end
+end
+
+-- Reads the state of a destination Redis holds, or makes a new one (`known` false).
+local function read_state(packed)
+  s = packed and cmsgpack.unpack(packed) or {}
+  local seed, rejoin = tonumber(argv[19] or 0), tonumber(argv[20] or 0)
+  if s.born == nil then
+    -- A new destination, or one Redis lost: the known pace, else the pace alone of the
+    -- process rejoining, else the pace the process asking saw it served at lately (the
+    -- seed), else a slow start.
+    begin()
+    s.rd, s.sends, s.pr = 0, 0, 0
+    if rejoin > 0 then seed, s.rb = rejoin, now end
+    if KNOWN <= 0 and seed > 0 then
+      -- Paced as after a cut to the seed; it opens again as a learned pace does. It served
+      -- at the seed over the last window: a refusal now cuts from there, not from nothing.
+      s.cs, s.cb, s.cc, s.cu, s.lr, s.sa, s.w = now, seed, seed, 0, now, 1, nil
+      s.born, s.sp = now - WINDOW, seed * WINDOW / 1000
+    end
+  elseif rejoin > 0 and s.rb ~= nil and now < s.rb + WINDOW and s.cs ~= nil and KNOWN <= 0 then
+    -- Another process rejoins the state rebuilt from rejoining ones: its pace joins the
+    -- fleet's, which it sent at alone until now.
+    s.cb, s.cc, s.sp = s.cb + rejoin, s.cc + rejoin, s.sp + rejoin * WINDOW / 1000
+  end
+end
+
+-- Takes the slot at `at`, `wait` from now, at a pace of one per `spacing` (0: not paced).
+local function take(at, wait, spacing)
+  -- A send that leaves a spent room known only to the second probes it.
+  local probing = s.rpf ~= nil and room_left() == 0
+  s.sends = s.sends + 1
+  if probing then s.rp = s.sends end
+  -- Less than one spacing after its slot, a send counts at the slot (GCRA's theoretical
+  -- arrival time): a request late by a round trip slows no later one. Up to a timer tick
+  -- later, a tick before it left, as timers wake a tick late.
+  local due = s.ls and s.ls + spacing
+  local late = (spacing > 0 and due ~= nil and due <= at) and at - due or math.huge
+  if late < spacing then
+    s.ls = due
+  elseif late < spacing + TIMER_GRAIN then
+    s.ls = math.max(due, at - TIMER_GRAIN)
+  else
+    s.ls = at
+  end
+  redis.call('ZADD', F, at, s.sends)
+  redis.call('PEXPIRE', F, TTL)
+  local pace = (spacing > 0) and 1000 / spacing or 0
+  local served = (spacing > 0) and served_rate(DOUBLING) or 0
+  local seen_window, seen_remaining = -1, -1
+  if s.rt ~= nil and s.rg == nil then seen_window, seen_remaining = s.rw, s.rr end
+  local open = open_now() and 1 or 0
+  return {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000), seen_window, seen_remaining, open}
+end
+
+-- Reserves a slot, after telling the answers carried (unless the state is new: answers
+-- to a state Redis lost tell nothing of the one rebuilt).
+local function reserve(known)
+  if known then answer_all(23) end
+  local max_wait = tonumber(argv[18])
+  local name = argv[22]
+  local since = now - tonumber(argv[21] or 0)
   local at, throttled, spacing = slot()
   local wait = at - now
   -- Sends held by a pace go in line.
@@ -543,9 +577,9 @@ if op == 'reserve' then
   end
   if throttled and wait > max_wait then
     leave_line(name)
-    result = {2, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1, 0}
+    return {2, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1, 0}
   elseif not throttled and wait > 0 then
-    result = {1, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1, 0}
+    return {1, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1, 0}
   elseif wait > 0 and (line_ahead() > 0 or wait > spacing / 2 + 0.001) then
     -- Only the next slot is given (GCRA's burst of one), in the half spacing before it.
     -- A request asks again then, or half a spacing before its own slot at today's pace,
@@ -554,48 +588,49 @@ if op == 'reserve' then
     -- (The microsecond absorbs rounding.)
     local own = wait + (ahead - 0.5) * spacing
     if ahead > 0 then own = math.max(own, spacing / 2) end
-    result = {3, math.floor(own * 1000), 0, 0, 0, 0, -1, -1, 0}
+    return {3, math.floor(own * 1000), 0, 0, 0, 0, -1, -1, 0}
   else
     -- Out of the line, if it joined it while held.
-    leave_line(ARGV[22])
-    -- A send that leaves a spent room known only to the second probes it.
-    local probing = s.rpf ~= nil and room_left() == 0
-    s.sends = s.sends + 1
-    if probing then s.rp = s.sends end
-    -- Less than one spacing after its slot, a send counts at the slot (GCRA's theoretical
-    -- arrival time): a request late by a round trip slows no later one. Up to a timer tick
-    -- later, a tick before it left, as timers wake a tick late.
-    local due = s.ls and s.ls + spacing
-    local late = (spacing > 0 and due ~= nil and due <= at) and at - due or math.huge
-    if late < spacing then
-      s.ls = due
-    elseif late < spacing + TIMER_GRAIN then
-      s.ls = math.max(due, at - TIMER_GRAIN)
-    else
-      s.ls = at
-    end
-    redis.call('ZADD', F, at, s.sends)
-    local pace = (spacing > 0) and 1000 / spacing or 0
-    local served = (spacing > 0) and served_rate(DOUBLING) or 0
-    local seen_window, seen_remaining = -1, -1
-    if s.rt ~= nil and s.rg == nil then seen_window, seen_remaining = s.rw, s.rr end
-    local open = open_now() and 1 or 0
-    result = {0, math.floor(wait * 1000), s.rd, s.sends, math.floor(pace * 1000), math.floor(served * 1000), seen_window, seen_remaining, open}
+    leave_line(argv[22])
+    return take(at, wait, spacing)
   end
-elseif op == 'answer' then
-  answer_all(18)
-  result = {0, 0, s.rd, 0, 0, 0, -1, -1, open_now() and 1 or 0}
-else
-  redis.call('ZREM', F, tonumber(ARGV[18]))
-  if s.rp == tonumber(ARGV[18]) then s.rp = nil end
-  result = {0, 0, 0, 0, 0, 0, -1, -1, 0}
 end
 
--- Written back whole; every key expires with the destination's idleness.
-redis.call('SET', K, cmsgpack.pack(s), 'PX', TTL)
-redis.call('PEXPIRE', F, TTL)
-if LINE ~= nil then
-  redis.call('PEXPIRE', LINE, TTL)
-  redis.call('PEXPIRE', SEEN, TTL)
+-- One call: the operation `args[1]` on the destination whose keys are `keys`.
+local function call(keys, args)
+  read_call(keys, args)
+  -- Leaving the line touches no state.
+  if op == 'leave' then
+    leave_line(argv[18])
+    return {0, 0, 0, 0, 0, 0, -1, -1, 0}
+  end
+  local packed = redis.call('GET', K)
+  -- An answer or a release for a state Redis lost tells nothing of the state that replaces it.
+  if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0, 0, -1, -1, 0} end
+  read_state(packed)
+  -- Sends unanswered for a minute belong to a process that is gone.
+  redis.call('ZREMRANGEBYSCORE', F, '-inf', now - 60000)
+  local result
+  if op == 'reserve' then
+    result = reserve(packed ~= nil)
+  elseif op == 'answer' then
+    answer_all(18)
+    result = {0, 0, s.rd, 0, 0, 0, -1, -1, open_now() and 1 or 0}
+  else
+    redis.call('ZREM', F, tonumber(argv[18]))
+    if s.rp == tonumber(argv[18]) then s.rp = nil end
+    result = {0, 0, 0, 0, 0, 0, -1, -1, 0}
+  end
+  -- Written back whole. Every key expires with the destination's idleness, counted from
+  -- its last write.
+  redis.call('SET', K, cmsgpack.pack(s), 'PX', TTL)
+  return result
 end
-return result
+
+-- Loaded as a library (`FUNCTION LOAD`), the call is registered once; run as a script
+-- (`EVAL`, Redis before 7), it is made at once.
+if redis.register_function ~= nil then
+  redis.register_function(FUNCTION_NAME, call)
+else
+  return call(KEYS, ARGV)
+end

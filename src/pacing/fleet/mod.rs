@@ -24,6 +24,7 @@
 //! Redis back, and requests, waiting ones too, ask it again. Idle destinations expire from
 //! Redis; a state Redis lost otherwise starts at the pace the process last saw served.
 
+mod code;
 mod held;
 mod store;
 mod ticket;

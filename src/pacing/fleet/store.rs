@@ -1,6 +1,7 @@
 //! The calls to Redis: one script, its arguments, and the store's health.
 
 use super::RedisPacing;
+use super::code::Runner;
 use super::held::Held;
 use crate::pacing::control::{
     Answer, BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, STARTUP_DOUBLING,
@@ -13,7 +14,7 @@ use crate::retry_after::QuotaLeft;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
@@ -48,9 +49,6 @@ pub(crate) const UNRESERVED: u64 = 0;
 
 /// The script's time argument that makes it read Redis's clock.
 const REDIS_CLOCK: f64 = -1.0;
-
-pub(super) static SCRIPT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("controller.lua")));
 
 /// What a reservation says.
 #[derive(Debug, Clone, Copy)]
@@ -105,6 +103,7 @@ pub(crate) struct Seed {
 pub(crate) struct Store {
     config: RedisPacing,
     connection: OnceLock<Result<ConnectionManager, String>>,
+    runner: Runner,
     /// Whether a call failed and no ping has been answered since: requests do not ask Redis.
     down: Arc<AtomicBool>,
     views: Mutex<HashMap<Key, View>>,
@@ -233,6 +232,7 @@ impl Store {
         Self {
             config,
             connection: OnceLock::new(),
+            runner: Runner::default(),
             down: Arc::new(AtomicBool::new(false)),
             views: Mutex::new(HashMap::new()),
             max_views,
@@ -450,16 +450,15 @@ impl Store {
     ) -> Result<[i64; 9], ()> {
         let result = match self.connection() {
             Ok(mut connection) => {
-                let mut invocation = SCRIPT.prepare_invoke();
-                for key in keys {
-                    invocation.key(key);
-                }
-                invocation.arg(op);
                 let extra = extra.iter().flat_map(|part| part.iter());
-                for value in args.0.iter().chain(&[REDIS_CLOCK]).chain(extra) {
-                    invocation.arg(*value);
-                }
-                let call = invocation.invoke_async::<Vec<i64>>(&mut connection);
+                let values: Vec<f64> = args
+                    .0
+                    .iter()
+                    .chain(&[REDIS_CLOCK])
+                    .chain(extra)
+                    .copied()
+                    .collect();
+                let call = self.runner.run(&mut connection, keys, op, &values);
                 match tokio::time::timeout(self.config.timeout, call).await {
                     Ok(Ok(reply)) => reply
                         .try_into()

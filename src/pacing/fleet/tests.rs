@@ -1,7 +1,8 @@
 //! The script against the in-process controller: the same sends and answers at the same
 //! times give the same send times, on a real `redis-server`.
 
-use super::store::{Args, REQUEST_BITS, SCRIPT, answered, seen};
+use super::code::Runner;
+use super::store::{Args, REQUEST_BITS, answered, seen};
 use crate::pacing::control::{Answer, Config, Controller, Sent, interval};
 use crate::pacing::layer::Settings;
 use crate::pacing::{PacingBuilder, PacingLayer};
@@ -24,6 +25,7 @@ type Reply = [i64; 7];
 /// The script on its own keys, on a clock the test sets (ms since the start).
 struct Script {
     connection: redis::aio::MultiplexedConnection,
+    runner: Runner,
     args: Args,
 }
 
@@ -33,6 +35,7 @@ impl Script {
         let connection = server.client().get_multiplexed_async_connection().await;
         Self {
             connection: connection.unwrap(),
+            runner: Runner::default(),
             args: Args::new(&settings(), None).in_process_rules(),
         }
     }
@@ -46,15 +49,17 @@ impl Script {
     }
 
     async fn call(&mut self, now: f64, op: &str, extra: &[f64]) -> Reply {
-        let mut invocation = SCRIPT.prepare_invoke();
-        for key in ["t:{a}", "t:{a}:sent", "t:{a}:line", "t:{a}:seen"] {
-            invocation.key(key);
-        }
-        invocation.arg(op);
-        for value in self.args.0.iter().chain(&[now]).chain(extra) {
-            invocation.arg(*value);
-        }
-        let reply: Vec<i64> = invocation.invoke_async(&mut self.connection).await.unwrap();
+        let keys = ["t:{a}", "t:{a}:sent", "t:{a}:line", "t:{a}:seen"].map(String::from);
+        let values: Vec<f64> = self
+            .args
+            .0
+            .iter()
+            .chain(&[now])
+            .chain(extra)
+            .copied()
+            .collect();
+        let run = self.runner.run(&mut self.connection, &keys, op, &values);
+        let reply = run.await.unwrap();
         [
             reply[0], reply[1], reply[2], reply[3], reply[6], reply[7], reply[8],
         ]
@@ -124,6 +129,11 @@ async fn the_script_sends_when_the_controller_would() {
     let mut script = Script::on(&server).await;
     for seed in 0..20 {
         script.flush().await;
+        // Half the seeds, of each kind below, run the code as a script: Redis before 7.
+        script.runner = match seed % 4 {
+            0 | 1 => Runner::default(),
+            _ => Runner::scripts_only(),
+        };
         let start = Instant::now();
         let config = Config {
             known: None,
@@ -241,6 +251,75 @@ async fn the_script_sends_when_the_controller_would() {
             }
         }
     }
+}
+
+/// The code is loaded once as a library of functions, and again once Redis lost it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_controller_runs_as_a_function_loaded_again_once_redis_lost_it() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    let libraries = async || -> Vec<redis::Value> {
+        let listed = server.query(&["FUNCTION", "LIST", "LIBRARYNAME", "tower_backoff_*"]);
+        listed.await.unwrap()
+    };
+    let reserve = [30_000.0];
+    for round in 0..2 {
+        assert_eq!(script.call(0.0, "reserve", &reserve).await[..2], [0, 0]);
+        let _: () = server.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
+        assert_eq!(script.call(1.0, "reserve", &reserve).await[..2], [0, 0]);
+        assert_eq!(libraries().await.len(), 1, "round {round}");
+        let stats: String = server.query(&["INFO", "commandstats"]).await.unwrap();
+        let done = [done_calls(&stats, "fcall"), done_calls(&stats, "evalsha")];
+        assert_eq!(done, [1, 0], "round {round}: {stats}");
+        let _: () = server.query(&["FUNCTION", "FLUSH"]).await.unwrap();
+        assert!(libraries().await.is_empty());
+    }
+}
+
+/// Where functions cannot load, the code runs as a script: a Redis before 7 (no `FCALL`),
+/// or a user not allowed `FUNCTION LOAD`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_controller_runs_as_a_script_where_functions_cannot_load() {
+    let without_fcall = ["--rename-command", "FCALL", ""];
+    let no_loading = [
+        "--user",
+        "default",
+        "on",
+        "nopass",
+        "~*",
+        "&*",
+        "+@all",
+        "-function",
+    ];
+    for options in [&without_fcall[..], &no_loading[..]] {
+        let server = redis_server::RedisServer::start_with(options).await;
+        let mut script = Script::on(&server).await;
+        let _: () = server.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
+        for t in [0.0, 1.0] {
+            let got = script.call(t, "reserve", &[30_000.0]).await;
+            assert_eq!(got[..2], [0, 0], "{options:?}");
+        }
+        let stats: String = server.query(&["INFO", "commandstats"]).await.unwrap();
+        let done = [done_calls(&stats, "evalsha"), done_calls(&stats, "fcall")];
+        assert_eq!(done, [2, 0], "{options:?}: {stats}");
+    }
+}
+
+/// The calls of `command` Redis's statistics count, less those that failed.
+fn done_calls(stats: &str, command: &str) -> u64 {
+    let Some(fields) = stats.lines().find_map(|line| {
+        let rest = line.strip_prefix("cmdstat_")?.strip_prefix(command)?;
+        rest.strip_prefix(':')
+    }) else {
+        return 0;
+    };
+    let count = |name: &str| -> u64 {
+        let field = fields.split(',').find_map(|f| f.strip_prefix(name));
+        field.and_then(|n| n.parse().ok()).unwrap_or(0)
+    };
+    count("calls=") - count("failed_calls=")
 }
 
 /// A quota lowered from 50 to 30: the window after the next reset is guessed from the

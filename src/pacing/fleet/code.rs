@@ -1,0 +1,116 @@
+//! The shared controller's code, `controller.lua`, and how a Redis runs it.
+//!
+//! From Redis 7 on, it is loaded once as a library of functions (`FUNCTION LOAD`) and
+//! called with `FCALL`: its ~40 functions are made at load, not at every call as a script
+//! would make them. Before Redis 7, or where loading is not allowed, it runs as a script.
+
+use redis::aio::ConnectionLike;
+use redis::{RedisError, RedisResult, Script};
+use std::sync::LazyLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+const SOURCE: &str = include_str!("controller.lua");
+
+/// The code as a script, and the names it takes as a library. Both names carry the code's
+/// hash: processes running different versions share a Redis without replacing each other's.
+struct Code {
+    script: Script,
+    library: String,
+    function: String,
+}
+
+static CODE: LazyLock<Code> = LazyLock::new(|| {
+    let script = Script::new(SOURCE);
+    let hash = &script.get_hash()[..16];
+    Code {
+        library: format!("tower_backoff_{hash}"),
+        function: format!("tower_backoff_pace_{hash}"),
+        script,
+    }
+});
+
+/// Runs the controller on one Redis: as a function while that works, else as a script.
+#[derive(Debug, Default)]
+pub(crate) struct Runner {
+    scripts_only: AtomicBool,
+}
+
+impl Runner {
+    /// A runner that never loads a library: Redis before 7, as the tests see it.
+    #[cfg(test)]
+    pub(crate) fn scripts_only() -> Self {
+        Self {
+            scripts_only: AtomicBool::new(true),
+        }
+    }
+
+    /// Runs operation `op` on the destination whose keys are `keys`, with `values`.
+    pub(crate) async fn run<C: ConnectionLike>(
+        &self,
+        connection: &mut C,
+        keys: &[String],
+        op: &str,
+        values: &[f64],
+    ) -> RedisResult<Vec<i64>> {
+        if !self.scripts_only.load(Ordering::Relaxed) {
+            let call = || {
+                let mut call = redis::cmd("FCALL");
+                call.arg(&CODE.function).arg(keys.len()).arg(keys);
+                call.arg(op).arg(values);
+                call
+            };
+            match call().query_async(connection).await {
+                Err(error) if is_missing(&error) => match load(connection).await {
+                    Ok(()) => return call().query_async(connection).await,
+                    Err(error) if is_unreachable(&error) => return Err(error),
+                    Err(_) => self.scripts_only.store(true, Ordering::Relaxed),
+                },
+                Err(error) if is_unknown_command(&error) => {
+                    self.scripts_only.store(true, Ordering::Relaxed);
+                }
+                done => return done,
+            }
+        }
+        let mut invocation = CODE.script.prepare_invoke();
+        for key in keys {
+            invocation.key(key);
+        }
+        invocation.arg(op).arg(values);
+        invocation.invoke_async(connection).await
+    }
+}
+
+/// Loads the library, replacing any of the same name (another process may load it too).
+async fn load<C: ConnectionLike>(connection: &mut C) -> RedisResult<()> {
+    let library = format!(
+        "#!lua name={}\nlocal FUNCTION_NAME = '{}'\n{SOURCE}",
+        CODE.library, CODE.function
+    );
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(library)
+        .query_async(connection)
+        .await?;
+    Ok(())
+}
+
+/// Redis does not hold the function: new, restarted empty, or flushed.
+fn is_missing(error: &RedisError) -> bool {
+    error
+        .detail()
+        .is_some_and(|detail| detail.starts_with("Function not found"))
+}
+
+/// A Redis before 7 (`FCALL` unknown).
+fn is_unknown_command(error: &RedisError) -> bool {
+    error.code() == Some("ERR")
+        && error
+            .detail()
+            .is_some_and(|detail| detail.starts_with("unknown command"))
+}
+
+/// The call never reached Redis or got no answer: the store's own faults, not the code's.
+fn is_unreachable(error: &RedisError) -> bool {
+    error.is_io_error() || error.is_timeout() || error.is_connection_dropped()
+}
