@@ -287,6 +287,8 @@ impl Drop for FleetTicket {
 pub(crate) struct FleetGrant {
     place: Place,
     sent: Option<Sent>,
+    /// The send has a slot among the sends in flight (not so to an open destination).
+    reserved: bool,
     /// The destination was open when the slot was given.
     open: bool,
 }
@@ -296,22 +298,23 @@ impl FleetGrant {
         Self {
             place,
             sent: Some(slot.sent),
+            reserved: true,
             open: slot.open,
         }
     }
 
     /// A send to an open destination, in `round`, without a reservation.
     fn unreserved(place: Place, round: u64, now: Instant) -> Self {
-        let number = UNRESERVED;
         let sent = Sent {
             round,
-            number,
+            number: UNRESERVED,
             at: now,
             seen: None,
         };
         Self {
             place,
             sent: Some(sent),
+            reserved: false,
             open: true,
         }
     }
@@ -370,7 +373,7 @@ impl FleetGrant {
 impl Drop for FleetGrant {
     fn drop(&mut self) {
         // A send without a reservation is not among the sends in flight.
-        let reserved = self.sent.take().filter(|sent| sent.number != UNRESERVED);
+        let reserved = self.sent.take().filter(|_| self.reserved);
         if let Some(sent) = reserved {
             let place = self.place.clone();
             spawn(async move {
