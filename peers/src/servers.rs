@@ -230,3 +230,39 @@ pub async fn slow(
     });
     Ok((serve_after(handler, delay).await?, counts))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The status of attempt `attempt` of request `id`, made as the `attempt`th with that id.
+    async fn answers(seed: u64, order: &[(u64, u32)]) -> HashMap<(u64, u32), u16> {
+        let (server, counts) = random_failures(0.2, seed).await.unwrap();
+        let client = reqwest::Client::new();
+        let mut answers = HashMap::new();
+        for &(id, attempt) in order {
+            let url = format!("http://{}/", server.addr);
+            let res = client.get(url).header(ID_HEADER, id).send().await.unwrap();
+            answers.insert((id, attempt), res.status().as_u16());
+        }
+        assert_eq!(counts.attempts(), order.len() as u64);
+        answers
+    }
+
+    /// Matrix row 2 is paired: each attempt's answer depends on the seed, the request and
+    /// the attempt's number, not on the order attempts arrive in.
+    #[tokio::test]
+    async fn random_failures_answer_each_attempt_from_the_seed_alone() {
+        let by_request: Vec<(u64, u32)> = (0..50)
+            .flat_map(|id| (1..=4).map(move |attempt| (id, attempt)))
+            .collect();
+        let by_attempt: Vec<(u64, u32)> = (1..=4)
+            .flat_map(|attempt| (0..50).rev().map(move |id| (id, attempt)))
+            .collect();
+        let first = answers(7, &by_request).await;
+        assert_eq!(first, answers(7, &by_attempt).await);
+        let failed = first.values().filter(|&&status| status == 503).count();
+        assert!((20..=60).contains(&failed), "{failed} of 200 failed");
+        assert_ne!(first, answers(8, &by_request).await);
+    }
+}
