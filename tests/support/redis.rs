@@ -29,19 +29,28 @@ impl RedisServer {
     }
 
     /// Starts a server configured with `options` (`--name value ...`).
+    ///
+    /// Its port is taken from the OS, released, then bound by the server: another process
+    /// may bind it in between, and the server then exits at once. It gets a new port then.
     pub async fn try_start_with(options: &[&str]) -> Result<Self, String> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map_err(|error| format!("no free port: {error}"))?
-            .port();
-        let options = options.iter().map(|option| option.to_string()).collect();
-        let mut server = Self {
-            port,
-            options,
-            child: None,
-        };
-        server.try_restart().await?;
-        Ok(server)
+        let mut last = String::new();
+        for _ in 0..3 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|listener| listener.local_addr())
+                .map_err(|error| format!("no free port: {error}"))?
+                .port();
+            let options = options.iter().map(|option| option.to_string()).collect();
+            let mut server = Self {
+                port,
+                options,
+                child: None,
+            };
+            match server.try_restart().await {
+                Ok(()) => return Ok(server),
+                Err(why) => last = why,
+            }
+        }
+        Err(last)
     }
 
     /// [`try_start`](Self::try_start) for a test, which fails saying what is missing.
@@ -96,11 +105,16 @@ impl RedisServer {
                     self.port
                 ));
             }
-            let ping = self.query::<String>(&["PING"]);
-            if let Ok(Ok(pong)) = tokio::time::timeout(Duration::from_millis(500), ping).await
-                && pong == "PONG"
-            {
-                return Ok(());
+            // The server that answers must be this one: another may hold the port.
+            let info = self.query::<String>(&["INFO", "server"]);
+            if let Ok(Ok(info)) = tokio::time::timeout(Duration::from_millis(500), info).await {
+                let pid = info.lines().find_map(|l| l.strip_prefix("process_id:"));
+                let ours = self.child.as_ref().map(|c| c.id().to_string());
+                if pid.map(str::trim) == ours.as_deref() {
+                    return Ok(());
+                }
+                self.kill();
+                return Err(format!("another server answers on port {}", self.port));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
