@@ -435,8 +435,10 @@ async fn two_destinations(kind: Kind, out: &mut String) -> Result<(), BoxError> 
             } else {
                 Some(Limiter::start(kind, LIMIT).await?)
             };
-            // A port nothing listens on: connection refused.
-            let dead = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+            // A port bound, never listening, for the case: connection refused.
+            let unlistened = tokio::net::TcpSocket::new_v4()?;
+            unlistened.bind(([127, 0, 0, 1], 0).into())?;
+            let dead = unlistened.local_addr()?;
             let other_url = match &limiter {
                 Some(l) => l.url("/items"),
                 None => format!("http://{dead}/items"),
