@@ -46,6 +46,10 @@ use std::time::Duration;
 /// `FUNCTION LOAD`; without them, or before Redis 7, it runs as a script (`EVALSHA`), which
 /// costs Redis about a third more time per call.
 ///
+/// Redis runs one call at a time. A request to a starting or paced destination costs it
+/// about 70 µs (two calls, on this crate's benchmark machine): one Redis paces some 14,000
+/// such requests a second. Requests to an open destination cost it a few µs each.
+///
 /// ```
 /// use tower_backoff::PacingLayer;
 /// use tower_backoff::pacing::RedisPacing;
