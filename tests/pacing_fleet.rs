@@ -484,6 +484,28 @@ async fn a_request_after_another_to_its_destination_costs_one_call() {
     assert!((21..=25).contains(&calls), "{calls} calls");
 }
 
+/// A plain success from a destination paced at a known rate changes no send: its answer
+/// waits up to 100 ms for a reservation to carry it, as an open destination's does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn a_told_destinations_successes_wait_for_a_call_to_carry_them() {
+    let redis = RedisServer::start().await;
+    let test = "told-calls";
+    let told = builder().with_known_rate("api.test", 1000, secs(1));
+    let mut client = fleet_member(&redis, test, told)
+        .await
+        .layer(scripted(&Log::default()));
+    reset_script_calls(&redis).await;
+    for _ in 0..20 {
+        send(&mut client, get("http://api.test/200")).await.unwrap();
+        tokio::time::sleep(ms(10)).await;
+    }
+    // 20 reservations and the last answer's call; each answer alone after 2 ms: 40.
+    until_state_is(&redis, test, "api.test", "sc", "20").await;
+    let calls = script_calls(&redis).await;
+    assert!((21..=24).contains(&calls), "{calls} calls");
+}
+
 /// Sends GETs of `uri` through `client` until `api.test` is open here: past its slow start
 /// (64 in flight, its cap doubling per 100 ms from 4), and told so by Redis.
 async fn until_open<S: Client>(client: &mut S) {

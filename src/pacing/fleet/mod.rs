@@ -8,7 +8,8 @@
 //! that first asked takes the next slot, whichever process it is in. Only the oldest of a
 //! process's held requests asks again; the others wait behind it. The same call carries
 //! the answers this process got since its last one to that destination; an answer no call
-//! carries within 2 ms goes alone, a refusal at once. The rules are the
+//! carries within 2 ms goes alone, a refusal at once. A plain success from a destination
+//! paced at a known rate changes no send: it waits up to 100 ms. The rules are the
 //! [in-process controller's](crate::pacing), so a refusal seen by one process slows all.
 //! One is the fleet's own: once a reported room ran out, the next is spread over what is
 //! left of it, as processes sharing it would race for it.

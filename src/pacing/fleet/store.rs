@@ -547,6 +547,11 @@ impl Args {
         ])
     }
 
+    /// Whether the destination is paced at a rate the user knows.
+    pub(crate) fn told(&self) -> bool {
+        self.0[11] > 0.0
+    }
+
     /// The same, but a room that ran out leads to no spreading: the in-process rules
     /// alone, which the script's tests compare it with.
     #[cfg(test)]

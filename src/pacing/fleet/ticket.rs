@@ -25,8 +25,9 @@ const ASK_AGAIN: Duration = Duration::from_millis(10);
 /// An answer waits this long for this process's next reservation to carry it, then is
 /// told alone. A worker's next request usually asks within microseconds of the answer.
 const CARRY_FOR: Duration = Duration::from_millis(2);
-/// The same for an open destination (neither paced nor in its slow start), whose requests
-/// make no call: its answers change no send, and go in one call per doubling at most.
+/// The same for a plain success (no quota reported) from an open destination (neither
+/// paced nor in its slow start) or one paced at a known rate: it changes no send, and such
+/// answers go in one call per doubling at most.
 const CARRY_OPEN_FOR: Duration = STARTUP_DOUBLING;
 /// Requests to a destination Redis said was open go without a reservation for this long
 /// after: the process tells its answers within [`CARRY_OPEN_FOR`], and the reply says
@@ -321,7 +322,7 @@ impl FleetGrant {
 
     /// Tells the shared state the answer: with this process's next reservation for the
     /// destination, or alone after [`CARRY_FOR`] ([`CARRY_OPEN_FOR`] for a plain success
-    /// from an open one) if none comes; a refusal, or a batch as large as a call carries,
+    /// from an open or told one) if none comes; a refusal, or a batch as large as a call carries,
     /// at once. Returns what the response said, read with `clock`.
     pub(crate) fn finish(
         mut self,
@@ -337,7 +338,7 @@ impl FleetGrant {
         place.store().held.answered(&place.key);
         let refused = matches!(answer, Answer::Refused(_));
         let plain = answer == Answer::Served && said.quota().is_none();
-        let carry = match plain && self.open {
+        let carry = match plain && (self.open || self.place.args.told()) {
             true => CARRY_OPEN_FOR,
             false => CARRY_FOR,
         };
