@@ -33,6 +33,9 @@ static CODE: LazyLock<Code> = LazyLock::new(|| {
 #[derive(Debug, Default)]
 pub(crate) struct Runner {
     scripts_only: AtomicBool,
+    /// Held while the library loads: calls that found it missing meanwhile wait, then call
+    /// again, rather than each loading it (a load costs Redis about 1 ms).
+    loading: tokio::sync::Mutex<()>,
 }
 
 impl Runner {
@@ -41,6 +44,7 @@ impl Runner {
     pub(crate) fn scripts_only() -> Self {
         Self {
             scripts_only: AtomicBool::new(true),
+            ..Self::default()
         }
     }
 
@@ -59,15 +63,23 @@ impl Runner {
                 call.arg(op).arg(values);
                 call
             };
-            match call().query_async(connection).await {
-                Err(error) if is_missing(&error) => match load(connection).await {
-                    Ok(()) => return call().query_async(connection).await,
-                    Err(error) if is_unreachable(&error) => return Err(error),
-                    Err(_) => self.scripts_only.store(true, Ordering::Relaxed),
-                },
+            let mut done = call().query_async(connection).await;
+            if done.as_ref().is_err_and(is_missing) {
+                let _loading = self.loading.lock().await;
+                done = call().query_async(connection).await;
+                if done.as_ref().is_err_and(is_missing) {
+                    match load(connection).await {
+                        Ok(()) => done = call().query_async(connection).await,
+                        Err(error) if is_unreachable(&error) => return Err(error),
+                        Err(_) => self.scripts_only.store(true, Ordering::Relaxed),
+                    }
+                }
+            }
+            match done {
                 Err(error) if is_unknown_command(&error) => {
                     self.scripts_only.store(true, Ordering::Relaxed);
                 }
+                Err(error) if is_missing(&error) => {}
                 done => return done,
             }
         }
@@ -80,19 +92,27 @@ impl Runner {
     }
 }
 
-/// Loads the library, replacing any of the same name (another process may load it too).
+/// Loads the library. Another process may have loaded it since: its name is its code's.
 async fn load<C: ConnectionLike>(connection: &mut C) -> RedisResult<()> {
     let library = format!(
         "#!lua name={}\nlocal FUNCTION_NAME = '{}'\n{SOURCE}",
         CODE.library, CODE.function
     );
-    let _: String = redis::cmd("FUNCTION")
+    let loaded: RedisResult<String> = redis::cmd("FUNCTION")
         .arg("LOAD")
-        .arg("REPLACE")
         .arg(library)
         .query_async(connection)
-        .await?;
-    Ok(())
+        .await;
+    match loaded {
+        Err(error)
+            if !error
+                .detail()
+                .is_some_and(|d| d.ends_with("already exists")) =>
+        {
+            Err(error)
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Redis does not hold the function: new, restarted empty, or flushed.

@@ -277,6 +277,33 @@ async fn the_controller_runs_as_a_function_loaded_again_once_redis_lost_it() {
     }
 }
 
+/// Calls that find the library missing at once load it once: the others wait for that load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn calls_that_find_the_controller_missing_at_once_load_it_once() {
+    let server = redis_server::RedisServer::start().await;
+    let connection = server.client().get_multiplexed_async_connection().await;
+    let connection = connection.unwrap();
+    let runner = std::sync::Arc::new(Runner::default());
+    let args = Args::new(&settings(), None);
+    let mut calls = tokio::task::JoinSet::new();
+    for destination in 0..50 {
+        let (runner, mut connection) = (runner.clone(), connection.clone());
+        calls.spawn(async move {
+            let state = format!("t:{{{destination}}}");
+            let keys = ["", ":sent", ":line", ":seen"].map(|part| format!("{state}{part}"));
+            let values: Vec<f64> = args.0.iter().chain(&[-1.0, 30_000.0]).copied().collect();
+            runner.run(&mut connection, &keys, "reserve", &values).await
+        });
+    }
+    while let Some(reply) = calls.join_next().await {
+        assert_eq!(reply.unwrap().unwrap()[..2], [0, 0]);
+    }
+    let stats: String = server.query(&["INFO", "commandstats"]).await.unwrap();
+    let loads = call_counts(&stats, "function|load")[0];
+    assert_eq!([loads, done_calls(&stats, "fcall")], [1, 50], "{stats}");
+}
+
 /// Where functions cannot load, the code runs as a script: a Redis before 7 (no `FCALL`),
 /// or a user not allowed `FUNCTION LOAD`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
@@ -309,17 +336,22 @@ async fn the_controller_runs_as_a_script_where_functions_cannot_load() {
 
 /// The calls of `command` Redis's statistics count, less those that failed.
 fn done_calls(stats: &str, command: &str) -> u64 {
+    let [calls, failed] = call_counts(stats, command);
+    calls - failed
+}
+
+/// The calls of `command` Redis's statistics count, and those that failed.
+fn call_counts(stats: &str, command: &str) -> [u64; 2] {
     let Some(fields) = stats.lines().find_map(|line| {
         let rest = line.strip_prefix("cmdstat_")?.strip_prefix(command)?;
         rest.strip_prefix(':')
     }) else {
-        return 0;
+        return [0, 0];
     };
-    let count = |name: &str| -> u64 {
+    ["calls=", "failed_calls="].map(|name| {
         let field = fields.split(',').find_map(|f| f.strip_prefix(name));
         field.and_then(|n| n.parse().ok()).unwrap_or(0)
-    };
-    count("calls=") - count("failed_calls=")
+    })
 }
 
 /// A quota lowered from 50 to 30: the window after the next reset is guessed from the
