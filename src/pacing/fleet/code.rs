@@ -63,23 +63,10 @@ impl Runner {
                 call.arg(op).arg(values);
                 call
             };
-            let mut done = call().query_async(connection).await;
-            if done.as_ref().is_err_and(is_missing) {
-                let _loading = self.loading.lock().await;
-                done = call().query_async(connection).await;
-                if done.as_ref().is_err_and(is_missing) {
-                    match load(connection).await {
-                        Ok(()) => done = call().query_async(connection).await,
-                        Err(error) if is_unreachable(&error) => return Err(error),
-                        Err(_) => self.scripts_only.store(true, Ordering::Relaxed),
-                    }
-                }
-            }
-            match done {
-                Err(error) if is_unknown_command(&error) => {
+            match self.call_function(connection, call).await {
+                Err(error) if is_unknown_command(&error) || is_missing(&error) => {
                     self.scripts_only.store(true, Ordering::Relaxed);
                 }
-                Err(error) if is_missing(&error) => {}
                 done => return done,
             }
         }
@@ -89,6 +76,30 @@ impl Runner {
         }
         invocation.arg(op).arg(values);
         invocation.invoke_async(connection).await
+    }
+
+    /// Calls the function, loading the library first if Redis lacks it. Still missing after:
+    /// it cannot load here.
+    async fn call_function<C: ConnectionLike>(
+        &self,
+        connection: &mut C,
+        call: impl Fn() -> redis::Cmd,
+    ) -> RedisResult<Vec<i64>> {
+        let done = call().query_async(connection).await;
+        if !done.as_ref().is_err_and(is_missing) {
+            return done;
+        }
+        // Another call may have loaded it meanwhile.
+        let _loading = self.loading.lock().await;
+        let done = call().query_async(connection).await;
+        if !done.as_ref().is_err_and(is_missing) {
+            return done;
+        }
+        match load(connection).await {
+            Ok(()) => call().query_async(connection).await,
+            Err(error) if is_unreachable(&error) => Err(error),
+            Err(_) => done,
+        }
     }
 }
 
