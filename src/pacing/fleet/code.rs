@@ -97,8 +97,8 @@ impl Runner {
         }
         match load(connection).await {
             Ok(()) => call().query_async(connection).await,
-            Err(error) if is_unreachable(&error) => Err(error),
-            Err(_) => done,
+            Err(error) if is_refused(&error) => done,
+            Err(error) => Err(error),
         }
     }
 }
@@ -136,12 +136,13 @@ fn is_missing(error: &RedisError) -> bool {
 /// A Redis before 7 (`FCALL` unknown).
 fn is_unknown_command(error: &RedisError) -> bool {
     error.code() == Some("ERR")
-        && error
-            .detail()
-            .is_some_and(|detail| detail.starts_with("unknown command"))
+        && error.detail().is_some_and(|detail| {
+            detail.starts_with("unknown command") || detail.starts_with("unknown subcommand")
+        })
 }
 
-/// The call never reached Redis or got no answer: the store's own faults, not the code's.
-fn is_unreachable(error: &RedisError) -> bool {
-    error.is_io_error() || error.is_timeout() || error.is_connection_dropped()
+/// Redis will not load the library for this user, ever: not allowed, or no such command.
+/// Other failures (Redis busy, loading, out of memory, unreachable) pass.
+fn is_refused(error: &RedisError) -> bool {
+    error.code() == Some("NOPERM") || is_unknown_command(error)
 }
