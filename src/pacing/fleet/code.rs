@@ -65,7 +65,13 @@ impl Runner {
             };
             match self.call_function(connection, call).await {
                 Err(error) if is_unknown_command(&error) || is_missing(&error) => {
-                    self.scripts_only.store(true, Ordering::Relaxed);
+                    if !self.scripts_only.swap(true, Ordering::Relaxed) {
+                        tracing::info!(
+                            %error,
+                            "pacing: Redis cannot run functions here; the shared controller \
+                             runs as a script, which costs Redis more per call"
+                        );
+                    }
                 }
                 done => return done,
             }
