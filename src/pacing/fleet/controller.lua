@@ -510,7 +510,9 @@ end
 -- Reads the state of a destination Redis holds, or makes a new one (`known` false).
 local function read_state(packed)
   s = packed and cmsgpack.unpack(packed) or {}
-  local seed, rejoin = tonumber(argv[19] or 0), tonumber(argv[20] or 0)
+  -- Only a reservation says a seed and a rejoining pace; other operations carry answers there.
+  local seed, rejoin = 0, 0
+  if op == 'reserve' then seed, rejoin = tonumber(argv[19] or 0), tonumber(argv[20] or 0) end
   if s.born == nil then
     -- A new destination, or one Redis lost: the known pace, else the pace alone of the
     -- process rejoining, else the pace the process asking saw it served at lately (the

@@ -48,6 +48,20 @@ impl Script {
         flushed.unwrap();
     }
 
+    /// The value of field `name` of the state, as the script keeps it.
+    async fn state(&mut self, name: &str) -> Option<String> {
+        let read = "local s = redis.call('GET', KEYS[1]); \
+            return s and tostring(cmsgpack.unpack(s)[ARGV[1]])";
+        let value: redis::RedisResult<Option<String>> = redis::cmd("EVAL")
+            .arg(read)
+            .arg(1)
+            .arg("t:{a}")
+            .arg(name)
+            .query_async(&mut self.connection)
+            .await;
+        value.unwrap()
+    }
+
     async fn call(&mut self, now: f64, op: &str, extra: &[f64]) -> Reply {
         let keys = ["t:{a}", "t:{a}:sent", "t:{a}:line", "t:{a}:seen"].map(String::from);
         let values: Vec<f64> = self
@@ -302,6 +316,27 @@ async fn calls_that_find_the_controller_missing_at_once_load_it_once() {
     let stats: String = server.query(&["INFO", "commandstats"]).await.unwrap();
     let loads = call_counts(&stats, "function|load")[0];
     assert_eq!([loads, done_calls(&stats, "fcall")], [1, 50], "{stats}");
+}
+
+/// A pace brought back by a rejoining process is added to by rejoining reservations only:
+/// an answer's values in the same places are not a pace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn only_a_reservation_brings_back_a_rejoining_processs_pace() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    // A state Redis lost, rebuilt by a process that paced alone at 20 r/s.
+    let got = script.call(0.0, "reserve", &[30_000.0, 0.0, 20.0]).await;
+    assert_eq!(got[..2], [0, 0]);
+    assert_eq!(script.state("cb").await.as_deref(), Some("20"));
+    // Its answer, "other" (2), sits where a reservation says a rejoining pace.
+    let [round, number] = [got[2], got[3]].map(|v| v as f64);
+    let other = [round, number, 2.0, -1.0, -1.0, -1.0, 0.0, -1.0, -1.0];
+    script.call(10.0, "answer", &other).await;
+    assert_eq!(script.state("cb").await.as_deref(), Some("20"));
+    // A second process rejoining adds its own.
+    script.call(20.0, "reserve", &[30_000.0, 0.0, 15.0]).await;
+    assert_eq!(script.state("cb").await.as_deref(), Some("35"));
 }
 
 /// Where functions cannot load, the code runs as a script: a Redis before 7 (no `FCALL`),
