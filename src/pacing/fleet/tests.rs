@@ -62,6 +62,29 @@ impl Script {
         value.unwrap()
     }
 
+    /// Every field of the state, with its value as Lua writes it.
+    async fn fields(&mut self) -> Vec<String> {
+        let read = "local s = redis.call('GET', KEYS[1]); local out = {}; \
+            if s then for k, v in pairs(cmsgpack.unpack(s)) do \
+            out[#out + 1] = k .. '=' .. tostring(v) end end; return out";
+        let fields: redis::RedisResult<Vec<String>> = redis::cmd("EVAL")
+            .arg(read)
+            .arg(1)
+            .arg("t:{a}")
+            .query_async(&mut self.connection)
+            .await;
+        fields.unwrap()
+    }
+
+    /// The sends Redis holds in flight.
+    async fn in_flight(&mut self) -> usize {
+        let count: redis::RedisResult<usize> = redis::cmd("ZCARD")
+            .arg("t:{a}:sent")
+            .query_async(&mut self.connection)
+            .await;
+        count.unwrap()
+    }
+
     async fn call(&mut self, now: f64, op: &str, extra: &[f64]) -> Reply {
         let keys = ["t:{a}", "t:{a}:sent", "t:{a}:line", "t:{a}:seen"].map(String::from);
         let values: Vec<f64> = self
@@ -316,6 +339,89 @@ async fn calls_that_find_the_controller_missing_at_once_load_it_once() {
     let stats: String = server.query(&["INFO", "commandstats"]).await.unwrap();
     let loads = call_counts(&stats, "function|load")[0];
     assert_eq!([loads, done_calls(&stats, "fcall")], [1, 50], "{stats}");
+}
+
+/// The fleet's own rules (seeds, rejoining paces, the line, sends without a reservation, a
+/// state Redis lost) on random runs: every value stays a number, the sends in flight are
+/// those reserved and neither answered nor released, and every reply is one the store reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_fleets_own_rules_keep_the_state_sound() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    for seed in 0..12 {
+        script.flush().await;
+        script.args = Args::new(&settings(), (seed % 3 == 0).then_some(40.0));
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let (mut t, mut round) = (0.0, 0.0);
+        // The sends reserved, neither answered nor released: (round, number).
+        let mut flying: Vec<(f64, f64)> = Vec::new();
+        for step in 0..300 {
+            t += f64::from(rng.random_range(0..40));
+            let at = format!("seed {seed}, step {step}, {t} ms");
+            match rng.random_range(0..100) {
+                0..40 => {
+                    // Right after Redis lost the state, a process may bring a seed or its pace.
+                    let mut pace = || match rng.random_bool(0.3) {
+                        true => f64::from(rng.random_range(1..60)),
+                        false => 0.0,
+                    };
+                    let (pace, rejoin) = (pace(), pace());
+                    let name = PROCESS * f64::from(rng.random_range(1..4)) + f64::from(step);
+                    let head = [
+                        30_000.0,
+                        pace,
+                        rejoin,
+                        f64::from(rng.random_range(0..50)),
+                        name,
+                    ];
+                    let got = script.call(t, "reserve", &head).await;
+                    assert!((0..=3).contains(&got[0]) && got[1] >= 0, "{at}: {got:?}");
+                    if got[0] == 0 {
+                        round = got[2] as f64;
+                        flying.push((round, got[3] as f64));
+                    } else {
+                        script.call(t, "leave", &[name]).await;
+                    }
+                }
+                40..85 if !flying.is_empty() => {
+                    let (round, number) = flying.swap_remove(rng.random_range(0..flying.len()));
+                    let kind = f64::from(rng.random_range(0..3));
+                    let asked = if rng.random_bool(0.3) { 1000.0 } else { -1.0 };
+                    let (remaining, reset) = match rng.random_bool(0.3) {
+                        true => (f64::from(rng.random_range(0..30)), 1000.0 - t % 1000.0),
+                        false => (-1.0, -1.0),
+                    };
+                    let answer = [
+                        round, number, kind, asked, remaining, reset, 0.0, -1.0, -1.0,
+                    ];
+                    script.call(t, "answer", &answer).await;
+                }
+                85..93 => {
+                    // A send without a reservation, told in the round last seen.
+                    let kind = f64::from(rng.random_range(0..3));
+                    let answer = [round, 0.0, kind, -1.0, -1.0, -1.0, 0.0, -1.0, -1.0];
+                    script.call(t, "answer", &answer).await;
+                }
+                93..98 if !flying.is_empty() => {
+                    let (_, number) = flying.swap_remove(rng.random_range(0..flying.len()));
+                    script.call(t, "release", &[number]).await;
+                }
+                98.. => {
+                    // Redis loses the state: the sends in flight are forgotten with it.
+                    script.flush().await;
+                    flying.clear();
+                }
+                _ => continue,
+            }
+            let fields = script.fields().await;
+            let unsound = fields
+                .iter()
+                .find(|f| f.contains("nan") || f.contains("inf"));
+            assert!(unsound.is_none(), "{at}: {unsound:?} in {fields:?}");
+            assert_eq!(script.in_flight().await, flying.len(), "{at}");
+        }
+    }
 }
 
 /// A pace brought back by a rejoining process is added to by rejoining reservations only:
