@@ -473,14 +473,14 @@ async fn a_request_after_another_to_its_destination_costs_one_call() {
     let mut client = fleet_member(&redis, test, builder())
         .await
         .layer(scripted(&Log::default()));
-    reset_script_calls(&redis).await;
+    redis.reset_stats().await;
     for _ in 0..20 {
         send(&mut client, get("http://api.test/200")).await.unwrap();
     }
     // Each reservation carries the answers since the last: 20 calls and the last answer's,
     // not 40. (A busy machine may let an answer wait past 2 ms and go alone.)
     until_state_is(&redis, test, "api.test", "sc", "20").await;
-    let calls = script_calls(&redis).await;
+    let calls = controller_calls(&redis).await;
     assert!((21..=25).contains(&calls), "{calls} calls");
 }
 
@@ -495,14 +495,14 @@ async fn a_told_destinations_successes_wait_for_a_call_to_carry_them() {
     let mut client = fleet_member(&redis, test, told)
         .await
         .layer(scripted(&Log::default()));
-    reset_script_calls(&redis).await;
+    redis.reset_stats().await;
     for _ in 0..20 {
         send(&mut client, get("http://api.test/200")).await.unwrap();
         tokio::time::sleep(ms(10)).await;
     }
     // 20 reservations and the last answer's call; each answer alone after 2 ms: 40.
     until_state_is(&redis, test, "api.test", "sc", "20").await;
-    let calls = script_calls(&redis).await;
+    let calls = controller_calls(&redis).await;
     assert!((21..=24).contains(&calls), "{calls} calls");
 }
 
@@ -523,7 +523,7 @@ async fn opened(redis: &RedisServer, test: &str) -> impl Client + use<> {
     let mut client = layer.layer(scripted(&Log::default()));
     until_open(&mut client).await;
     tokio::time::sleep(ms(150)).await;
-    reset_script_calls(redis).await;
+    redis.reset_stats().await;
     client
 }
 
@@ -546,7 +546,7 @@ async fn requests_to_an_open_destination_wait_for_no_call() {
     assert!(paused.elapsed() < ms(400), "requests waited for Redis");
     tokio::time::sleep(ms(600)).await;
     // The answers went in batches of up to 100 ms, and Redis counted every send.
-    let calls = script_calls(&redis).await;
+    let calls = controller_calls(&redis).await;
     assert!((1..=3).contains(&calls), "{calls} calls");
     until_state_is(&redis, test, "api.test", "sends", "81").await;
 }
@@ -559,12 +559,12 @@ async fn an_idle_process_asks_again_whether_a_destination_is_open() {
     let redis = RedisServer::start().await;
     let mut client = opened(&redis, "idle").await;
     tokio::time::sleep(ms(400)).await;
-    reset_script_calls(&redis).await;
+    redis.reset_stats().await;
     send(&mut client, get("http://api.test/200")).await.unwrap();
-    assert_eq!(script_calls(&redis).await, 1, "a reservation");
+    assert_eq!(controller_calls(&redis).await, 1, "a reservation");
     send(&mut client, get("http://api.test/200")).await.unwrap();
     // The answers wait up to 100 ms for a call of their own.
-    assert_eq!(script_calls(&redis).await, 1, "no reservation");
+    assert_eq!(controller_calls(&redis).await, 1, "no reservation");
 }
 
 /// A burst to an open destination tells its answers in calls of 64, the most a call carries.
@@ -577,7 +577,7 @@ async fn a_burst_to_an_open_destination_tells_its_answers_in_calls_of_64() {
     all_at_once(&client, 500, "http://api.test/200").await;
     tokio::time::sleep(ms(300)).await;
     // 7 full calls and the rest's.
-    let calls = script_calls(&redis).await;
+    let calls = controller_calls(&redis).await;
     assert!((8..=10).contains(&calls), "{calls} calls");
     until_state_is(&redis, test, "api.test", "sends", "571").await;
 }
@@ -604,17 +604,17 @@ async fn a_refusal_elsewhere_ends_requests_without_a_reservation_within_a_batch(
         }
     };
     // Open, 10 requests of A cost a batch of answers or two.
-    reset_script_calls(&redis).await;
+    redis.reset_stats().await;
     every_10_ms(&mut a, 10).await;
     tokio::time::sleep(ms(150)).await;
-    assert!(script_calls(&redis).await <= 3);
+    assert!(controller_calls(&redis).await <= 3);
     // B is refused; 200 ms later, each request of A asks for a slot.
     let refused = send(&mut b, get("http://api.test/429")).await;
     assert_eq!(refused.unwrap().status(), 429);
     every_10_ms(&mut a, 20).await;
-    reset_script_calls(&redis).await;
+    redis.reset_stats().await;
     every_10_ms(&mut a, 10).await;
-    let calls = script_calls(&redis).await;
+    let calls = controller_calls(&redis).await;
     assert!(calls >= 10, "{calls} calls for 10 requests");
 }
 
@@ -631,29 +631,10 @@ async fn all_at_once<S: Client>(client: &S, n: usize, uri: &str) {
     }
 }
 
-/// Counts script calls from zero (Redis's statistics reset).
-async fn reset_script_calls(redis: &RedisServer) {
-    let _: () = redis.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
-}
-
-/// The calls of the shared controller Redis ran since its statistics were last reset: as
-/// a function (`FCALL`) or a script (`EVALSHA`), less those that failed (a function not
-/// loaded yet).
-async fn script_calls(redis: &RedisServer) -> usize {
-    let stats: String = redis.query(&["INFO", "commandstats"]).await.unwrap();
-    let count = |fields: &str, name: &str| -> usize {
-        let field = fields.split(',').find_map(|f| f.strip_prefix(name));
-        field.and_then(|n| n.parse().ok()).unwrap_or(0)
-    };
-    stats
-        .lines()
-        .filter_map(|line| {
-            let fields = line
-                .strip_prefix("cmdstat_fcall:")
-                .or_else(|| line.strip_prefix("cmdstat_evalsha:"))?;
-            Some(count(fields, "calls=") - count(fields, "failed_calls="))
-        })
-        .sum()
+/// The controller's calls since Redis's statistics were last reset, less those that failed
+/// (a function not loaded yet).
+async fn controller_calls(redis: &RedisServer) -> usize {
+    redis.controller_stats().await.done() as usize
 }
 
 /// A request in the fleet's line asks again half a spacing before its own slot, and at
@@ -666,13 +647,13 @@ async fn a_long_line_costs_redis_calls_per_request_not_per_waiter() {
     let client = fleet_member(&redis, "line", told)
         .await
         .layer(scripted(&Log::default()));
-    reset_script_calls(&redis).await;
+    redis.reset_stats().await;
     let waiters = 200;
     let start = Instant::now();
     all_at_once(&client, waiters, "http://api.test/200").await;
     // Only the oldest of the process's requests asks again: 3 to 4 calls per request. A
     // call per waiter each 100 ms would cost about 10; asking at every slot about 100.
-    let per_request = script_calls(&redis).await as f64 / waiters as f64;
+    let per_request = controller_calls(&redis).await as f64 / waiters as f64;
     assert!(per_request < 6.0, "{per_request:.1} calls per request");
     // At the pace: the 200th leaves 1.99 s after the first.
     assert!(start.elapsed() < ms(2150), "{:?}", start.elapsed());
@@ -686,11 +667,11 @@ async fn a_full_window_costs_redis_calls_per_request_not_per_waiter() {
     let client = fleet_member(&redis, "window", builder())
         .await
         .layer(scripted(&Log::default()));
-    reset_script_calls(&redis).await;
+    redis.reset_stats().await;
     let waiters = 500;
     all_at_once(&client, waiters, "http://api.test/?sleep=20").await;
     // Each asking every 10 ms cost 11 to 12 calls per request.
-    let per_request = script_calls(&redis).await as f64 / waiters as f64;
+    let per_request = controller_calls(&redis).await as f64 / waiters as f64;
     assert!(per_request < 4.0, "{per_request:.1} calls per request");
 }
 

@@ -1,8 +1,9 @@
 //! What sharing pacing in Redis costs a request: one script call on loopback, against a
 //! Redis `PING` (one round trip), a script call that does nothing, and in-process pacing,
-//! over 1,000 destinations in turn and over one, new or open. Prints each path's p50 and
-//! p99 first (criterion reports means and medians, not tails), and the script calls and
-//! time Redis spent per request (`INFO commandstats`).
+//! over 1,000 destinations in turn and over one, new or open, and as a script (a Redis
+//! without `FCALL`, as before Redis 7). Prints each path's p50 and p99 first (criterion
+//! reports means and medians, not tails), and the controller's calls and the time Redis
+//! spent per request (`INFO commandstats`).
 //! Needs `redis-server` (Debian package `redis-server`).
 //!
 //! ```text
@@ -56,6 +57,14 @@ fn open(runtime: &Runtime, client: &Client, prefix: &str) {
             }
         }
     });
+}
+
+/// Sends request `i` (to destination `i` of [`DESTINATIONS`]) through `client`.
+fn send(client: &Client) -> impl AsyncFnMut(usize) + use<> {
+    let client = client.clone();
+    async move |i| {
+        client.clone().oneshot(request(i)).await.unwrap();
+    }
 }
 
 /// A client paced in-process, or in Redis when `redis` is given.
@@ -131,12 +140,6 @@ fn fleet(c: &mut Criterion) {
         let _: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();
     };
     let (local, shared) = (client(None), client(Some(&server)));
-    let send = |client: &Client| {
-        let client = client.clone();
-        async move |i| {
-            client.clone().oneshot(request(i)).await.unwrap();
-        }
-    };
     // Every destination once, then the tails.
     timings(&runtime, DESTINATIONS, send(&shared));
     percentiles("Redis PING", &timings(&runtime, 20_000, ping));
@@ -189,6 +192,7 @@ fn fleet(c: &mut Criterion) {
     // The last answers go within 100 ms.
     runtime.block_on(async { tokio::time::sleep(Duration::from_millis(300)).await });
     spent();
+    as_function_and_as_script(&runtime);
 
     let mut group = c.benchmark_group("fleet");
     let mut i = 0;
@@ -202,38 +206,44 @@ fn fleet(c: &mut Criterion) {
     group.finish();
 }
 
-/// Prints the script calls Redis ran since the last look, and the time it spent on them,
-/// per request of `requests`; then counts from zero again.
+/// The controller as a function and as a script (before Redis 7; here `FCALL` renamed
+/// away), each on a fresh Redis, 1,000 destinations in their slow start, in alternate
+/// blocks: a busy machine slows both alike.
+fn as_function_and_as_script(runtime: &Runtime) {
+    let old = ["--rename-command", "FCALL", ""];
+    let servers = [&[][..], &old[..]].map(|options| {
+        let server = runtime.block_on(redis_server::RedisServer::start_with(options));
+        let client = client(Some(&server));
+        timings(runtime, DESTINATIONS, send(&client));
+        runtime.block_on(server.reset_stats());
+        (server, client, Vec::new())
+    });
+    let mut servers = servers;
+    for _ in 0..10 {
+        for (_, client, times) in &mut servers {
+            times.extend(timings(runtime, 2_000, send(client)));
+        }
+    }
+    for ((server, _, mut times), name) in servers.into_iter().zip(["a function", "a script"]) {
+        times.sort();
+        let path = format!("pacing in Redis as {name}, 1,000 destinations in their slow start");
+        percentiles(&path, &times);
+        redis_spent(runtime, &server, 20_000);
+    }
+}
+
+/// Prints the controller's calls Redis ran since the last look (as a function, or as a
+/// script), and the time it spent on them, per request of `requests`; then counts from zero
+/// again.
 fn redis_spent(runtime: &Runtime, server: &redis_server::RedisServer, requests: u32) {
-    let stats: String = runtime
-        .block_on(server.query(&["INFO", "commandstats"]))
-        .unwrap();
-    // The controller runs as a function (`FCALL`), or as a script before Redis 7.
-    let calls: Vec<&str> = stats
-        .lines()
-        .filter_map(|l| {
-            l.strip_prefix("cmdstat_fcall:")
-                .or_else(|| l.strip_prefix("cmdstat_evalsha:"))
-        })
-        .collect();
-    let field = |name: &str| -> f64 {
-        let value = |l: &&str| {
-            l.split(',')
-                .find_map(|f| f.strip_prefix(name))?
-                .parse::<f64>()
-                .ok()
-        };
-        calls.iter().filter_map(value).sum::<f64>()
-    };
+    let spent = runtime.block_on(server.controller_stats());
     let per = f64::from(requests);
     eprintln!(
-        "  in Redis: {:.2} script calls and {:.1} µs per request",
-        field("calls=") / per,
-        field("usec=") / per
+        "  in Redis: {:.2} calls and {:.1} µs per request",
+        spent.calls as f64 / per,
+        spent.usec as f64 / per
     );
-    let _: () = runtime
-        .block_on(server.query(&["CONFIG", "RESETSTAT"]))
-        .unwrap();
+    runtime.block_on(server.reset_stats());
 }
 
 fn next(i: &mut usize) -> usize {

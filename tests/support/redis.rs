@@ -14,6 +14,22 @@ pub const NEEDS_REDIS: &str = "needs redis-server (Debian package redis-server)"
 /// How long a started server has to answer `PING`.
 const READY_WITHIN: Duration = Duration::from_secs(5);
 
+/// One command's figures in `INFO commandstats` since they were last reset.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct CommandStats {
+    pub calls: u64,
+    pub failed: u64,
+    /// The time Redis spent on them, in microseconds.
+    pub usec: u64,
+}
+
+impl CommandStats {
+    /// The calls that did not fail.
+    pub fn done(&self) -> u64 {
+        self.calls - self.failed
+    }
+}
+
 /// A `redis-server` this process started; it can be killed and started again on its port.
 pub struct RedisServer {
     pub port: u16,
@@ -130,6 +146,43 @@ impl RedisServer {
         self.try_restart()
             .await
             .unwrap_or_else(|why| panic!("{NEEDS_REDIS}: {why}"));
+    }
+
+    /// The figures of `command`, named as `INFO commandstats` names it (`fcall`,
+    /// `function|load`), since [`reset_stats`](Self::reset_stats); zero if never called.
+    pub async fn command_stats(&self, command: &str) -> CommandStats {
+        let stats: String = self.query(&["INFO", "commandstats"]).await.unwrap();
+        let prefix = format!("cmdstat_{command}:");
+        let Some(fields) = stats.lines().find_map(|line| line.strip_prefix(&prefix)) else {
+            return CommandStats::default();
+        };
+        let [calls, failed, usec] = ["calls=", "failed_calls=", "usec="].map(|name| {
+            let field = fields.split(',').find_map(|f| f.strip_prefix(name));
+            field.and_then(|n| n.parse().ok()).unwrap_or(0)
+        });
+        CommandStats {
+            calls,
+            failed,
+            usec,
+        }
+    }
+
+    /// The shared pacing controller's figures: its calls as a function and as a script.
+    pub async fn controller_stats(&self) -> CommandStats {
+        let [function, script] = [
+            self.command_stats("fcall").await,
+            self.command_stats("evalsha").await,
+        ];
+        CommandStats {
+            calls: function.calls + script.calls,
+            failed: function.failed + script.failed,
+            usec: function.usec + script.usec,
+        }
+    }
+
+    /// Counts every command's figures from zero.
+    pub async fn reset_stats(&self) {
+        let _: () = self.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
     }
 
     /// Runs one command on a connection of its own.

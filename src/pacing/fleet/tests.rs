@@ -303,12 +303,11 @@ async fn the_controller_runs_as_a_function_loaded_again_once_redis_lost_it() {
     let reserve = [30_000.0];
     for round in 0..2 {
         assert_eq!(script.call(0.0, "reserve", &reserve).await[..2], [0, 0]);
-        let _: () = server.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
+        server.reset_stats().await;
         assert_eq!(script.call(1.0, "reserve", &reserve).await[..2], [0, 0]);
         assert_eq!(libraries().await.len(), 1, "round {round}");
-        let stats: String = server.query(&["INFO", "commandstats"]).await.unwrap();
-        let done = [done_calls(&stats, "fcall"), done_calls(&stats, "evalsha")];
-        assert_eq!(done, [1, 0], "round {round}: {stats}");
+        let done = done_calls(&server, ["fcall", "evalsha"]).await;
+        assert_eq!(done, [1, 0], "round {round}");
         let _: () = server.query(&["FUNCTION", "FLUSH"]).await.unwrap();
         assert!(libraries().await.is_empty());
     }
@@ -336,9 +335,9 @@ async fn calls_that_find_the_controller_missing_at_once_load_it_once() {
     while let Some(reply) = calls.join_next().await {
         assert_eq!(reply.unwrap().unwrap()[..2], [0, 0]);
     }
-    let stats: String = server.query(&["INFO", "commandstats"]).await.unwrap();
-    let loads = call_counts(&stats, "function|load")[0];
-    assert_eq!([loads, done_calls(&stats, "fcall")], [1, 50], "{stats}");
+    let loads = server.command_stats("function|load").await.calls;
+    let [called] = done_calls(&server, ["fcall"]).await;
+    assert_eq!([loads, called], [1, 50]);
 }
 
 /// The fleet's own rules (seeds, rejoining paces, the line, sends without a reservation, a
@@ -464,35 +463,27 @@ async fn the_controller_runs_as_a_script_where_functions_cannot_load() {
     for options in [&without_fcall[..], &no_loading[..]] {
         let server = redis_server::RedisServer::start_with(options).await;
         let mut script = Script::on(&server).await;
-        let _: () = server.query(&["CONFIG", "RESETSTAT"]).await.unwrap();
+        server.reset_stats().await;
         for t in [0.0, 1.0] {
             let got = script.call(t, "reserve", &[30_000.0]).await;
             assert_eq!(got[..2], [0, 0], "{options:?}");
         }
-        let stats: String = server.query(&["INFO", "commandstats"]).await.unwrap();
-        let done = [done_calls(&stats, "evalsha"), done_calls(&stats, "fcall")];
-        assert_eq!(done, [2, 0], "{options:?}: {stats}");
+        let done = done_calls(&server, ["evalsha", "fcall"]).await;
+        assert_eq!(done, [2, 0], "{options:?}");
     }
 }
 
-/// The calls of `command` Redis's statistics count, less those that failed.
-fn done_calls(stats: &str, command: &str) -> u64 {
-    let [calls, failed] = call_counts(stats, command);
-    calls - failed
-}
-
-/// The calls of `command` Redis's statistics count, and those that failed.
-fn call_counts(stats: &str, command: &str) -> [u64; 2] {
-    let Some(fields) = stats.lines().find_map(|line| {
-        let rest = line.strip_prefix("cmdstat_")?.strip_prefix(command)?;
-        rest.strip_prefix(':')
-    }) else {
-        return [0, 0];
-    };
-    ["calls=", "failed_calls="].map(|name| {
-        let field = fields.split(',').find_map(|f| f.strip_prefix(name));
-        field.and_then(|n| n.parse().ok()).unwrap_or(0)
-    })
+/// The calls of each of `commands` Redis ran since its statistics were reset, less those
+/// that failed.
+async fn done_calls<const N: usize>(
+    server: &redis_server::RedisServer,
+    commands: [&str; N],
+) -> [u64; N] {
+    let mut done = [0; N];
+    for (done, command) in done.iter_mut().zip(commands) {
+        *done = server.command_stats(command).await.done();
+    }
+    done
 }
 
 /// A quota lowered from 50 to 30: the window after the next reset is guessed from the
