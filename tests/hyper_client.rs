@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use support::backoffs::Fixed;
 use support::time::{MS, SEC};
+use support::upstream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
@@ -342,18 +343,9 @@ fn hyper_error(err: RetryError) -> Box<hyper_util::client::legacy::Error> {
         .expect("a hyper-util client error")
 }
 
-/// A socket bound to a port of its own, not listening: connections to it are refused
-/// until it listens, and no other test can take its port meanwhile.
-fn unlistened() -> (tokio::net::TcpSocket, SocketAddr) {
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let addr = socket.local_addr().unwrap();
-    (socket, addr)
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_refused_post_is_retried_and_gives_up_with_the_connect_error() {
-    let (_socket, addr) = unlistened();
+    let (_socket, addr) = upstream::unlistened();
     let (seen, hook) = recorder();
     let err = ServiceBuilder::new()
         .layer(RetryLayer::new(Fixed).on_retry(hook))
@@ -368,7 +360,7 @@ async fn a_refused_post_is_retried_and_gives_up_with_the_connect_error() {
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_post_succeeds_once_the_server_is_up() {
-    let (socket, addr) = unlistened();
+    let (socket, addr) = upstream::unlistened();
     let socket = Mutex::new(Some(socket));
     let arrivals: Arc<Mutex<Option<Arrivals>>> = Arc::default();
     let slot = arrivals.clone();

@@ -90,18 +90,19 @@ pub fn reply(status: u16, headers: &[(&'static str, &str)], body: &str) -> Respo
     res.body(Full::new(Bytes::from(body.to_owned()))).unwrap()
 }
 
-/// An address on which nothing listens, refusing every connection.
-///
-/// Its port stays bound, never listening, for the whole test process: a released port could
-/// be handed to a server of a test running alongside.
+/// A socket bound to a port of its own, not listening: connections to it are refused
+/// until it listens, and no other server can take its port meanwhile.
+pub fn unlistened() -> (tokio::net::TcpSocket, SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = socket.local_addr().unwrap();
+    (socket, addr)
+}
+
+/// An address on which nothing listens, refusing every connection: an [`unlistened`]
+/// socket's, kept for the whole test process.
 pub fn refused_addr() -> SocketAddr {
     static DEAD: std::sync::OnceLock<(tokio::net::TcpSocket, SocketAddr)> =
         std::sync::OnceLock::new();
-    DEAD.get_or_init(|| {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
-        let addr = socket.local_addr().unwrap();
-        (socket, addr)
-    })
-    .1
+    DEAD.get_or_init(unlistened).1
 }

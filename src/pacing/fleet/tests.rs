@@ -48,18 +48,12 @@ impl Script {
         flushed.unwrap();
     }
 
-    /// The value of field `name` of the state, as the script keeps it.
+    /// The value of field `name` of the state, as Lua writes it.
     async fn state(&mut self, name: &str) -> Option<String> {
-        let read = "local s = redis.call('GET', KEYS[1]); \
-            return s and tostring(cmsgpack.unpack(s)[ARGV[1]])";
-        let value: redis::RedisResult<Option<String>> = redis::cmd("EVAL")
-            .arg(read)
-            .arg(1)
-            .arg("t:{a}")
-            .arg(name)
-            .query_async(&mut self.connection)
-            .await;
-        value.unwrap()
+        let fields = self.fields().await;
+        let prefix = format!("{name}=");
+        let value = fields.iter().find_map(|field| field.strip_prefix(&prefix));
+        value.map(str::to_owned)
     }
 
     /// Every field of the state, with its value as Lua writes it.
