@@ -125,17 +125,19 @@ fn fleet(c: &mut Criterion) {
             .await
             .unwrap();
     };
-    // A script that does nothing, called as pacing calls its own: two keys, 20 arguments.
-    let noop = redis::Script::new("return {0, 0, 0, 0, 0, 0}");
+    // A script that does nothing, called as pacing calls its own: four keys, the operation,
+    // the settings in one text, then six values.
+    let noop = redis::Script::new("return {0, 0, 0, 0, 0, 0, 0, 0, 0}");
+    let settings = "0.7 0.4 0.5 100 10000 1000 64 100 100 2000 60000 0 4 60000 1";
     let empty_script = async |_| {
         let mut connection = connection.clone();
         let mut invocation = noop.prepare_invoke();
-        invocation
-            .key("bench:{d}")
-            .key("bench:{d}:sent")
-            .arg("reserve");
-        for value in 0..19 {
-            invocation.arg(f64::from(value) * 1.5);
+        for part in ["", ":sent", ":line", ":seen"] {
+            invocation.key(format!("bench:{{d}}{part}"));
+        }
+        invocation.arg("reserve").arg(settings);
+        for value in [-1.0, 30_000.0, 0.0, 0.0, 0.0, 1.0] {
+            invocation.arg(value);
         }
         let _: Vec<i64> = invocation.invoke_async(&mut connection).await.unwrap();
     };

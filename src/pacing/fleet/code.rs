@@ -4,6 +4,7 @@
 //! called with `FCALL`: its ~40 functions are made at load, not at every call as a script
 //! would make them. Before Redis 7, or where loading is not allowed, it runs as a script.
 
+use super::store::Args;
 use redis::aio::ConnectionLike;
 use redis::{RedisError, RedisResult, Script};
 use std::sync::LazyLock;
@@ -48,19 +49,22 @@ impl Runner {
         }
     }
 
-    /// Runs operation `op` on the destination whose keys are `keys`, with `values`.
+    /// Runs operation `op` on the destination whose keys are `keys`, with its settings
+    /// `args` (one argument: the controller parses each distinct one once), then `values`.
     pub(crate) async fn run<C: ConnectionLike>(
         &self,
         connection: &mut C,
         keys: &[String],
         op: &str,
+        args: &Args,
         values: &[f64],
     ) -> RedisResult<Vec<i64>> {
+        let settings = args.text();
         if !self.scripts_only.load(Ordering::Relaxed) {
             let call = || {
                 let mut call = redis::cmd("FCALL");
                 call.arg(&CODE.function).arg(keys.len()).arg(keys);
-                call.arg(op).arg(values);
+                call.arg(op).arg(&settings).arg(values);
                 call
             };
             match self.call_function(connection, call).await {
@@ -80,7 +84,7 @@ impl Runner {
         for key in keys {
             invocation.key(key);
         }
-        invocation.arg(op).arg(values);
+        invocation.arg(op).arg(&settings).arg(values);
         invocation.invoke_async(connection).await
     }
 

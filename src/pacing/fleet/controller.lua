@@ -11,8 +11,9 @@
 -- is `remaining` of `window` (both -1: none); then 1 if the destination is open (0 else);
 -- {1, wait}: the slow start's window is full; {2, wait}: a paced wait past the longest;
 -- {3, wait}: not next, ask again after `wait`.
--- args[1]: "reserve", "answer", "release" or "leave". args[2..16]: the constants and settings (see
--- `fleet/store.rs`). args[17]: the time (ms), or -1 for Redis's clock. Then, for "reserve":
+-- args[1]: "reserve", "answer", "release" or "leave". args[2]: the constants and settings,
+-- separated by spaces (see `Args` in `fleet/store.rs`). args[3]: the time (ms), or -1 for
+-- Redis's clock. Then, for "reserve":
 -- the longest wait (ms), the seed and the rejoining process's pace alone (r/s; 0 for
 -- none; see `Seed` in `fleet/store.rs`), how long the request has waited (ms) and its
 -- name in the line (none: it skips the line), then answers, applied first. For "answer":
@@ -491,16 +492,28 @@ local function ahead_in_line(name, since)
   return ahead
 end
 
+-- The settings, parsed once per distinct text: a fleet has a few. As a script, once per call.
+local SETTINGS, SETTINGS_HELD = {}, 0
+local function settings_of(text)
+  local found = SETTINGS[text]
+  if found then return found end
+  found = {}
+  for value in string.gmatch(text, '%S+') do found[#found + 1] = tonumber(value) end
+  if SETTINGS_HELD >= 64 then SETTINGS, SETTINGS_HELD = {}, 0 end
+  SETTINGS[text], SETTINGS_HELD = found, SETTINGS_HELD + 1
+  return found
+end
+
 -- Reads what a call is about: its keys, its settings and the time.
 local function read_call(keys, args)
   K, F, LINE, SEEN = keys[1], keys[2], keys[3], keys[4]
   argv, op = args, args[1]
-  BETA, C, MIN_RATE, DOUBLING = tonumber(argv[2]), tonumber(argv[3]), tonumber(argv[4]), tonumber(argv[5])
-  REOPEN, WINDOW, OPEN_WINDOW, STALL = tonumber(argv[6]), tonumber(argv[7]), tonumber(argv[8]), tonumber(argv[9])
-  FIRST_PROBE, MAX_PROBE, MAX_COOLDOWN = tonumber(argv[10]), tonumber(argv[11]), tonumber(argv[12])
-  KNOWN, INITIAL_WINDOW, TTL = tonumber(argv[13]), tonumber(argv[14]), math.ceil(tonumber(argv[15]))
-  SPREAD_SPENT = tonumber(argv[16])
-  now = tonumber(argv[17])
+  local c = settings_of(args[2])
+  BETA, C, MIN_RATE, DOUBLING = c[1], c[2], c[3], c[4]
+  REOPEN, WINDOW, OPEN_WINDOW, STALL = c[5], c[6], c[7], c[8]
+  FIRST_PROBE, MAX_PROBE, MAX_COOLDOWN = c[9], c[10], c[11]
+  KNOWN, INITIAL_WINDOW, TTL, SPREAD_SPENT = c[12], c[13], math.ceil(c[14]), c[15]
+  now = tonumber(argv[3])
   if now < 0 then
     local clock = redis.call('TIME')
     now = tonumber(clock[1]) * 1000 + tonumber(clock[2]) / 1000
@@ -512,7 +525,7 @@ local function read_state(packed)
   s = packed and cmsgpack.unpack(packed) or {}
   -- Only a reservation says a seed and a rejoining pace; other operations carry answers there.
   local seed, rejoin = 0, 0
-  if op == 'reserve' then seed, rejoin = tonumber(argv[19] or 0), tonumber(argv[20] or 0) end
+  if op == 'reserve' then seed, rejoin = tonumber(argv[5] or 0), tonumber(argv[6] or 0) end
   if s.born == nil then
     -- A new destination, or one Redis lost: the known pace, else the pace alone of the
     -- process rejoining, else the pace the process asking saw it served at lately (the
@@ -564,10 +577,10 @@ end
 -- Reserves a slot, after telling the answers carried (unless the state is new: answers
 -- to a state Redis lost tell nothing of the one rebuilt).
 local function reserve(known)
-  if known then answer_all(23) end
-  local max_wait = tonumber(argv[18])
-  local name = argv[22]
-  local since = now - tonumber(argv[21] or 0)
+  if known then answer_all(9) end
+  local max_wait = tonumber(argv[4])
+  local name = argv[8]
+  local since = now - tonumber(argv[7] or 0)
   local at, throttled, spacing = slot()
   local wait = at - now
   -- Sends held by a pace go in line.
@@ -593,7 +606,7 @@ local function reserve(known)
     return {3, math.floor(own * 1000), 0, 0, 0, 0, -1, -1, 0}
   else
     -- Out of the line, if it joined it while held.
-    leave_line(argv[22])
+    leave_line(argv[8])
     return take(at, wait, spacing)
   end
 end
@@ -603,24 +616,27 @@ local function call(keys, args)
   read_call(keys, args)
   -- Leaving the line touches no state.
   if op == 'leave' then
-    leave_line(argv[18])
+    leave_line(argv[4])
     return {0, 0, 0, 0, 0, 0, -1, -1, 0}
   end
   local packed = redis.call('GET', K)
   -- An answer or a release for a state Redis lost tells nothing of the state that replaces it.
   if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0, 0, -1, -1, 0} end
   read_state(packed)
-  -- Sends unanswered for a minute belong to a process that is gone.
-  redis.call('ZREMRANGEBYSCORE', F, '-inf', now - 60000)
+  -- Sends unanswered for a minute belong to a process that is gone: swept once a second.
+  if now >= (s.gc or 0) + 1000 then
+    redis.call('ZREMRANGEBYSCORE', F, '-inf', now - 60000)
+    s.gc = now
+  end
   local result
   if op == 'reserve' then
     result = reserve(packed ~= nil)
   elseif op == 'answer' then
-    answer_all(18)
+    answer_all(4)
     result = {0, 0, s.rd, 0, 0, 0, -1, -1, open_now() and 1 or 0}
   else
-    redis.call('ZREM', F, tonumber(argv[18]))
-    if s.rp == tonumber(argv[18]) then s.rp = nil end
+    redis.call('ZREM', F, tonumber(argv[4]))
+    if s.rp == tonumber(argv[4]) then s.rp = nil end
     result = {0, 0, 0, 0, 0, 0, -1, -1, 0}
   end
   -- Written back whole. Every key expires with the destination's idleness, counted from

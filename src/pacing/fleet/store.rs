@@ -451,14 +451,8 @@ impl Store {
         let result = match self.connection() {
             Ok(mut connection) => {
                 let extra = extra.iter().flat_map(|part| part.iter());
-                let values: Vec<f64> = args
-                    .0
-                    .iter()
-                    .chain(&[REDIS_CLOCK])
-                    .chain(extra)
-                    .copied()
-                    .collect();
-                let call = self.runner.run(&mut connection, keys, op, &values);
+                let values: Vec<f64> = [REDIS_CLOCK].iter().chain(extra).copied().collect();
+                let call = self.runner.run(&mut connection, keys, op, args, &values);
                 match tokio::time::timeout(self.config.timeout, call).await {
                     Ok(Ok(reply)) => reply
                         .try_into()
@@ -521,7 +515,7 @@ async fn probe(mut connection: ConnectionManager, down: Weak<AtomicBool>, timeou
     }
 }
 
-/// The script's constants and settings (`ARGV[2..=16]`), one destination's.
+/// The controller's constants and settings (`ARGV[2]`, as one text), one destination's.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Args(pub(super) [f64; 15]);
 
@@ -545,6 +539,12 @@ impl Args {
             // A fleet spreads a room once one ran out: see `room_rate` in the script.
             1.0,
         ])
+    }
+
+    /// The values as `controller.lua` reads them: in one argument, separated by spaces.
+    pub(crate) fn text(&self) -> String {
+        let values = self.0.map(|value| value.to_string());
+        values.join(" ")
     }
 
     /// Whether the destination is paced at a rate the user knows.

@@ -81,15 +81,10 @@ impl Script {
 
     async fn call(&mut self, now: f64, op: &str, extra: &[f64]) -> Reply {
         let keys = ["t:{a}", "t:{a}:sent", "t:{a}:line", "t:{a}:seen"].map(String::from);
-        let values: Vec<f64> = self
-            .args
-            .0
-            .iter()
-            .chain(&[now])
-            .chain(extra)
-            .copied()
-            .collect();
-        let run = self.runner.run(&mut self.connection, &keys, op, &values);
+        let values: Vec<f64> = [now].iter().chain(extra).copied().collect();
+        let run = self
+            .runner
+            .run(&mut self.connection, &keys, op, &self.args, &values);
         let reply = run.await.unwrap();
         [
             reply[0], reply[1], reply[2], reply[3], reply[6], reply[7], reply[8],
@@ -322,8 +317,10 @@ async fn calls_that_find_the_controller_missing_at_once_load_it_once() {
         calls.spawn(async move {
             let state = format!("t:{{{destination}}}");
             let keys = ["", ":sent", ":line", ":seen"].map(|part| format!("{state}{part}"));
-            let values: Vec<f64> = args.0.iter().chain(&[-1.0, 30_000.0]).copied().collect();
-            runner.run(&mut connection, &keys, "reserve", &values).await
+            let values = [-1.0, 30_000.0];
+            runner
+                .run(&mut connection, &keys, "reserve", &args, &values)
+                .await
         });
     }
     while let Some(reply) = calls.join_next().await {
