@@ -1,6 +1,6 @@
 //! What sharing pacing in Redis costs a request: one script call on loopback, against a
 //! Redis `PING` (one round trip), a script call that does nothing, and in-process pacing,
-//! over 1,000 destinations in turn and over one, new or open, and as a script (a Redis
+//! over 1,000 destinations in turn and over one, paced or open, and as a script (a Redis
 //! without `FCALL`, as before Redis 7). Prints each path's p50 and p99 first (criterion
 //! reports means and medians, not tails), and the controller's calls and the time Redis
 //! spent per request (`INFO commandstats`).
@@ -180,6 +180,15 @@ fn fleet(c: &mut Criterion) {
     percentiles(
         "pacing in Redis, 1,000 paced destinations",
         &timings(&runtime, 20_000, told()),
+    );
+    spent();
+    // A fleet's usual case: one API. Each reservation carries the answers before it.
+    let one_paced = async |_| {
+        paced.clone().oneshot(to("p", 0)).await.unwrap();
+    };
+    percentiles(
+        "pacing in Redis, one paced destination",
+        &timings(&runtime, 20_000, one_paced),
     );
     spent();
     open(&runtime, &shared, "open");
