@@ -5,6 +5,7 @@
 
 mod support;
 
+use support::events;
 use support::limiters::{Seen, fixed_window};
 use support::pacing::*;
 use support::redis::RedisServer;
@@ -255,6 +256,52 @@ async fn requests_go_on_while_redis_is_down_and_rejoin_when_it_is_back() {
     // A slow start from 4, one success in (its answer is told within 2 ms).
     until_state_is(&redis, test, "api.test", "w", "5").await;
     assert_eq!(log.count("/200"), 26);
+}
+
+/// Each outage is said once, by a warning, and its end by an info event; each call that
+/// failed is counted (feature `metrics`). Two outages: two of each.
+#[test]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+fn each_outage_is_said_once_and_its_failed_calls_counted() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let test = "said";
+    let (mut redis, client) = runtime.block_on(async {
+        let redis = RedisServer::start().await;
+        let layer = fleet_member(&redis, test, builder()).await;
+        (redis, layer.layer(scripted(&Log::default())))
+    });
+    let outages = async {
+        for round in 0..2 {
+            redis.kill();
+            all_at_once(&client, 5, &format!("http://down{round}.test/200")).await;
+            redis.restart().await;
+            // A ping in the background finds it back within 100 ms.
+            tokio::time::sleep(ms(300)).await;
+            all_at_once(&client, 1, "http://api.test/200").await;
+        }
+    };
+    #[cfg(feature = "metrics")]
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    #[cfg(feature = "metrics")]
+    let run = || metrics::with_local_recorder(&recorder, || runtime.block_on(outages));
+    #[cfg(not(feature = "metrics"))]
+    let run = || runtime.block_on(outages);
+    let ((), events) = events::recorded(run);
+    let said = |start: &str| events.iter().filter(|e| e.starts_with(start)).count();
+    assert_eq!(said("WARN pacing: Redis unavailable"), 2, "{events:?}");
+    assert_eq!(said("INFO pacing: Redis is back"), 2, "{events:?}");
+    #[cfg(feature = "metrics")]
+    {
+        let name = tower_backoff::metrics::names::PACING_STORE_FAILURES;
+        let counted = recorder.snapshotter().snapshot().into_vec().into_iter();
+        let mut failures = counted.filter(|(key, ..)| key.key().name() == name);
+        let failures = failures.next().map(|(.., value)| value);
+        use metrics_util::debugging::DebugValue::Counter;
+        assert!(matches!(failures, Some(Counter(2..))), "{failures:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

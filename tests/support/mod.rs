@@ -2,6 +2,7 @@
 
 pub mod backoffs;
 pub mod echo;
+pub mod events;
 pub mod fairness;
 pub mod limiters;
 pub mod pacing;

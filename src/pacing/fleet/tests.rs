@@ -15,6 +15,8 @@ use tokio::time::Instant;
 /// A line's name for a process's first request: the process's number, shifted.
 const PROCESS: f64 = (1u64 << REQUEST_BITS) as f64;
 
+#[path = "../../../tests/support/events.rs"]
+mod events;
 #[path = "../../../tests/support/redis.rs"]
 pub(super) mod redis_server;
 
@@ -455,12 +457,17 @@ async fn the_controller_runs_as_a_script_where_functions_cannot_load() {
         let server = redis_server::RedisServer::start_with(options).await;
         let mut script = Script::on(&server).await;
         server.reset_stats().await;
+        let recording = events::Recording::start();
         for t in [0.0, 1.0] {
             let got = script.call(t, "reserve", &[30_000.0]).await;
             assert_eq!(got[..2], [0, 0], "{options:?}");
         }
         let done = done_calls(&server, ["evalsha", "fcall"]).await;
         assert_eq!(done, [2, 0], "{options:?}");
+        // Said once per runner.
+        let seen = recording.seen();
+        let said = seen.iter().filter(|e| e.contains("runs as a script"));
+        assert_eq!(said.count(), 1, "{seen:?}");
     }
 }
 
