@@ -46,12 +46,13 @@ use std::time::Duration;
 /// Redis 7 or later runs the shared controller as a function, loaded at first use (its
 /// library is named `tower_backoff_` and a hash of its code). The user needs `FCALL` and
 /// `FUNCTION LOAD`; without them, or before Redis 7, it runs as a script (`EVALSHA`), which
-/// costs Redis about 30 % more time per call.
+/// costs Redis about 70 % more time per call.
 ///
-/// Redis runs one call at a time, so its time per request bounds a fleet. A request to a
-/// starting or paced destination costs it about 70 µs (two calls, on this crate's benchmark
-/// machine): at most some 14,000 such requests a second per Redis. Requests to an open
-/// destination cost it a few µs each.
+/// Redis runs one call at a time, so its time per request bounds a fleet. On this crate's
+/// benchmark machine, a request to a starting or paced destination costs it about 45 µs
+/// when the next request's call carries its answer, 60 µs when the answer goes alone: some
+/// 16,000 to 22,000 such requests a second per Redis. Requests to an open destination cost
+/// it a few µs each.
 ///
 /// ```
 /// use tower_backoff::PacingLayer;
