@@ -334,6 +334,29 @@ async fn calls_that_find_the_controller_missing_at_once_load_it_once() {
     assert_eq!([loads, called], [1, 50]);
 }
 
+/// Each call is paced by its own settings, past the 64 texts the library keeps parsed:
+/// destinations told 70 rates, twice over, each get their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn each_call_is_paced_by_its_own_settings() {
+    let server = redis_server::RedisServer::start().await;
+    let connection = server.client().get_multiplexed_async_connection().await;
+    let mut connection = connection.unwrap();
+    let (runner, settings) = (Runner::default(), settings());
+    for round in 0..2 {
+        for rate in 1..=70 {
+            let args = Args::new(&settings, Some(f64::from(rate)));
+            let state = format!("t:{{{round}-{rate}}}");
+            let keys = ["", ":sent", ":line", ":seen"].map(|part| format!("{state}{part}"));
+            let run = runner.run(&mut connection, &keys, "reserve", &args, &[-1.0, 30_000.0]);
+            let reply = run.await.unwrap();
+            // The pace, in thousandths of a request per second.
+            let pace = reply[4] - i64::from(rate) * 1000;
+            assert!(pace.abs() <= 1, "round {round}, rate {rate}: {reply:?}");
+        }
+    }
+}
+
 /// The fleet's own rules (seeds, rejoining paces, the line, sends without a reservation, a
 /// state Redis lost) on random runs: every value stays a number, the sends in flight are
 /// those reserved and neither answered nor released, and every reply is one the store reads.
