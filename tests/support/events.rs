@@ -6,15 +6,8 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
-/// Runs `f` with a subscriber of its own on this thread (a current-thread runtime's tasks
-/// included): what it returned, and the events it emitted, in order.
-pub fn recorded<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
-    let recording = Recording::start();
-    let done = f();
-    (done, recording.seen())
-}
-
-/// Records the events of this thread until dropped.
+/// Records the events of this thread until dropped (a current-thread runtime's tasks
+/// included).
 pub struct Recording {
     events: Events,
     _default: tracing::subscriber::DefaultGuard,

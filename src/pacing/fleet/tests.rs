@@ -16,7 +16,6 @@ use tokio::time::Instant;
 const PROCESS: f64 = (1u64 << REQUEST_BITS) as f64;
 
 #[path = "../../../tests/support/events.rs"]
-#[allow(dead_code)]
 mod events;
 #[path = "../../../tests/support/redis.rs"]
 pub(super) mod redis_server;
