@@ -312,6 +312,42 @@ fn each_outage_is_said_once_and_its_failed_calls_counted() {
     }
 }
 
+/// A read-only replica (a reader endpoint, say) cannot hold the fleet's state: requests go
+/// on paced alone, one warning says so, and answering a ping does not make it usable. So
+/// too where the controller runs as a script (`FCALL` renamed away).
+#[test]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+fn a_read_only_replica_is_said_once_and_never_taken_for_back() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for scripts in [false, true] {
+        let recording = events::Recording::start();
+        let log = Log::default();
+        runtime.block_on(async {
+            let primary = RedisServer::start().await;
+            let port = primary.port.to_string();
+            let mut options = vec!["--replicaof", "127.0.0.1", &port];
+            options.extend(["--rename-command", "FCALL", ""].iter().filter(|_| scripts));
+            let replica = RedisServer::start_with(&options).await;
+            let shared = RedisPacing::new(replica.client()).with_prefix("replica:");
+            let layer = builder().with_redis(shared).build().unwrap();
+            let client = layer.layer(scripted(&log));
+            // Over ten of the background calls' periods.
+            for _ in 0..20 {
+                all_at_once(&client, 2, "http://api.test/200").await;
+                tokio::time::sleep(ms(60)).await;
+            }
+        });
+        assert_eq!(log.count("/200"), 40);
+        let seen = recording.seen();
+        let said = |start: &str| seen.iter().filter(|event| event.starts_with(start)).count();
+        assert_eq!(said("WARN pacing: Redis unavailable"), 1, "{seen:?}");
+        assert_eq!(said("INFO pacing: Redis is back"), 0, "{seen:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 async fn a_silent_redis_costs_one_timeout_then_none() {

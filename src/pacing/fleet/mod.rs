@@ -23,8 +23,9 @@
 //! Redis is never in the way: a call that fails or takes longer than
 //! [`with_timeout`](RedisPacing::with_timeout) sends the request through in-process pacing.
 //! The process then paces alone at its share of the fleet's sends: of the pace the fleet
-//! was served at, and of a reported quota. A ping every 100 ms in the background finds
-//! Redis back, and requests, waiting ones too, ask it again. Idle destinations expire from
+//! was served at, and of a reported quota. A call every 100 ms in the background finds
+//! Redis back, and requests, waiting ones too, ask it again. A Redis that answers but
+//! refuses the controller (a read-only replica) is not back. Idle destinations expire from
 //! Redis; a state Redis lost otherwise starts at the pace the process last saw served.
 
 mod code;

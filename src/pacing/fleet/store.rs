@@ -19,8 +19,8 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-/// After a failed call, Redis is pinged this often in the background, and the process
-/// paces alone until it answers: it rejoins the fleet within this of Redis's return.
+/// After a failed call, the controller is called this often in the background, and the
+/// process paces alone until it answers: it rejoins the fleet within this of Redis's return.
 pub(super) const PROBE_EVERY: Duration = Duration::from_millis(100);
 
 /// A line's name: a process's number in its first bits, its request's in the last
@@ -103,8 +103,9 @@ pub(crate) struct Seed {
 pub(crate) struct Store {
     config: RedisPacing,
     connection: OnceLock<Result<ConnectionManager, String>>,
-    runner: Runner,
-    /// Whether a call failed and no ping has been answered since: requests do not ask Redis.
+    runner: Arc<Runner>,
+    /// Whether a call failed and no call in the background was answered since: requests
+    /// do not ask Redis.
     down: Arc<AtomicBool>,
     views: Mutex<HashMap<Key, View>>,
     /// The most views kept, as many as the layer's destinations.
@@ -232,7 +233,7 @@ impl Store {
         Self {
             config,
             connection: OnceLock::new(),
-            runner: Runner::default(),
+            runner: Arc::default(),
             down: Arc::new(AtomicBool::new(false)),
             views: Mutex::new(HashMap::new()),
             max_views,
@@ -339,6 +340,10 @@ impl Store {
     /// The keys of `key`'s state, of its sends and of its waiting line, in one Redis
     /// Cluster slot.
     pub(crate) fn keys(&self, key: &Key) -> Keys {
+        self.keys_of(key)
+    }
+
+    fn keys_of(&self, key: impl std::fmt::Display) -> Keys {
         let state = format!("{}{{{key}}}", self.config.prefix);
         let [sent, line, seen] = ["sent", "line", "seen"].map(|part| format!("{state}:{part}"));
         [state, sent, line, seen]
@@ -469,8 +474,8 @@ impl Store {
     /// The connection, made on first use (inside a runtime).
     fn connection(&self) -> Result<ConnectionManager, String> {
         let made = self.connection.get_or_init(|| {
-            // One attempt per reconnection: the pings in the background are the retries,
-            // so a process rejoins at the first ping after Redis is back, not after a backoff.
+            // One attempt per reconnection: the calls in the background are the retries,
+            // so a process rejoins at the first call after Redis is back, not after a backoff.
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(Some(self.config.timeout))
                 .set_response_timeout(Some(self.config.timeout))
@@ -481,7 +486,7 @@ impl Store {
         made.clone()
     }
 
-    /// Records a failed call: requests pace alone until a ping in the background is
+    /// Records a failed call: requests pace alone until a call in the background is
     /// answered. Said once per outage; each failed call is counted.
     fn failed(&self, error: &str) {
         crate::metrics::pacing_store_failure();
@@ -490,27 +495,45 @@ impl Store {
         }
         tracing::warn!(%error, "pacing: Redis unavailable, each process paces alone");
         let down = Arc::downgrade(&self.down);
-        let timeout = self.config.timeout;
-        // Without a connection (an invalid address), no ping could be answered.
+        let probe = Probe {
+            runner: self.runner.clone(),
+            keys: self.keys_of("probe"),
+            timeout: self.config.timeout,
+        };
+        // Without a connection (an invalid address), no call could be answered.
         if let (Ok(connection), Ok(runtime)) = (self.connection(), Handle::try_current()) {
-            runtime.spawn(probe(connection, down, timeout));
+            runtime.spawn(probe.until_back(connection, down));
         }
     }
 }
 
-/// Pings Redis every [`PROBE_EVERY`] until it answers, then lets requests use it again.
-/// Ends early if the layer is dropped.
-async fn probe(mut connection: ConnectionManager, down: Weak<AtomicBool>, timeout: Duration) {
-    loop {
-        tokio::time::sleep(PROBE_EVERY).await;
-        let ping = redis::cmd("PING");
-        let reply = tokio::time::timeout(timeout, ping.query_async::<()>(&mut connection));
-        let answered = matches!(reply.await, Ok(Ok(())));
-        let Some(down) = down.upgrade() else { return };
-        if answered {
-            tracing::info!("pacing: Redis is back, the fleet's pacing is shared again");
-            down.store(false, Ordering::Release);
-            return;
+/// Calls the controller in the background, not only Redis: a server that answers a ping
+/// may still refuse it (a read-only replica, functions not allowed).
+struct Probe {
+    runner: Arc<Runner>,
+    keys: Keys,
+    timeout: Duration,
+}
+
+impl Probe {
+    /// Calls every [`PROBE_EVERY`] until a call is answered, then lets requests use Redis
+    /// again. Ends early if the layer is dropped.
+    async fn until_back(self, mut connection: ConnectionManager, down: Weak<AtomicBool>) {
+        loop {
+            tokio::time::sleep(PROBE_EVERY).await;
+            // A request no process has leaves the line: a write that changes nothing,
+            // which a read-only replica refuses.
+            let leave = [REDIS_CLOCK, -1.0];
+            let call = self
+                .runner
+                .run(&mut connection, &self.keys, "leave", &Args::NONE, &leave);
+            let answered = matches!(tokio::time::timeout(self.timeout, call).await, Ok(Ok(_)));
+            let Some(down) = down.upgrade() else { return };
+            if answered {
+                tracing::info!("pacing: Redis is back, the fleet's pacing is shared again");
+                down.store(false, Ordering::Release);
+                return;
+            }
         }
     }
 }
@@ -520,6 +543,9 @@ async fn probe(mut connection: ConnectionManager, down: Weak<AtomicBool>, timeou
 pub(crate) struct Args(pub(super) [f64; 15]);
 
 impl Args {
+    /// For a call that reads no setting.
+    const NONE: Self = Self([0.0; 15]);
+
     pub(crate) fn new(settings: &Settings, known: Option<f64>) -> Self {
         Self([
             BETA,

@@ -153,7 +153,7 @@ impl FleetTicket {
             if !self.place.store().usable() {
                 return match local.turn(limits, waker) {
                     Turn::Go(grant) => FleetTurn::Local(Some(grant)),
-                    // Redis may be back sooner: look again after a ping's period.
+                    // Redis may be back sooner: look again after a probe's period.
                     Turn::At(at) => FleetTurn::At(at.min(instant_after(now, PROBE_EVERY))),
                     Turn::Fail(error) => FleetTurn::Fail(error),
                 };
