@@ -348,6 +348,63 @@ fn a_read_only_replica_is_said_once_and_never_taken_for_back() {
     }
 }
 
+/// A Redis Cluster's node that does not serve a destination's slot answers pings, and calls
+/// on other slots, but not that destination's: one warning, never taken for back.
+#[test]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+fn a_cluster_node_not_serving_the_destination_is_said_once() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("tower-backoff-cluster-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let recording = events::Recording::start();
+    let log = Log::default();
+    runtime.block_on(async {
+        let cluster = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-require-full-coverage",
+            "no",
+        ];
+        let node =
+            RedisServer::start_with(&[&cluster[..], &["--dir", dir.to_str().unwrap()]].concat())
+                .await;
+        let slot: u16 = node
+            .query(&["CLUSTER", "KEYSLOT", "api.test"])
+            .await
+            .unwrap();
+        let [below, above] = [slot - 1, slot + 1].map(|s| s.to_string());
+        let ranges = ["CLUSTER", "ADDSLOTSRANGE", "0", &below, &above, "16383"];
+        let _: () = node.query(&ranges).await.unwrap();
+        // The node serves its slots once its cluster's state is ok, within a second or two.
+        let start = Instant::now();
+        while !node
+            .query::<String>(&["CLUSTER", "INFO"])
+            .await
+            .unwrap()
+            .contains("state:ok")
+        {
+            assert!(start.elapsed() < secs(10), "the node's cluster is not ok");
+            tokio::time::sleep(ms(100)).await;
+        }
+        let shared = RedisPacing::new(node.client()).with_prefix("cluster:");
+        let layer = builder().with_redis(shared).build().unwrap();
+        let client = layer.layer(scripted(&log));
+        for _ in 0..20 {
+            all_at_once(&client, 2, "http://api.test/200").await;
+            tokio::time::sleep(ms(60)).await;
+        }
+    });
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(log.count("/200"), 40);
+    let seen = recording.seen();
+    let said = |start: &str| seen.iter().filter(|event| event.starts_with(start)).count();
+    assert_eq!(said("WARN pacing: Redis unavailable"), 1, "{seen:?}");
+    assert_eq!(said("INFO pacing: Redis is back"), 0, "{seen:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 async fn a_silent_redis_costs_one_timeout_then_none() {

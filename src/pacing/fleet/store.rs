@@ -340,10 +340,6 @@ impl Store {
     /// The keys of `key`'s state, of its sends and of its waiting line, in one Redis
     /// Cluster slot.
     pub(crate) fn keys(&self, key: &Key) -> Keys {
-        self.keys_of(key)
-    }
-
-    fn keys_of(&self, key: impl std::fmt::Display) -> Keys {
         let state = format!("{}{{{key}}}", self.config.prefix);
         let [sent, line, seen] = ["sent", "line", "seen"].map(|part| format!("{state}:{part}"));
         [state, sent, line, seen]
@@ -468,7 +464,7 @@ impl Store {
             }
             Err(error) => Err(error),
         };
-        result.map_err(|error| self.failed(&error))
+        result.map_err(|error| self.failed(&error, keys))
     }
 
     /// The connection, made on first use (inside a runtime).
@@ -486,9 +482,9 @@ impl Store {
         made.clone()
     }
 
-    /// Records a failed call: requests pace alone until a call in the background is
-    /// answered. Said once per outage; each failed call is counted.
-    fn failed(&self, error: &str) {
+    /// Records a failed call on `keys`: requests pace alone until a call in the background
+    /// on the same keys is answered. Said once per outage; each failed call is counted.
+    fn failed(&self, error: &str, keys: &Keys) {
         crate::metrics::pacing_store_failure();
         if self.down.swap(true, Ordering::AcqRel) {
             return;
@@ -497,7 +493,7 @@ impl Store {
         let down = Arc::downgrade(&self.down);
         let probe = Probe {
             runner: self.runner.clone(),
-            keys: self.keys_of("probe"),
+            keys: keys.clone(),
             timeout: self.config.timeout,
         };
         // Without a connection (an invalid address), no call could be answered.
@@ -507,8 +503,9 @@ impl Store {
     }
 }
 
-/// Calls the controller in the background, not only Redis: a server that answers a ping
-/// may still refuse it (a read-only replica, functions not allowed).
+/// Calls the controller in the background, not only Redis, on the keys a call failed on: a
+/// server that answers a ping may still refuse them (a read-only replica, a cluster's node
+/// that does not serve their slot).
 struct Probe {
     runner: Arc<Runner>,
     keys: Keys,
