@@ -43,6 +43,9 @@ use std::time::Duration;
 ///
 /// Give it to [`PacingBuilder::with_redis`](crate::pacing::PacingBuilder::with_redis). Every
 /// process built with the same server and prefix paces each destination as one client.
+/// The server is one primary: a read-only replica, or a cluster node that does not serve
+/// a destination's slot, cannot hold the state, and requests are paced in-process (one
+/// warning says so).
 ///
 /// Redis 7 or later runs the shared controller as a function, loaded at first use (its
 /// library is named `tower_backoff_` and a hash of its code). The user needs `FCALL` and
