@@ -324,28 +324,39 @@ fn a_read_only_replica_is_said_once_and_never_taken_for_back() {
         .unwrap();
     for scripts in [false, true] {
         let recording = events::Recording::start();
-        let log = Log::default();
         runtime.block_on(async {
             let primary = RedisServer::start().await;
             let port = primary.port.to_string();
             let mut options = vec!["--replicaof", "127.0.0.1", &port];
             options.extend(["--rename-command", "FCALL", ""].iter().filter(|_| scripts));
             let replica = RedisServer::start_with(&options).await;
-            let shared = RedisPacing::new(replica.client()).with_prefix("replica:");
-            let layer = builder().with_redis(shared).build().unwrap();
-            let client = layer.layer(scripted(&log));
-            // Over ten of the background calls' periods.
-            for _ in 0..20 {
-                all_at_once(&client, 2, "http://api.test/200").await;
-                tokio::time::sleep(ms(60)).await;
-            }
+            go_on_alone(&replica, "replica:").await;
         });
-        assert_eq!(log.count("/200"), 40);
-        let seen = recording.seen();
-        let said = |start: &str| seen.iter().filter(|event| event.starts_with(start)).count();
-        assert_eq!(said("WARN pacing: Redis unavailable"), 1, "{seen:?}");
-        assert_eq!(said("INFO pacing: Redis is back"), 0, "{seen:?}");
+        said_once_never_back(&recording);
     }
+}
+
+/// 40 requests through a layer sharing its state on `redis`, which refuses the calls on
+/// their keys: each goes, paced in-process.
+async fn go_on_alone(redis: &RedisServer, prefix: &str) {
+    let log = Log::default();
+    let shared = RedisPacing::new(redis.client()).with_prefix(prefix);
+    let client = builder().with_redis(shared).build().unwrap();
+    let client = client.layer(scripted(&log));
+    // Over ten of the background calls' periods.
+    for _ in 0..20 {
+        all_at_once(&client, 2, "http://api.test/200").await;
+        tokio::time::sleep(ms(60)).await;
+    }
+    assert_eq!(log.count("/200"), 40);
+}
+
+/// One warning said the outage; none said its end.
+fn said_once_never_back(recording: &events::Recording) {
+    let seen = recording.seen();
+    let said = |start: &str| seen.iter().filter(|event| event.starts_with(start)).count();
+    assert_eq!(said("WARN pacing: Redis unavailable"), 1, "{seen:?}");
+    assert_eq!(said("INFO pacing: Redis is back"), 0, "{seen:?}");
 }
 
 /// A Redis Cluster's node that does not serve a destination's slot answers pings, and calls
@@ -360,49 +371,34 @@ fn a_cluster_node_not_serving_the_destination_is_said_once() {
     let dir = std::env::temp_dir().join(format!("tower-backoff-cluster-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let recording = events::Recording::start();
-    let log = Log::default();
     runtime.block_on(async {
+        let dir = dir.to_str().unwrap();
         let cluster = [
             "--cluster-enabled",
             "yes",
             "--cluster-require-full-coverage",
             "no",
         ];
-        let node =
-            RedisServer::start_with(&[&cluster[..], &["--dir", dir.to_str().unwrap()]].concat())
-                .await;
-        let slot: u16 = node
-            .query(&["CLUSTER", "KEYSLOT", "api.test"])
-            .await
-            .unwrap();
+        let node = RedisServer::start_with(&[&cluster[..], &["--dir", dir]].concat()).await;
+        let slot = node.query::<u16>(&["CLUSTER", "KEYSLOT", "api.test"]).await;
+        let slot = slot.unwrap();
         let [below, above] = [slot - 1, slot + 1].map(|s| s.to_string());
         let ranges = ["CLUSTER", "ADDSLOTSRANGE", "0", &below, &above, "16383"];
         let _: () = node.query(&ranges).await.unwrap();
         // The node serves its slots once its cluster's state is ok, within a second or two.
+        let ok = async || {
+            let info = node.query::<String>(&["CLUSTER", "INFO"]).await;
+            info.unwrap().contains("state:ok")
+        };
         let start = Instant::now();
-        while !node
-            .query::<String>(&["CLUSTER", "INFO"])
-            .await
-            .unwrap()
-            .contains("state:ok")
-        {
+        while !ok().await {
             assert!(start.elapsed() < secs(10), "the node's cluster is not ok");
             tokio::time::sleep(ms(100)).await;
         }
-        let shared = RedisPacing::new(node.client()).with_prefix("cluster:");
-        let layer = builder().with_redis(shared).build().unwrap();
-        let client = layer.layer(scripted(&log));
-        for _ in 0..20 {
-            all_at_once(&client, 2, "http://api.test/200").await;
-            tokio::time::sleep(ms(60)).await;
-        }
+        go_on_alone(&node, "cluster:").await;
     });
     std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(log.count("/200"), 40);
-    let seen = recording.seen();
-    let said = |start: &str| seen.iter().filter(|event| event.starts_with(start)).count();
-    assert_eq!(said("WARN pacing: Redis unavailable"), 1, "{seen:?}");
-    assert_eq!(said("INFO pacing: Redis is back"), 0, "{seen:?}");
+    said_once_never_back(&recording);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
