@@ -263,10 +263,7 @@ async fn requests_go_on_while_redis_is_down_and_rejoin_when_it_is_back() {
 #[test]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 fn each_outage_is_said_once_and_its_failed_calls_counted() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = current_thread();
     let test = "said";
     let (mut redis, client) = runtime.block_on(async {
         let redis = RedisServer::start().await;
@@ -274,16 +271,13 @@ fn each_outage_is_said_once_and_its_failed_calls_counted() {
         (redis, layer.layer(scripted(&Log::default())))
     });
     let recording = events::Recording::start();
-    let said = |start: &str| {
-        let seen = recording.seen().into_iter();
-        seen.filter(|event| event.starts_with(start)).count()
-    };
+    let said = |start: &str| recording.count(start);
     let outages = async {
         for round in 0..2 {
             redis.kill();
             all_at_once(&client, 5, &format!("http://down{round}.test/200")).await;
             redis.restart().await;
-            // A ping in the background finds it back, within 100 ms on an idle machine.
+            // A call in the background finds it back, within 100 ms on an idle machine.
             let start = Instant::now();
             while said("INFO pacing: Redis is back") <= round {
                 assert!(start.elapsed() < secs(10), "{:?}", recording.seen());
@@ -318,10 +312,7 @@ fn each_outage_is_said_once_and_its_failed_calls_counted() {
 #[test]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 fn a_read_only_replica_is_said_once_and_never_taken_for_back() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = current_thread();
     for scripts in [false, true] {
         let recording = events::Recording::start();
         runtime.block_on(async {
@@ -354,9 +345,18 @@ async fn go_on_alone(redis: &RedisServer, prefix: &str) {
 /// One warning said the outage; none said its end.
 fn said_once_never_back(recording: &events::Recording) {
     let seen = recording.seen();
-    let said = |start: &str| seen.iter().filter(|event| event.starts_with(start)).count();
-    assert_eq!(said("WARN pacing: Redis unavailable"), 1, "{seen:?}");
-    assert_eq!(said("INFO pacing: Redis is back"), 0, "{seen:?}");
+    assert_eq!(
+        recording.count("WARN pacing: Redis unavailable"),
+        1,
+        "{seen:?}"
+    );
+    assert_eq!(recording.count("INFO pacing: Redis is back"), 0, "{seen:?}");
+}
+
+/// A runtime on this thread alone, whose tasks' events this thread's recording sees.
+fn current_thread() -> tokio::runtime::Runtime {
+    let mut runtime = tokio::runtime::Builder::new_current_thread();
+    runtime.enable_all().build().unwrap()
 }
 
 /// A Redis Cluster's node that does not serve a destination's slot answers pings, and calls
@@ -364,10 +364,7 @@ fn said_once_never_back(recording: &events::Recording) {
 #[test]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 fn a_cluster_node_not_serving_the_destination_is_said_once() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = current_thread();
     let dir = std::env::temp_dir().join(format!("tower-backoff-cluster-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let recording = events::Recording::start();

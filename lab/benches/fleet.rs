@@ -1,4 +1,4 @@
-//! What sharing pacing in Redis costs a request: one script call on loopback, against a
+//! What sharing pacing in Redis costs a request: one controller call on loopback, against a
 //! Redis `PING` (one round trip), a script call that does nothing, and in-process pacing,
 //! over 1,000 destinations in turn and over one, paced or open, and as a script (a Redis
 //! without `FCALL`, as before Redis 7). Prints each path's p50 and p99 first (criterion
@@ -222,14 +222,13 @@ fn fleet(c: &mut Criterion) {
 /// blocks: a busy machine slows both alike.
 fn as_function_and_as_script(runtime: &Runtime) {
     let old = ["--rename-command", "FCALL", ""];
-    let servers = [&[][..], &old[..]].map(|options| {
+    let mut servers = [&[][..], &old[..]].map(|options| {
         let server = runtime.block_on(redis_server::RedisServer::start_with(options));
         let client = client(Some(&server));
         timings(runtime, DESTINATIONS, send(&client));
         runtime.block_on(server.reset_stats());
         (server, client, Vec::new())
     });
-    let mut servers = servers;
     for _ in 0..10 {
         for (_, client, times) in &mut servers {
             times.extend(timings(runtime, 2_000, send(client)));

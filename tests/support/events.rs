@@ -24,6 +24,15 @@ impl Recording {
     pub fn seen(&self) -> Vec<String> {
         self.events.0.lock().unwrap().clone()
     }
+
+    /// How many events so far begin with `start` (`"WARN pacing: ..."`).
+    pub fn count(&self, start: &str) -> usize {
+        let events = self.events.0.lock().unwrap();
+        events
+            .iter()
+            .filter(|event| event.starts_with(start))
+            .count()
+    }
 }
 
 #[derive(Clone, Default)]

@@ -520,7 +520,7 @@ local function read_call(keys, args)
   end
 end
 
--- Reads the state of a destination Redis holds, or makes a new one (`known` false).
+-- Reads the state Redis holds (`packed`), or makes a new one where it holds none.
 local function read_state(packed)
   s = packed and cmsgpack.unpack(packed) or {}
   -- Only a reservation says a seed and a rejoining pace; other operations carry answers there.
@@ -544,6 +544,11 @@ local function read_state(packed)
     -- fleet's, which it sent at alone until now.
     s.cb, s.cc, s.sp = s.cb + rejoin, s.cc + rejoin, s.sp + rejoin * WINDOW / 1000
   end
+end
+
+-- A reply that gives no slot: `status` (see the header) and `wait` (ms).
+local function reply(status, wait)
+  return {status, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1, 0}
 end
 
 -- Takes the slot at `at`, `wait` from now, at a pace of one per `spacing` (0: not paced).
@@ -592,9 +597,9 @@ local function reserve(known)
   end
   if throttled and wait > max_wait then
     leave_line(name)
-    return {2, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1, 0}
+    return reply(2, wait)
   elseif not throttled and wait > 0 then
-    return {1, math.floor(wait * 1000), 0, 0, 0, 0, -1, -1, 0}
+    return reply(1, wait)
   elseif wait > 0 and (line_ahead() > 0 or wait > spacing / 2 + 0.001) then
     -- Only the next slot is given (GCRA's burst of one), in the half spacing before it.
     -- A request asks again then, or half a spacing before its own slot at today's pace,
@@ -603,7 +608,7 @@ local function reserve(known)
     -- (The microsecond absorbs rounding.)
     local own = wait + (ahead - 0.5) * spacing
     if ahead > 0 then own = math.max(own, spacing / 2) end
-    return {3, math.floor(own * 1000), 0, 0, 0, 0, -1, -1, 0}
+    return reply(3, own)
   else
     -- Out of the line, if it joined it while held.
     leave_line(argv[8])
@@ -617,11 +622,11 @@ local function call(keys, args)
   -- Leaving the line touches no state.
   if op == 'leave' then
     leave_line(argv[4])
-    return {0, 0, 0, 0, 0, 0, -1, -1, 0}
+    return reply(0, 0)
   end
   local packed = redis.call('GET', K)
   -- An answer or a release for a state Redis lost tells nothing of the state that replaces it.
-  if not packed and op ~= 'reserve' then return {0, 0, 0, 0, 0, 0, -1, -1, 0} end
+  if not packed and op ~= 'reserve' then return reply(0, 0) end
   read_state(packed)
   -- Sends unanswered for a minute belong to a process that is gone: swept once a second.
   if now >= (s.gc or 0) + 1000 then
@@ -637,7 +642,7 @@ local function call(keys, args)
   else
     redis.call('ZREM', F, tonumber(argv[4]))
     if s.rp == tonumber(argv[4]) then s.rp = nil end
-    result = {0, 0, 0, 0, 0, 0, -1, -1, 0}
+    result = reply(0, 0)
   end
   -- Written back whole. Every key expires with the destination's idleness, counted from
   -- its last write.

@@ -130,6 +130,13 @@ pub(crate) type Answered = [f64; 9];
 /// ask and by last ask.
 pub(crate) type Keys = [String; 4];
 
+/// The keys of the destination `name` under `prefix`: see [`Store::keys`].
+pub(super) fn keys_of(prefix: &str, name: impl std::fmt::Display) -> Keys {
+    let state = format!("{prefix}{{{name}}}");
+    let [sent, line, seen] = ["sent", "line", "seen"].map(|part| format!("{state}:{part}"));
+    [state, sent, line, seen]
+}
+
 /// A request asking for a slot.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Asking {
@@ -340,9 +347,7 @@ impl Store {
     /// The keys of `key`'s state, of its sends and of its waiting line, in one Redis
     /// Cluster slot.
     pub(crate) fn keys(&self, key: &Key) -> Keys {
-        let state = format!("{}{{{key}}}", self.config.prefix);
-        let [sent, line, seen] = ["sent", "line", "seen"].map(|part| format!("{state}:{part}"));
-        [state, sent, line, seen]
+        keys_of(&self.config.prefix, key)
     }
 
     /// Takes request `name` out of the waiting line: it no longer waits.
@@ -566,8 +571,12 @@ impl Args {
 
     /// The values as `controller.lua` reads them: in one argument, separated by spaces.
     pub(crate) fn text(&self) -> String {
-        let values = self.0.map(|value| value.to_string());
-        values.join(" ")
+        use std::fmt::Write as _;
+        let mut text = String::with_capacity(128);
+        for value in self.0 {
+            let _ = write!(text, "{value} ");
+        }
+        text
     }
 
     /// Whether the destination is paced at a rate the user knows.
