@@ -327,9 +327,45 @@ fn a_read_only_replica_is_said_once_and_never_taken_for_back() {
     }
 }
 
+/// A Redis full under `noeviction` (a cache at its `maxmemory`) refuses every write that
+/// may grow it: requests go on paced alone, one warning says so, and a call that frees
+/// memory succeeding does not make it usable. So too with the controller as a script. Once
+/// it has room again, it is back.
+#[test]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+fn a_full_redis_is_said_once_and_never_taken_for_back() {
+    let runtime = current_thread();
+    for scripts in [false, true] {
+        let recording = events::Recording::start();
+        runtime.block_on(async {
+            let mut options = vec!["--maxmemory-policy", "noeviction"];
+            options.extend(["--rename-command", "FCALL", ""].iter().filter(|_| scripts));
+            let full = RedisServer::start_with(&options).await;
+            // Less than it already uses: full from the start.
+            let _: () = full
+                .query(&["CONFIG", "SET", "maxmemory", "1"])
+                .await
+                .unwrap();
+            let client = go_on_alone(&full, "full:").await;
+            said_once_never_back(&recording);
+            // Room again: back.
+            let _: () = full
+                .query(&["CONFIG", "SET", "maxmemory", "0"])
+                .await
+                .unwrap();
+            let start = Instant::now();
+            while recording.count("INFO pacing: Redis is back") == 0 {
+                assert!(start.elapsed() < secs(10), "{:?}", recording.seen());
+                all_at_once(&client, 1, "http://api.test/200").await;
+                tokio::time::sleep(ms(50)).await;
+            }
+        });
+    }
+}
+
 /// 40 requests through a layer sharing its state on `redis`, which refuses the calls on
-/// their keys: each goes, paced in-process.
-async fn go_on_alone(redis: &RedisServer, prefix: &str) {
+/// their keys: each goes, paced in-process. The layer's client is returned.
+async fn go_on_alone(redis: &RedisServer, prefix: &str) -> impl Client + use<> {
     let log = Log::default();
     let shared = RedisPacing::new(redis.client()).with_prefix(prefix);
     let client = builder().with_redis(shared).build().unwrap();
@@ -340,6 +376,7 @@ async fn go_on_alone(redis: &RedisServer, prefix: &str) {
         tokio::time::sleep(ms(60)).await;
     }
     assert_eq!(log.count("/200"), 40);
+    client
 }
 
 /// One warning said the outage; none said its end.

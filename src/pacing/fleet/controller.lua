@@ -655,5 +655,8 @@ end
 if redis.register_function ~= nil then
   redis.register_function(FUNCTION_NAME, call)
 else
+  -- A script's call is not refused when Redis is full (`noeviction`), as a function's is:
+  -- only its first write that may grow it is. This one grows nothing.
+  redis.call('ZADD', KEYS[2], 'XX', 0, '')
   return call(KEYS, ARGV)
 end

@@ -25,7 +25,7 @@
 //! The process then paces alone at its share of the fleet's sends: of the pace the fleet
 //! was served at, and of a reported quota. A call every 100 ms in the background finds
 //! Redis back, and requests, waiting ones too, ask it again. A Redis that answers but
-//! refuses the controller (a read-only replica) is not back. Idle destinations expire from
+//! refuses the controller (a read-only replica, or full) is not back. Idle destinations expire from
 //! Redis; a state Redis lost otherwise starts at the pace the process last saw served.
 
 mod code;
@@ -45,7 +45,7 @@ use std::time::Duration;
 /// process built with the same server and prefix paces each destination as one client.
 /// The server is one primary: a read-only replica, or a cluster node that does not serve
 /// a destination's slot, cannot hold the state, and requests are paced in-process (one
-/// warning says so).
+/// warning says so). So too while a Redis under `noeviction` is full.
 ///
 /// Redis 7 or later runs the shared controller as a function, loaded at first use (its
 /// library is named `tower_backoff_` and a hash of its code). The user needs `FCALL` and
