@@ -1,8 +1,10 @@
 //! Issue #31: fleets of 8 processes sharing their pacing in one real `redis-server`,
 //! against each limiter of [`Kind::ALGORITHMS`] (`limiters -- redis-fleet [LIMITER|all]
-//! [--reps N] [--parts learning,told,phases,faults] [--rate R --burst B] [--processes N]`):
-//! the three of the targets and the leaky bucket. `--rate`, `--burst` and `--processes` run
-//! the fleets away from the targets' 50 r/s and 8 processes (not the told fleet).
+//! [--reps N] [--parts learning,told,phases,faults] [--rate R --burst B] [--processes N]
+//! [--record FILE]`): the three of the targets and the leaky bucket. `--rate`, `--burst` and
+//! `--processes` run the fleets away from the targets' 50 r/s and 8 processes (not the told
+//! fleet). `--record` appends each Redis fleet's run of parts 1 and 2 to `FILE`, as
+//! `limiters --record` does, for `simulate -- limiters --compare FILE`.
 //!
 //! Every process is this binary again (`fleet-member`), with its own client stack; all
 //! start at one wall-clock instant (a second after they are spawned, so that none is
@@ -18,7 +20,7 @@
 //! 4. **faults**: a learning fleet for 15 s; Redis killed at 5 s, started again (empty)
 //!    at 10 s: no request fails, < 5 % of attempts refused.
 
-use super::{BoxError, FLEET, FLEET_CONCURRENCY, LIMIT, TIMEOUT, flag, pct};
+use super::{BoxError, FLEET, FLEET_CONCURRENCY, LIMIT, Record, TIMEOUT, flag, pct};
 use std::fmt::Write as _;
 use std::future::Future;
 use std::sync::OnceLock;
@@ -121,6 +123,13 @@ pub async fn main(args: &[String]) -> Result<(), BoxError> {
     if asked.limit != LIMIT && parts.contains(&"told") {
         return Err("--rate, --burst: the told fleet is told 49 r/s; leave out `told`".into());
     }
+    let targets = asked.limit == LIMIT && asked.processes == FLEET;
+    if !targets && flag(args, "--record").is_some() {
+        return Err(
+            "--record keeps the targets' fleets: leave out --rate, --burst, --processes".into(),
+        );
+    }
+    let record = Record::open(flag(args, "--record"))?;
     let Some(mut redis) = RedisServer::start_unless_missing().await? else {
         println!("## redis-server: not available, no fleet run (see stderr)");
         return Ok(());
@@ -143,8 +152,8 @@ pub async fn main(args: &[String]) -> Result<(), BoxError> {
         let _ = writeln!(out, "## {} — {}\n", kind.name(), kind.model());
         for part in &parts {
             match *part {
-                "learning" => learning(kind, reps, &redis, &mut out).await?,
-                "told" => told(kind, reps, &redis, &mut out).await?,
+                "learning" => learning(kind, reps, &redis, &record, &mut out).await?,
+                "told" => told(kind, reps, &redis, &record, &mut out).await?,
                 "phases" => phases(kind, reps, &redis, &mut out).await?,
                 _ => faults(kind, reps, &mut redis, &mut out).await?,
             }
@@ -406,6 +415,7 @@ async fn learning(
     kind: Kind,
     reps: usize,
     redis: &RedisServer,
+    record: &Record,
     out: &mut String,
 ) -> Result<(), BoxError> {
     let _ = writeln!(
@@ -414,13 +424,15 @@ async fn learning(
         setup().processes
     );
     let stacks = [Stack::RetryPacing, Stack::RetryPacingRedis];
-    steady(kind, &stacks, reps, redis, (95.0, 3.0, 0.95), out).await
+    let targets = (95.0, 3.0, 0.95);
+    steady(kind, &stacks, reps, redis, targets, record, out).await
 }
 
 async fn told(
     kind: Kind,
     reps: usize,
     redis: &RedisServer,
+    record: &Record,
     out: &mut String,
 ) -> Result<(), BoxError> {
     let _ = writeln!(
@@ -428,24 +440,19 @@ async fn told(
         "### Told the fleet's rate once ({} r/s): {FLEET} processes, {SECONDS} s (met: ≥ 98 % used, < 1 % refused)\n",
         tower_backoff_lab::limiters::told::FLEET_RATE
     );
-    steady(
-        kind,
-        &[Stack::ToldRedis],
-        reps,
-        redis,
-        (98.0, 1.0, 0.0),
-        out,
-    )
-    .await
+    let targets = (98.0, 1.0, 0.0);
+    steady(kind, &[Stack::ToldRedis], reps, redis, targets, record, out).await
 }
 
-/// `reps` fleets of each stack, all processes for [`SECONDS`], one row each.
+/// `reps` fleets of each stack, all processes for [`SECONDS`], one row each; those sharing
+/// their pacing in Redis also to `record`.
 async fn steady(
     kind: Kind,
     stacks: &[Stack],
     reps: usize,
     redis: &RedisServer,
     (least_used, most_refused, least_jain): Targets,
+    record: &Record,
     out: &mut String,
 ) -> Result<(), BoxError> {
     let _ = writeln!(
@@ -461,6 +468,14 @@ async fn steady(
             log_failures(kind, stack, &members);
             let t = Totals::of(&members);
             let used = t.used(SECONDS);
+            if stack.needs_redis() {
+                let figures = [
+                    ("used", used),
+                    ("refused", t.refused_pct()),
+                    ("jain", t.jain),
+                ];
+                record.run("t3", kind, stack, &figures);
+            }
             let met = used >= least_used
                 && t.refused_pct() < most_refused
                 && t.jain >= least_jain
