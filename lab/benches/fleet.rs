@@ -128,7 +128,7 @@ fn fleet(c: &mut Criterion) {
     // A script that does nothing, called as pacing calls its own: four keys, the operation,
     // the settings in one text, then six values.
     let noop = redis::Script::new("return {0, 0, 0, 0, 0, 0, 0, 0, 0}");
-    let settings = "0.7 0.4 0.5 100 10000 1000 64 100 100 2000 60000 0 4 60000 1 20";
+    let settings = "0.7 0.4 0.5 100 10000 1000 64 100 100 2000 60000 0 4 60000 1";
     let empty_script = async |_| {
         let mut connection = connection.clone();
         let mut invocation = noop.prepare_invoke();

@@ -6,7 +6,6 @@
 //! | [`BETA`] | 0.7 | CUBIC's decrease (RFC 9438 §4.6), the AWS SDKs' adaptive mode |
 //! | [`CUBIC_C`] | 0.4 | CUBIC's growth (RFC 9438 §5), relative to the pace refused: matrix row 4 |
 //! | [`MIN_RATE`] | 0.5 r/s | the AWS SDKs' minimum fill rate |
-//! | [`SLOWEST_FULL_CYCLE`] | 20 r/s | matrix row 4's rise from 25 r/s, after cuts to what was delivered (80–100 % of it), at CUBIC's full pace; below it, the curve's clock slows with the pace, so a cycle (one refused probe) holds as many sends: row 1's refusals at any pace |
 //! | [`STARTUP_DOUBLING`] | 100 ms | TCP's slow start and BBR's start-up double per round: the slow start's window at most doubles per period; an unanswered send leaves its count after it (matrix row 6) |
 //! | [`REOPEN_AFTER`] | 10 s | matrix row 4: the pace grows past any limit by then |
 //! | [`SERVED_WINDOW`] | 1 s | the window of most published limits (matrix row 1) |
@@ -27,8 +26,6 @@ pub(crate) const BETA: f64 = 0.7;
 pub(crate) const CUBIC_C: f64 = 0.4;
 /// The slowest pace, in requests per second.
 pub(crate) const MIN_RATE: f64 = 0.5;
-/// Below this pace (r/s), CUBIC's curve runs slower.
-pub(crate) const SLOWEST_FULL_CYCLE: f64 = 20.0;
 /// The start-up doubles the pace this often; a send unanswered this long leaves the window's count.
 pub(crate) const STARTUP_DOUBLING: Duration = Duration::from_millis(100);
 /// A destination that refused nothing for this long is not paced any more.
@@ -121,9 +118,6 @@ impl Curve {
         }
         let gap = (self.ceiling - self.base).max(0.0);
         let k = (gap / (CUBIC_C * self.ceiling)).cbrt();
-        // A cycle ends in a refused probe: below this pace, its clock slows so that a cycle
-        // holds as many sends as at it.
-        let t = t * (self.ceiling / SLOWEST_FULL_CYCLE).min(1.0);
         (self.ceiling * (1.0 + CUBIC_C * (t - k).powi(3))).max(self.base)
     }
 }

@@ -18,8 +18,6 @@
 //! - **CUBIC.** Each later refusal cuts the pace to 70 % (RFC 9438; the AWS SDKs' adaptive
 //!   mode) of the pace refused at the end of the start-up, of the last second's delivery
 //!   rate after. The pace grows back along CUBIC's curve: back in 0.9 s, ×4 in 2 s more.
-//!   Below 20 r/s the curve's clock slows with the pace: a cycle, which ends in a refused
-//!   probe, holds some 33 sends at any pace.
 //!   Only a request sent after a cut can cut again, as TCP cuts once per round trip. A
 //!   send late by less than a spacing counts at its slot (GCRA's theoretical arrival time).
 //! - **Probing.** A refusal when nothing was served since the last cut closes the

@@ -128,22 +128,6 @@ fn the_pace_after_each_sequence_of_answers() {
     }
 }
 
-/// After a cut, CUBIC's curve is back at the pace refused in ∛(0.3 / 0.4) ≈ 0.91 s. Below
-/// [`SLOWEST_FULL_CYCLE`], its clock slows with the pace: a cycle, which ends in a refused
-/// probe, holds as many sends as at it.
-#[test]
-fn below_the_slowest_full_cycle_a_cycle_holds_as_many_sends() {
-    let t0 = Instant::now();
-    let back = Duration::from_secs_f64(0.75f64.cbrt());
-    for (ceiling, stretch) in [(100.0, 1.0), (20.0, 1.0), (10.0, 2.0), (5.0, 4.0)] {
-        let curve = Curve::new(t0, BETA * ceiling, ceiling, false);
-        let at = |share: f64| curve.rate(t0 + back.mul_f64(stretch * share)) / ceiling;
-        assert!(at(0.5) < 0.97, "{ceiling}: {}", at(0.5));
-        assert!((at(1.0) - 1.0).abs() < 1e-9, "{ceiling}: {}", at(1.0));
-        assert!(at(1.5) > 1.03, "{ceiling}: {}", at(1.5));
-    }
-}
-
 #[test]
 fn a_round_is_cut_once() {
     let t0 = Instant::now();

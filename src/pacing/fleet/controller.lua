@@ -30,7 +30,6 @@
 local argv, K, F, LINE, SEEN, op, now, s
 local BETA, C, MIN_RATE, DOUBLING, REOPEN, WINDOW, OPEN_WINDOW, STALL
 local FIRST_PROBE, MAX_PROBE, MAX_COOLDOWN, KNOWN, INITIAL_WINDOW, TTL, SPREAD_SPENT
-local SLOWEST_FULL_CYCLE
 
 -- How much sooner than a reset given in whole Unix seconds its count may come back (ms).
 local COARSE = 1000
@@ -112,8 +111,7 @@ local function curve_rate()
   if s.cu == 1 then return s.cb * 2 ^ (t / (DOUBLING / 1000)) end
   local gap = math.max(s.cc - s.cb, 0)
   local k = (gap / (C * s.cc)) ^ (1 / 3)
-  -- Below this pace, the curve's clock slows: a cycle holds as many sends as at it.
-  local x = t * math.min(s.cc / SLOWEST_FULL_CYCLE, 1) - k
+  local x = t - k
   return math.max(s.cc * (1 + C * x * x * x), s.cb)
 end
 
@@ -515,7 +513,6 @@ local function read_call(keys, args)
   REOPEN, WINDOW, OPEN_WINDOW, STALL = c[5], c[6], c[7], c[8]
   FIRST_PROBE, MAX_PROBE, MAX_COOLDOWN = c[9], c[10], c[11]
   KNOWN, INITIAL_WINDOW, TTL, SPREAD_SPENT = c[12], c[13], math.ceil(c[14]), c[15]
-  SLOWEST_FULL_CYCLE = c[16]
   now = tonumber(argv[3])
   if now < 0 then
     local clock = redis.call('TIME')

@@ -4,8 +4,8 @@ use super::RedisPacing;
 use super::code::Runner;
 use super::held::Held;
 use crate::pacing::control::{
-    Answer, BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, SLOWEST_FULL_CYCLE,
-    STARTUP_DOUBLING, Seen, Sent,
+    Answer, BETA, CUBIC_C, MIN_RATE, OPEN_WINDOW, REOPEN_AFTER, SERVED_WINDOW, STARTUP_DOUBLING,
+    Seen, Sent,
 };
 use crate::pacing::destination::Alone;
 use crate::pacing::destinations::{Key, lock};
@@ -542,11 +542,11 @@ impl Probe {
 
 /// The controller's constants and settings (`ARGV[2]`, as one text), one destination's.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Args(pub(super) [f64; 16]);
+pub(crate) struct Args(pub(super) [f64; 15]);
 
 impl Args {
     /// For a call that reads no setting.
-    const NONE: Self = Self([0.0; 16]);
+    const NONE: Self = Self([0.0; 15]);
 
     pub(crate) fn new(settings: &Settings, known: Option<f64>) -> Self {
         Self([
@@ -566,7 +566,6 @@ impl Args {
             millis(settings.idle_timeout).max(1.0),
             // A fleet spreads a room once one ran out: see `room_rate` in the script.
             1.0,
-            SLOWEST_FULL_CYCLE,
         ])
     }
 
