@@ -306,6 +306,9 @@ fn each_outage_is_said_once_and_its_failed_calls_counted() {
     }
 }
 
+/// Server options that have the controller run as a function (Redis 7), then as a script.
+const CONTROLLER_MODES: [&[&str]; 2] = [&[], &["--rename-command", "FCALL", ""]];
+
 /// A read-only replica (a reader endpoint, say) cannot hold the fleet's state: requests go
 /// on paced alone, one warning says so, and answering a ping does not make it usable. So
 /// too where the controller runs as a script (`FCALL` renamed away).
@@ -313,13 +316,12 @@ fn each_outage_is_said_once_and_its_failed_calls_counted() {
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 fn a_read_only_replica_is_said_once_and_never_taken_for_back() {
     let runtime = current_thread();
-    for scripts in [false, true] {
+    for mode in CONTROLLER_MODES {
         let recording = events::Recording::start();
         runtime.block_on(async {
             let primary = RedisServer::start().await;
             let port = primary.port.to_string();
-            let mut options = vec!["--replicaof", "127.0.0.1", &port];
-            options.extend(["--rename-command", "FCALL", ""].iter().filter(|_| scripts));
+            let options = [&["--replicaof", "127.0.0.1", &port][..], mode].concat();
             let replica = RedisServer::start_with(&options).await;
             go_on_alone(&replica, "replica:").await;
         });
@@ -335,11 +337,10 @@ fn a_read_only_replica_is_said_once_and_never_taken_for_back() {
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 fn a_full_redis_is_said_once_and_never_taken_for_back() {
     let runtime = current_thread();
-    for scripts in [false, true] {
+    for mode in CONTROLLER_MODES {
         let recording = events::Recording::start();
         runtime.block_on(async {
-            let mut options = vec!["--maxmemory-policy", "noeviction"];
-            options.extend(["--rename-command", "FCALL", ""].iter().filter(|_| scripts));
+            let options = [&["--maxmemory-policy", "noeviction"][..], mode].concat();
             let full = RedisServer::start_with(&options).await;
             // Less than it already uses: full from the start.
             let _: () = full
