@@ -29,9 +29,9 @@
 //! Redis for 5 s; see `limiters/redis_fleet.rs` for the targets.
 //!
 //! `--record FILE` appends one line per run of targets 1 and 3 to `FILE` (limiter, stack
-//! and figures; `redis-fleet`'s, of its fleets learning and told); `simulate -- limiters --compare FILE` sets the model's figures beside
-//! their means (the calibration of target 4). CI compares against the runs in
-//! `docs/real-runs/`.
+//! and figures; `redis-fleet`'s, of its fleets learning and told); `simulate -- limiters
+//! --compare FILE` sets the model's figures beside their means (the calibration of target
+//! 4). CI compares against the runs in `docs/real-runs/`.
 //!
 //! Targets, per limiter (figures in `docs/BENCHMARKS.md`, "Real rate limiters"):
 //!
