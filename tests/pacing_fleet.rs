@@ -278,11 +278,7 @@ fn each_outage_is_said_once_and_its_failed_calls_counted() {
             all_at_once(&client, 5, &format!("http://down{round}.test/200")).await;
             redis.restart().await;
             // A call in the background finds it back, within 100 ms on an idle machine.
-            let start = Instant::now();
-            while said("INFO pacing: Redis is back") <= round {
-                assert!(start.elapsed() < secs(10), "{:?}", recording.seen());
-                tokio::time::sleep(ms(20)).await;
-            }
+            until_said(&recording, "INFO pacing: Redis is back", round + 1).await;
             all_at_once(&client, 1, "http://api.test/200").await;
         }
     };
@@ -315,18 +311,14 @@ const CONTROLLER_MODES: [&[&str]; 2] = [&[], &["--rename-command", "FCALL", ""]]
 #[test]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 fn a_read_only_replica_is_said_once_and_never_taken_for_back() {
-    let runtime = current_thread();
-    for mode in CONTROLLER_MODES {
-        let recording = events::Recording::start();
-        runtime.block_on(async {
-            let primary = RedisServer::start().await;
-            let port = primary.port.to_string();
-            let options = [&["--replicaof", "127.0.0.1", &port][..], mode].concat();
-            let replica = RedisServer::start_with(&options).await;
-            go_on_alone(&replica, "replica:").await;
-        });
-        said_once_never_back(&recording);
-    }
+    in_each_mode(async |mode, recording| {
+        let primary = RedisServer::start().await;
+        let port = primary.port.to_string();
+        let options = [&["--replicaof", "127.0.0.1", &port][..], mode].concat();
+        let replica = RedisServer::start_with(&options).await;
+        go_on_alone(&replica, "replica:").await;
+        said_once_never_back(recording);
+    });
 }
 
 /// A Redis full under `noeviction` (a cache at its `maxmemory`) refuses every write that
@@ -336,31 +328,40 @@ fn a_read_only_replica_is_said_once_and_never_taken_for_back() {
 #[test]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 fn a_full_redis_is_said_once_and_never_taken_for_back() {
+    in_each_mode(async |mode, recording| {
+        let options = [&["--maxmemory-policy", "noeviction"][..], mode].concat();
+        let full = RedisServer::start_with(&options).await;
+        // Less than it already uses: full from the start.
+        let maxmemory = async |bytes| {
+            let set = ["CONFIG", "SET", "maxmemory", bytes];
+            full.query::<()>(&set).await.unwrap()
+        };
+        maxmemory("1").await;
+        // Kept: the background calls end with the layer.
+        let _client = go_on_alone(&full, "full:").await;
+        said_once_never_back(recording);
+        // Room again: back.
+        maxmemory("0").await;
+        until_said(recording, "INFO pacing: Redis is back", 1).await;
+    });
+}
+
+/// Runs `test` on this thread once per controller mode, given the mode's server options and
+/// a recording of what it says.
+fn in_each_mode(test: impl AsyncFn(&[&str], &events::Recording)) {
     let runtime = current_thread();
     for mode in CONTROLLER_MODES {
         let recording = events::Recording::start();
-        runtime.block_on(async {
-            let options = [&["--maxmemory-policy", "noeviction"][..], mode].concat();
-            let full = RedisServer::start_with(&options).await;
-            // Less than it already uses: full from the start.
-            let _: () = full
-                .query(&["CONFIG", "SET", "maxmemory", "1"])
-                .await
-                .unwrap();
-            let client = go_on_alone(&full, "full:").await;
-            said_once_never_back(&recording);
-            // Room again: back.
-            let _: () = full
-                .query(&["CONFIG", "SET", "maxmemory", "0"])
-                .await
-                .unwrap();
-            let start = Instant::now();
-            while recording.count("INFO pacing: Redis is back") == 0 {
-                assert!(start.elapsed() < secs(10), "{:?}", recording.seen());
-                all_at_once(&client, 1, "http://api.test/200").await;
-                tokio::time::sleep(ms(50)).await;
-            }
-        });
+        runtime.block_on(test(mode, &recording));
+    }
+}
+
+/// Waits until `recording` has `times` events beginning with `start`, 10 s at most.
+async fn until_said(recording: &events::Recording, start: &str, times: usize) {
+    let began = Instant::now();
+    while recording.count(start) < times {
+        assert!(began.elapsed() < secs(10), "{:?}", recording.seen());
+        tokio::time::sleep(ms(20)).await;
     }
 }
 
