@@ -747,10 +747,9 @@ impl Controller {
     fn cut(&mut self, now: Instant) -> Curve {
         let cubic = |b: f64, c: f64| Curve::new(now, b.max(MIN_RATE), c.max(MIN_RATE), false);
         match (self.curve, self.rate(now)) {
-            // Out of the start-up: CUBIC's cut of the pace refused.
-            (Some(curve), Some(rate)) if curve.startup.is_some() => cubic(BETA * rate, rate),
-            // Paced: CUBIC's cut of what the destination served (its delivery rate, as
-            // BBR paces at), never up.
+            // Paced or starting up: CUBIC's cut of what the destination served (its
+            // delivery rate, as BBR paces at), never up. A far server's refusal comes a
+            // round trip late, and a start-up's pace has grown meanwhile.
             (Some(_), Some(rate)) => {
                 let served = self.served.rate(STARTUP_DOUBLING, now).min(rate);
                 cubic(BETA * served, served)

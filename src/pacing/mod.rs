@@ -16,8 +16,9 @@
 //! - **Start-up.** The first refusal paces at what the last second served, doubling every
 //!   100 ms up to twice what the last 100 ms delivered (BBR), until the next refusal.
 //! - **CUBIC.** Each later refusal cuts the pace to 70 % (RFC 9438; the AWS SDKs' adaptive
-//!   mode) of the pace refused at the end of the start-up, of the last second's delivery
-//!   rate after. The pace grows back along CUBIC's curve: back in 0.9 s, ×4 in 2 s more.
+//!   mode) of the last second's delivery rate, or of the pace if lower. A refusal comes a
+//!   round trip late, and a start-up's pace grows meanwhile: what was served is the better
+//!   measure. The pace grows back along CUBIC's curve: back in 0.9 s, ×4 in 2 s more.
 //!   Only a request sent after a cut can cut again, as TCP cuts once per round trip. A
 //!   send late by less than a spacing counts at its slot (GCRA's theoretical arrival time).
 //! - **Probing.** A refusal when nothing was served since the last cut closes the

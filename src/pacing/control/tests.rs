@@ -105,6 +105,14 @@ fn the_pace_after_each_sequence_of_answers() {
             210,
             Some(14.0),
         ),
+        // A window's room served in a burst is not a rate: the cut is of the last second's
+        // delivery rate (10 × 0.48 + 20 = 24.8 r/s), not of the 400 r/s the start-up reached.
+        (
+            "out of the start-up, after a burst",
+            [burst(0, 10), vec![No(10, None)], burst(1500, 20), vec![No(1520, None)]].concat(),
+            1520,
+            Some(BETA * 24.8),
+        ),
         // Nothing ever served: probed at one request per first probing delay.
         ("nothing served", vec![No(0, None)], 0, Some(10.0)),
         // Ten seconds without a refusal: open again.

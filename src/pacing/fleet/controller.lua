@@ -235,12 +235,10 @@ local function close_for(delay)
   if s.cs ~= nil then s.cs = math.max(s.cs, until_) end
 end
 
--- The pace after a refusal: a start-up first, then CUBIC's cuts.
+-- The pace after a refusal: a start-up first, then CUBIC's cuts of the delivery rate.
 local function cut()
   local paced, r = s.cs ~= nil, rate()
-  if paced and r ~= nil and s.cu == 1 then
-    set_curve(math.max(BETA * r, MIN_RATE), math.max(r, MIN_RATE), 0)
-  elseif paced and r ~= nil then
+  if paced and r ~= nil then
     local served = math.min(served_rate(DOUBLING), r)
     set_curve(math.max(BETA * served, MIN_RATE), math.max(served, MIN_RATE), 0)
   else
