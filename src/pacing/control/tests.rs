@@ -109,7 +109,13 @@ fn the_pace_after_each_sequence_of_answers() {
         // delivery rate (10 × 0.48 + 20 = 24.8 r/s), not of the 400 r/s the start-up reached.
         (
             "out of the start-up, after a burst",
-            [burst(0, 10), vec![No(10, None)], burst(1500, 20), vec![No(1520, None)]].concat(),
+            [
+                burst(0, 10),
+                vec![No(10, None)],
+                burst(1500, 20),
+                vec![No(1520, None)],
+            ]
+            .concat(),
             1520,
             Some(BETA * 24.8),
         ),
