@@ -39,6 +39,8 @@
 //!    5 % of attempts refused. `--rate R --burst B --requests N --concurrency C` run it
 //!    away from the point the harness was tuned at; `LIMITERS_WINDOW=S` gives the window
 //!    limiters (express, fastify, HAProxy, rate-limiter-flexible) windows of S seconds.
+//!    `LIMITERS_LATENCY_MS=50` adds a 50 ms round trip to every attempt, half each way:
+//!    a server far away, as a public API is (not with `--record`).
 //! 2. **two**: one client sends a burst to a limited (or down) destination and a steady
 //!    stream to a healthy one: the healthy one sees no failure, its p99 grows by < 10 ms.
 //! 3. **fleet**: 8 independent clients (8 processes: this example re-spawns itself) share
@@ -111,6 +113,9 @@ async fn main() -> Result<(), BoxError> {
         return Err(format!("--record keeps fleets of {FLEET_SECONDS} s, not {seconds}").into());
     }
     let told_share = limiters::told::told_share()?;
+    if std::env::var_os("LIMITERS_LATENCY_MS").is_some() && flag(&args, "--record").is_some() {
+        return Err("--record keeps runs on loopback, not LIMITERS_LATENCY_MS".into());
+    }
     if told_share != 1.0 && flag(&args, "--record").is_some() {
         return Err(format!(
             "--record keeps the told fleet at its whole share, not LIMITERS_TOLD_SHARE={told_share}"

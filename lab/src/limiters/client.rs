@@ -318,6 +318,16 @@ fn reported<B>(response: &Response<B>) -> String {
     }
 }
 
+/// With `LIMITERS_LATENCY_MS` set, the round trip added to every attempt, half on the way
+/// out and half on the way back: a server far away rather than on loopback.
+fn latency() -> std::time::Duration {
+    static LATENCY: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *LATENCY.get_or_init(|| {
+        let ms = std::env::var("LIMITERS_LATENCY_MS").ok();
+        std::time::Duration::from_millis(ms.and_then(|ms| ms.parse().ok()).unwrap_or(0))
+    })
+}
+
 /// The wall clock in milliseconds since the Unix epoch, for traces and figures from several
 /// processes.
 pub fn wall_clock_ms() -> f64 {
@@ -354,8 +364,11 @@ impl Counts {
             let counts = counts.clone();
             let sent = client.request(req);
             let at = trace_clock();
+            let latency = latency();
             async move {
+                tokio::time::sleep(latency / 2).await;
                 let result = sent.await;
+                tokio::time::sleep(latency / 2).await;
                 if let Some(at) = at {
                     let status = result.as_ref().map_or(0, |r| r.status().as_u16());
                     let answered = trace_clock().unwrap_or(at);

@@ -8,6 +8,7 @@
 //! cargo run --release -p tower-backoff-lab --bin simulate -- limiters --seeds 8      # ranges over 8 seeds
 //! cargo run --release -p tower-backoff-lab --bin simulate -- limiters --timeline     # + each fleet, client by client
 //! cargo run --release -p tower-backoff-lab --bin simulate -- limiters --seconds 60   # target 3's fleets for 60 s
+//! LIMITERS_LATENCY_MS=50 cargo run --release -p tower-backoff-lab --bin simulate -- limiters  # a server 50 ms away
 //! cargo run -p tower-backoff-lab --bin simulate -- all --check --seeds 8   # CI: fails if a target met today is missed
 //! ```
 //!
@@ -1426,6 +1427,12 @@ fn main() -> Result<(), Box<dyn Error>> {
                 "LIMITERS_TOLD_SHARE={told_share}: --check and --compare judge the told fleet at its whole share"
             )
             .into());
+        }
+        // `LIMITERS_LATENCY_MS`: a round trip added to every request, as in the real runs;
+        // the recorded ones are on loopback.
+        let far = std::env::var_os("LIMITERS_LATENCY_MS").is_some();
+        if far && (check || flag(&args, "--compare").is_some()) {
+            return Err("LIMITERS_LATENCY_MS: --check and --compare judge runs on loopback".into());
         }
         let mut table = String::new();
         let rows = limiter_models::run(1, seeds, seconds, &mut table);
