@@ -372,11 +372,12 @@ impl Controller {
     }
 
     /// Reads the first report since the last reset. A window that starts over counts only
-    /// the sends since (and those in flight then). One that counts more, yet no more than
-    /// this client sent since the reset before, still counts its sends from before the
-    /// reset: a sliding window reporting its length as a reset. Its reports are not read
-    /// from then on; the pace is learned from refusals. (More than that is others' use, or
-    /// a smaller quota.)
+    /// the sends since (and those in flight then): at most all made by the time it is read,
+    /// as sends leaving together are counted in any order. One that counts more, yet no
+    /// more than this client sent since the reset before, still counts its sends from
+    /// before the reset: a sliding window reporting its length as a reset. Its reports are
+    /// not read from then on; the pace is learned from refusals. (More than that is others'
+    /// use, or a smaller quota.)
     fn starts_over(&mut self, sent: Sent, left: QuotaLeft, now: Instant) {
         let unread = self.restart.as_mut().filter(|restart| restart.unread);
         let Some(restart) = unread.filter(|restart| sent.number > restart.sends.0) else {
@@ -385,7 +386,7 @@ impl Controller {
         restart.unread = false;
         let restart = *restart;
         let counted = restart.full.saturating_sub(left.remaining);
-        let since = |sends: u64| sent.number.saturating_sub(sends) + restart.flying;
+        let since = |sends: u64| self.sends.saturating_sub(sends) + restart.flying;
         if since(restart.sends.0) < counted && counted <= since(restart.sends.1) {
             (self.sliding, self.room, self.window) = (true, None, None);
             // Its rate is its quota over its length: paced from there, as after a refusal.

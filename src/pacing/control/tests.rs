@@ -578,6 +578,17 @@ fn a_count_that_does_not_start_over_at_its_reset_is_not_read_as_a_window() {
     after_reset(&mut sliding, 0);
     let spacing = Duration::from_secs_f64(1.0 / 9.0);
     assert_eq!(sliding.ready_at(t0 + second), Some(t0 + second + spacing));
+    // Sends leaving together are counted in any order: the first answer read may tell the
+    // count after all of them. Still a window that started over.
+    let mut together = Controller::new(0, config(), t0);
+    spend(&mut together, 9);
+    let sent: Vec<_> = (0..4).map(|_| together.send(t0 + second)).collect();
+    for (&sent, remaining) in sent.iter().zip([5, 6, 7, 8]) {
+        together.answered(sent, Answer::Served, Some(left(remaining)), t0 + second);
+        together.release(sent);
+    }
+    after_reset(&mut together, 0);
+    assert_eq!(together.ready_at(t0 + second), Some(t0 + second * 2));
     // More than this client sent is others' use (or a smaller quota): still a window.
     let mut shared = Controller::new(0, config(), t0);
     spend(&mut shared, 2);

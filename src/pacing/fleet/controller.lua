@@ -336,7 +336,8 @@ local function holds(seen_window, seen_remaining, remaining)
 end
 
 -- Reads the first report since the last reset. A window that starts over counts only the
--- sends since (and those in flight then). One that counts more, yet no more than the fleet
+-- sends since (and those in flight then): at most all made by now, as sends leaving together
+-- are counted in any order. One that counts more, yet no more than the fleet
 -- sent since the reset before, still counts its sends from before the reset: a sliding
 -- window reporting its length as a reset. Its reports are not read from then on; it is
 -- paced at its quota over its length, as after a refusal.
@@ -344,7 +345,7 @@ local function starts_over(number, remaining)
   if s.xu == nil or number <= s.xs then return end
   s.xu = nil
   local counted = s.xr - remaining
-  if number - s.xs + s.xf < counted and counted <= number - s.xb + s.xf then
+  if s.sends - s.xs + s.xf < counted and counted <= s.sends - s.xb + s.xf then
     s.sl, s.w = 1, nil
     s.rn, s.rr, s.rt, s.rf, s.rs, s.rg, s.rw, s.rpf, s.rp, s.ro = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
     if s.xsp ~= nil and s.xsp > 0 then
