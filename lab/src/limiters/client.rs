@@ -319,8 +319,8 @@ fn reported<B>(response: &Response<B>) -> String {
 }
 
 /// With `LIMITERS_LATENCY_MS` set, the round trip added to every attempt, half on the way
-/// out and half on the way back: a server far away rather than on loopback.
-fn latency() -> std::time::Duration {
+/// out and half on the way back: a server far away rather than on loopback. Read once.
+pub fn latency() -> std::time::Duration {
     static LATENCY: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
     *LATENCY.get_or_init(|| {
         let ms = std::env::var("LIMITERS_LATENCY_MS").ok();

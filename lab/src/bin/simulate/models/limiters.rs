@@ -201,13 +201,6 @@ fn loopback(seed: u64) -> Net {
     }
 }
 
-/// `LIMITERS_LATENCY_MS`: a round trip added to every request, half each way (a server
-/// far away), as in the real runs.
-fn far() -> Duration {
-    let ms = std::env::var("LIMITERS_LATENCY_MS").ok();
-    Duration::from_millis(ms.and_then(|ms| ms.parse().ok()).unwrap_or(0))
-}
-
 type Server = tower::util::BoxCloneService<Req, super::Res, BoxError>;
 
 /// HAProxy's hop to its backend, for the requests it lets through.
@@ -221,7 +214,9 @@ fn server(limiter: &Arc<Mutex<Limiter>>, client: usize, seed: u64) -> Server {
         let (limiter, net) = (limiter.clone(), net.clone());
         async move {
             let there = net.lock().unwrap().delay();
-            sleep(there + far() / 2).await;
+            // `LIMITERS_LATENCY_MS`, as in the real runs: half the round trip each way.
+            let far = tower_backoff_lab::limiters::client::latency();
+            sleep(there + far / 2).await;
             let (res, backend) = {
                 let mut limiter = limiter.lock().unwrap();
                 let haproxy = matches!(
@@ -245,8 +240,8 @@ fn server(limiter: &Arc<Mutex<Limiter>>, client: usize, seed: u64) -> Server {
                 let back = net.lock().unwrap().delay();
                 sleep(back).await;
             }
-            if !far().is_zero() {
-                sleep(far() / 2).await;
+            if !far.is_zero() {
+                sleep(far / 2).await;
             }
             Ok::<_, BoxError>(res)
         }
