@@ -113,7 +113,7 @@ async fn main() -> Result<(), BoxError> {
         return Err(format!("--record keeps fleets of {FLEET_SECONDS} s, not {seconds}").into());
     }
     let told_share = limiters::told::told_share()?;
-    if std::env::var_os("LIMITERS_LATENCY_MS").is_some() && flag(&args, "--record").is_some() {
+    if !limiters::client::latency().is_zero() && flag(&args, "--record").is_some() {
         return Err("--record keeps runs on loopback, not LIMITERS_LATENCY_MS".into());
     }
     if told_share != 1.0 && flag(&args, "--record").is_some() {
