@@ -5,3 +5,4 @@
 //! criterion's. This library holds the real-limiter harness the binary and the test share.
 
 pub mod limiters;
+pub mod matrix;

@@ -137,8 +137,7 @@ pub async fn random_failures(p: f64, seed: u64) -> std::io::Result<(Server, Arc<
     let c = counts.clone();
     let server = serve(Arc::new(move |_: &Method, id| {
         let attempt = c.record(id);
-        let key = seed.wrapping_mul(1_000_003) ^ (id << 8) ^ u64::from(attempt);
-        if StdRng::seed_from_u64(key).random_bool(p) {
+        if tower_backoff_lab::matrix::fails(p, seed, id, attempt) {
             c.refused.fetch_add(1, Ordering::Relaxed);
             Some(reply(StatusCode::SERVICE_UNAVAILABLE))
         } else {

@@ -40,7 +40,8 @@
 //!    away from the point the harness was tuned at; `LIMITERS_WINDOW=S` gives the window
 //!    limiters (express, fastify, HAProxy, rate-limiter-flexible) windows of S seconds.
 //!    `LIMITERS_LATENCY_MS=50` adds a 50 ms round trip to every attempt, half each way:
-//!    a server far away, as a public API is (not with `--record`).
+//!    a server far away, as a public API is; `LIMITERS_JITTER_MS=40` varies each way by up
+//!    to 20 ms either side, so answers overtake each other (neither with `--record`).
 //! 2. **two**: one client sends a burst to a limited (or down) destination and a steady
 //!    stream to a healthy one: the healthy one sees no failure, its p99 grows by < 10 ms.
 //! 3. **fleet**: 8 independent clients (8 processes: this example re-spawns itself) share
@@ -113,8 +114,10 @@ async fn main() -> Result<(), BoxError> {
         return Err(format!("--record keeps fleets of {FLEET_SECONDS} s, not {seconds}").into());
     }
     let told_share = limiters::told::told_share()?;
-    if !limiters::client::latency().is_zero() && flag(&args, "--record").is_some() {
-        return Err("--record keeps runs on loopback, not LIMITERS_LATENCY_MS".into());
+    if limiters::client::far() && flag(&args, "--record").is_some() {
+        return Err(
+            "--record keeps runs on loopback, not LIMITERS_LATENCY_MS or _JITTER_MS".into(),
+        );
     }
     if told_share != 1.0 && flag(&args, "--record").is_some() {
         return Err(format!(

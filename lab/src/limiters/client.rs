@@ -328,6 +328,33 @@ pub fn latency() -> std::time::Duration {
     })
 }
 
+/// With `LIMITERS_JITTER_MS` set, how much each way's half of [`latency`] varies: it is
+/// drawn uniformly within half of this either side, so answers overtake each other. Read once.
+pub fn jitter() -> std::time::Duration {
+    static JITTER: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+    *JITTER.get_or_init(|| {
+        let ms = std::env::var("LIMITERS_JITTER_MS").ok();
+        std::time::Duration::from_millis(ms.and_then(|ms| ms.parse().ok()).unwrap_or(0))
+    })
+}
+
+/// Whether a run is away from loopback: `LIMITERS_LATENCY_MS` or `LIMITERS_JITTER_MS` set.
+pub fn far() -> bool {
+    !latency().is_zero() || !jitter().is_zero()
+}
+
+/// One way's delay: half of [`latency`], give or take half of [`jitter`], drawn from `rng`
+/// (nothing drawn on loopback, so seeded runs there repeat).
+pub fn one_way(rng: &mut impl rand::Rng) -> std::time::Duration {
+    if jitter().is_zero() {
+        return latency() / 2;
+    }
+    let half = latency().as_secs_f64() / 2.0;
+    let spread = jitter().as_secs_f64() / 2.0;
+    let drawn = half + spread * (2.0 * rng.random::<f64>() - 1.0);
+    std::time::Duration::from_secs_f64(drawn.max(0.0))
+}
+
 /// The wall clock in milliseconds since the Unix epoch, for traces and figures from several
 /// processes.
 pub fn wall_clock_ms() -> f64 {
@@ -364,11 +391,14 @@ impl Counts {
             let counts = counts.clone();
             let sent = client.request(req);
             let at = trace_clock();
-            let latency = latency();
+            let (there, back) = {
+                let mut rng = rand::rng();
+                (one_way(&mut rng), one_way(&mut rng))
+            };
             async move {
-                tokio::time::sleep(latency / 2).await;
+                tokio::time::sleep(there).await;
                 let result = sent.await;
-                tokio::time::sleep(latency / 2).await;
+                tokio::time::sleep(back).await;
                 if let Some(at) = at {
                     let status = result.as_ref().map_or(0, |r| r.status().as_u16());
                     let answered = trace_clock().unwrap_or(at);

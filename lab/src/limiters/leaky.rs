@@ -70,10 +70,7 @@ pub async fn serve(origin: Instant, rate: Rate, burst: f64) -> std::io::Result<B
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let tally = Arc::new(Tally::default());
-    let level = Mutex::new(Level {
-        room: burst,
-        at: Instant::now(),
-    });
+    let level = Mutex::new(Level::new(burst, Instant::now()));
     let answer = {
         let tally = tally.clone();
         move || {
@@ -110,16 +107,21 @@ pub async fn serve(origin: Instant, rate: Rate, burst: f64) -> std::io::Result<B
     })
 }
 
-/// The room left in the bucket, as of `at`.
-struct Level {
+/// The room left in the bucket, as of `at`: the algorithm, for the models too.
+pub struct Level {
     room: f64,
     at: Instant,
 }
 
 impl Level {
+    /// An empty bucket as of `at`: a first burst of `burst` passes at once.
+    pub fn new(burst: f64, at: Instant) -> Self {
+        Self { room: burst, at }
+    }
+
     /// Whether a request arriving `now` fits; it takes one place if so. The room grows
     /// by the rate of the moment over the time since the last request, up to `burst`.
-    fn admit(&mut self, now: Instant, origin: Instant, rate: &Rate, burst: f64) -> bool {
+    pub fn admit(&mut self, now: Instant, origin: Instant, rate: &Rate, burst: f64) -> bool {
         let per_second = rate(now.saturating_duration_since(origin));
         let drained = now.duration_since(self.at).as_secs_f64() * per_second;
         self.room = (self.room + drained).min(burst);

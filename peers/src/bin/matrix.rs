@@ -10,6 +10,10 @@
 //! pacing stack met them. `--case TEXT` runs the cases whose label holds `TEXT` (`--case
 //! nginx`: row 1 on nginx). Missed targets still exit 0. A limiter that cannot start (no
 //! haproxy, no node) is skipped with its reason. Under `CI=true` that is an error (exit 1).
+//!
+//! `--record FILE` runs rows 2 to 4 for the two tower-backoff stacks, at full size, and
+//! appends a line per run to `FILE`: what `simulate -- limiters --compare FILE` sets the
+//! models beside (`row2 random-503 retry+pacing ok=998 time=7.4`).
 
 use std::time::Instant;
 use tower_backoff_peers::clients::Lib;
@@ -22,10 +26,13 @@ struct Args {
     short: bool,
     row: Option<u8>,
     case: Option<String>,
+    record: Option<String>,
 }
 
 fn usage() -> ! {
-    eprintln!("usage: matrix [--runs N (1 to 20)] [--short] [--row N (1 to 6)] [--case TEXT]");
+    eprintln!(
+        "usage: matrix [--runs N (1 to 20)] [--short] [--row N (1 to 6)] [--case TEXT] [--record FILE]"
+    );
     std::process::exit(2);
 }
 
@@ -35,6 +42,7 @@ fn parse_args() -> Args {
         short: false,
         row: None,
         case: None,
+        record: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -49,11 +57,20 @@ fn parse_args() -> Args {
             "--row" => parsed.row = Some(number(1..=6) as u8),
             "--short" => parsed.short = true,
             "--case" => parsed.case = Some(args.next().unwrap_or_else(|| usage())),
+            "--record" => parsed.record = Some(args.next().unwrap_or_else(|| usage())),
             _ => usage(),
         }
     }
     if parsed.short {
         parsed.runs = 1;
+    }
+    if parsed.record.is_some() && (parsed.short || parsed.row.is_some() || parsed.case.is_some()) {
+        eprintln!("--record runs rows 2 to 4 at full size: not with --short, --row or --case");
+        std::process::exit(2);
+    }
+    if parsed.record.is_some() && std::env::var_os("MATRIX_OUTAGE_ANSWER").is_some() {
+        eprintln!("--record keeps row 3's outage of bare 503s, not MATRIX_OUTAGE_ANSWER");
+        std::process::exit(2);
     }
     parsed
 }
@@ -107,10 +124,10 @@ async fn run_case(
 async fn main() {
     let args = parse_args();
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let (sizes, libs) = if args.short {
-        (SHORT, &SHORT_LIBS[..])
-    } else {
-        (FULL, &LIBS[..])
+    let (sizes, libs) = match (args.short, &args.record) {
+        (true, _) => (SHORT, &SHORT_LIBS[..]),
+        (false, Some(_)) => (FULL, &SHORT_LIBS[..]),
+        (false, None) => (FULL, &LIBS[..]),
     };
     let plan = Plan {
         sizes: &sizes,
@@ -119,6 +136,7 @@ async fn main() {
     let cases: Vec<Case> = Case::all()
         .into_iter()
         .filter(|c| args.row.is_none_or(|r| r == c.row()))
+        .filter(|c| args.record.is_none() || RECORDED.contains(c))
         .filter(|&c| {
             args.case
                 .as_ref()
@@ -147,6 +165,56 @@ async fn main() {
         }
     }
     print_report(&args, &sizes, &cases, &results, &skipped, started);
+    if let Some(path) = &args.record
+        && let Err(e) = record(path, &results)
+    {
+        eprintln!("--record {path}: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// The rows `--record` runs, as the models have them.
+const RECORDED: [Case; 3] = [Case::Failures, Case::Outage, Case::ChangingLimit];
+
+/// Appends each run's figures of the recorded rows to `path`, a line per run and stack.
+fn record(path: &str, results: &Results) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut lines = String::new();
+    for case in RECORDED {
+        for lib in SHORT_LIBS {
+            let i = LIBS
+                .iter()
+                .position(|&l| l == lib)
+                .expect("a measured library");
+            let stack = match lib {
+                Lib::TowerBackoffPaced => "retry+pacing",
+                _ => "retry",
+            };
+            for f in results.get(&(case, i)).into_iter().flatten() {
+                let figures = match case {
+                    Case::Failures => format!("ok={} time={:.4}", f.completed, f.time),
+                    Case::Outage => format!("recovery={:.4}", f.specific[0]),
+                    _ => format!(
+                        "fall={:.4} rise={:.4} refused={:.4}",
+                        f.specific[0],
+                        f.specific[1],
+                        f.refused_percent()
+                    ),
+                };
+                let row = match case {
+                    Case::Failures => "row2 random-503",
+                    Case::Outage => "row3 outage",
+                    _ => "row4 changing",
+                };
+                lines.push_str(&format!("{row} {stack} {figures}\n"));
+            }
+        }
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    file.write_all(lines.as_bytes())
 }
 
 fn print_report(

@@ -7,19 +7,13 @@
 //! time from the change until the first such sample.
 
 use super::{CONCURRENCY, Figures, Sizes, Unavailable, measure, unavailable};
-use crate::attempts::{Attempt, AttemptLog};
+use crate::attempts::AttemptLog;
 use crate::clients::Lib;
 use crate::load::timed_load;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tower_backoff_lab::limiters::leaky;
-
-/// The three limits, each for one phase.
-pub const RATES: [f64; 3] = [100.0, 25.0, 100.0];
-const BURST: f64 = 10.0;
-/// The trailing window of the send rate, and the step of its samples.
-const WINDOW: Duration = Duration::from_millis(500);
-const STEP: Duration = Duration::from_millis(100);
+use tower_backoff_lab::matrix::{self, BURST, RATES};
 
 pub const COLUMNS: &[(&str, usize)] = &[
     ("follows 100→25 s", 2),
@@ -44,10 +38,7 @@ pub fn title(sizes: &Sizes) -> String {
 pub async fn run(lib: Lib, sizes: &Sizes) -> Result<Figures, Unavailable> {
     let origin = Instant::now();
     let phase = sizes.phase;
-    let rate: leaky::Rate = Arc::new(move |t: Duration| {
-        let index = (t.as_secs_f64() / phase.as_secs_f64()) as usize;
-        RATES[index.min(RATES.len() - 1)]
-    });
+    let rate: leaky::Rate = Arc::new(move |t: Duration| matrix::rate_at(t, phase));
     let limiter = leaky::serve(origin, rate, BURST)
         .await
         .map_err(|e| unavailable("changing limit", e))?;
@@ -57,38 +48,15 @@ pub async fn run(lib: Lib, sizes: &Sizes) -> Result<Figures, Unavailable> {
     let done = timed_load(&client, &url, (phase * 3, CONCURRENCY), origin).await;
     let attempts = log.snapshot();
     let mut figures = measure::common(&done, &attempts);
+    let sends: Vec<Duration> = attempts.iter().map(|a| a.at).collect();
     figures.specific = vec![
-        follows(&attempts, (phase, phase), RATES[0], RATES[1]),
-        follows(&attempts, (phase * 2, phase), RATES[1], RATES[2]),
+        matrix::follows(&sends, (phase, phase), RATES[0], RATES[1]),
+        matrix::follows(&sends, (phase * 2, phase), RATES[1], RATES[2]),
     ];
     for k in 0..RATES.len() as u32 {
         let start = phase * k;
-        let rate = measure::send_rate(&attempts, start + phase / 2, start + phase);
+        let rate = matrix::send_rate(&sends, start + phase / 2, start + phase);
         figures.specific.push(rate);
     }
     Ok(figures)
-}
-
-/// Seconds from the change at `at` (from `before` to `after` r/s) until the send rate
-/// follows it. Infinite if it never does within the `phase` after it.
-fn follows(
-    attempts: &[Attempt],
-    (at, phase): (Duration, Duration),
-    before: f64,
-    after: f64,
-) -> f64 {
-    let samples = (phase.as_secs_f64() / STEP.as_secs_f64()) as u32;
-    for k in 1..=samples {
-        let t = at + STEP * k;
-        let rate = measure::send_rate(attempts, t.saturating_sub(WINDOW), t);
-        let followed = if after < before {
-            rate <= 1.2 * after
-        } else {
-            rate >= 0.8 * after
-        };
-        if followed {
-            return (STEP * k).as_secs_f64();
-        }
-    }
-    f64::INFINITY
 }

@@ -7,9 +7,7 @@ use crate::load::fixed_load;
 use crate::servers;
 use http::Method;
 use std::time::Instant;
-
-/// The share of attempts answered 503.
-pub const FAILURE_SHARE: f64 = 0.2;
+use tower_backoff_lab::matrix::FAILURE_SHARE;
 
 pub fn title(sizes: &Sizes) -> String {
     format!(

@@ -3,7 +3,6 @@
 use super::Figures;
 use crate::attempts::Attempt;
 use crate::load::Done;
-use std::time::Duration;
 
 /// The common figures of a load: completed, sent, time (until the last request ended),
 /// attempts and refusals.
@@ -27,24 +26,4 @@ pub fn percentile(values: &[f64], p: f64) -> f64 {
     }
     let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
-}
-
-/// Requests completed (200) in each `bucket` from the origin until `until`, by end time.
-pub fn completed_per_bucket(done: &[Done], bucket: Duration, until: Duration) -> Vec<u64> {
-    let count = (until.as_secs_f64() / bucket.as_secs_f64()).ceil() as usize;
-    let mut buckets = vec![0; count];
-    for d in done.iter().filter(|d| d.ok() && d.end < until) {
-        let index = (d.end.as_secs_f64() / bucket.as_secs_f64()) as usize;
-        buckets[index.min(count - 1)] += 1;
-    }
-    buckets
-}
-
-/// Attempts per second sent in `[from, to)`.
-pub fn send_rate(attempts: &[Attempt], from: Duration, to: Duration) -> f64 {
-    let sent = attempts
-        .iter()
-        .filter(|a| a.at >= from && a.at < to)
-        .count();
-    sent as f64 / (to - from).as_secs_f64().max(1e-9)
 }

@@ -15,8 +15,8 @@ pub mod tables;
 pub mod targets;
 
 use crate::clients::Lib;
-use std::time::Duration;
 pub use tower_backoff_lab::limiters::Unavailable;
+pub use tower_backoff_lab::matrix::{FULL, SHORT, Sizes};
 
 /// The libraries of every row, in their order in the tables.
 pub const LIBS: [Lib; 5] = [
@@ -33,50 +33,6 @@ pub const SHORT_LIBS: [Lib; 2] = [Lib::TowerBackoff, Lib::TowerBackoffPaced];
 
 /// Requests in flight at once, or workers, in every row's main load.
 pub const CONCURRENCY: u64 = 20;
-
-/// Sizes of the rows: the issue's, or smaller for `--short`.
-#[derive(Clone, Copy, Debug)]
-pub struct Sizes {
-    /// Row 1: GETs against each limiter.
-    pub limiter_requests: u64,
-    /// Row 2: GETs against the random failures.
-    pub failure_requests: u64,
-    /// Row 3: how long the outage lasts, and the load's window from its start.
-    pub outage: Duration,
-    pub outage_window: Duration,
-    /// Row 4: how long each of the three limits lasts.
-    pub phase: Duration,
-    /// Row 5: each load's window.
-    pub destination_window: Duration,
-    /// Row 6: GETs to the slow path, long-polls, and a long-poll's length.
-    pub slow_requests: u64,
-    pub long_polls: u64,
-    pub long_poll: Duration,
-}
-
-pub const FULL: Sizes = Sizes {
-    limiter_requests: 300,
-    failure_requests: 1000,
-    outage: Duration::from_secs(5),
-    outage_window: Duration::from_secs(10),
-    phase: Duration::from_secs(5),
-    destination_window: Duration::from_secs(4),
-    slow_requests: 100,
-    long_polls: 10,
-    long_poll: Duration::from_secs(10),
-};
-
-pub const SHORT: Sizes = Sizes {
-    limiter_requests: 100,
-    failure_requests: 100,
-    outage: Duration::from_secs(1),
-    outage_window: Duration::from_secs(2),
-    phase: Duration::from_secs(2),
-    destination_window: Duration::from_secs(1),
-    slow_requests: 20,
-    long_polls: 4,
-    long_poll: Duration::from_secs(2),
-};
 
 /// One library's figures in one run of one case.
 #[derive(Clone, Debug, Default)]

@@ -13,13 +13,9 @@ use crate::load::{Done, timed_load};
 use crate::servers;
 use http::StatusCode;
 use std::time::{Duration, Instant};
+use tower_backoff_lab::matrix;
 
 pub const COLUMNS: &[(&str, usize)] = &[("recovery s", 2), ("steady completed/s", 0)];
-
-/// The buckets the completion rate is counted in.
-const BUCKET: Duration = Duration::from_millis(100);
-/// The share of the steady rate that counts as recovered.
-const RECOVERED: f64 = 0.9;
 
 pub fn title(sizes: &Sizes) -> String {
     let answer = match answer() {
@@ -76,14 +72,6 @@ fn answer() -> Result<(StatusCode, Option<u64>), Unavailable> {
 /// Seconds from the outage's end until the rate was recovered (infinite: never), and the
 /// steady rate per second.
 fn recovery(done: &[Done], sizes: &Sizes) -> (f64, f64) {
-    let buckets = measure::completed_per_bucket(done, BUCKET, sizes.outage_window);
-    let first = (sizes.outage.as_secs_f64() / BUCKET.as_secs_f64()).ceil() as usize;
-    let after = buckets.get(first..).unwrap_or(&[]);
-    let tail = &after[after.len() / 2..];
-    let steady = tail.iter().sum::<u64>() as f64 / tail.len().max(1) as f64;
-    let reached = after
-        .iter()
-        .position(|&n| steady > 0.0 && n as f64 >= RECOVERED * steady);
-    let recovery = reached.map_or(f64::INFINITY, |k| (k + 1) as f64 * BUCKET.as_secs_f64());
-    (recovery, steady / BUCKET.as_secs_f64())
+    let ok_ends: Vec<Duration> = done.iter().filter(|d| d.ok()).map(|d| d.end).collect();
+    matrix::recovery(&ok_ends, sizes)
 }

@@ -1083,6 +1083,12 @@ fn check_rate_limit(rows: &[RateRow], missed: &mut Vec<String>) {
 #[path = "models/limiters.rs"]
 mod limiter_models;
 
+#[path = "models/matrix.rs"]
+mod matrix_models;
+
+#[path = "models/calibration.rs"]
+mod calibration;
+
 // ---------------------------------------------------------------------------------------
 // 4. Delay distributions and charts
 // ---------------------------------------------------------------------------------------
@@ -1430,19 +1436,24 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         // `LIMITERS_LATENCY_MS`: a round trip added to every request, as in the real runs;
         // the recorded ones are on loopback.
-        let far = !tower_backoff_lab::limiters::client::latency().is_zero();
+        let far = tower_backoff_lab::limiters::client::far();
         if far && (check || flag(&args, "--compare").is_some()) {
-            return Err("LIMITERS_LATENCY_MS: --check and --compare judge runs on loopback".into());
+            return Err(
+                "LIMITERS_LATENCY_MS, LIMITERS_JITTER_MS: --check and --compare judge runs on loopback".into(),
+            );
         }
         let mut table = String::new();
         let rows = limiter_models::run(1, seeds, seconds, &mut table);
         if check {
             limiter_models::check(&rows, &mut missed);
         }
+        // Issue #29's rows 2 to 4, whose real runs `matrix --record` writes.
+        let mut figures = limiter_models::figures(&rows);
+        figures.extend(matrix_models::run(1, seeds, &mut table));
         // `--compare FILE`: the real runs `limiters --record FILE` wrote, beside the models.
         if let Some(path) = flag(&args, "--compare") {
             let recorded = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-            let outside = limiter_models::compare(&rows, &recorded, &mut table)
+            let outside = calibration::compare(&figures, &recorded, &mut table)
                 .map_err(|e| format!("{path}: {e}"))?;
             if check {
                 // A model that drifted from the recorded real runs: a change to the pacing
@@ -1465,6 +1476,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             // `Retry-After` jitter included.
             let mut again = String::new();
             limiter_models::run(1, seeds, seconds, &mut again);
+            matrix_models::run(1, seeds, &mut again);
             assert_eq!(table, again, "the limiter models are not reproducible");
         }
         out.push_str(&table);

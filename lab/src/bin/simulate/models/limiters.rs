@@ -3,6 +3,7 @@
 //! real runs, on virtual time, to check that the simulation reproduces what real limiters
 //! do to the crate's clients (see "Real rate limiters" in `docs/BENCHMARKS.md`).
 
+use super::calibration::Figure;
 use super::{BoxError, Net, Req, SEC, Variant, client, virtual_time};
 use http::{Request, StatusCode};
 use rand::rngs::SmallRng;
@@ -13,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
 use tower::{Layer, ServiceExt};
+use tower_backoff_lab::limiters::client::one_way;
 
 #[path = "../../../../../tests/support/fairness.rs"]
 mod fairness;
@@ -193,7 +195,7 @@ impl Limiter {
 /// 1 ms once rounded) makes the clients' requests arrive in lockstep, in the same order
 /// at every tick, so that one client wins every token a hot loop races for (Jain's index
 /// 0.13 where the real fleet has 0.98); the spread of 1–2 ms breaks that order.
-fn loopback(seed: u64) -> Net {
+pub(crate) fn loopback(seed: u64) -> Net {
     Net {
         rng: SmallRng::seed_from_u64(seed),
         mean: 0.000_5,
@@ -213,10 +215,12 @@ fn server(limiter: &Arc<Mutex<Limiter>>, client: usize, seed: u64) -> Server {
     tower::util::BoxCloneService::new(tower::service_fn(move |_: Req| {
         let (limiter, net) = (limiter.clone(), net.clone());
         async move {
-            let there = net.lock().unwrap().delay();
-            // `LIMITERS_LATENCY_MS`, as in the real runs: half the round trip each way.
-            let far = tower_backoff_lab::limiters::client::latency();
-            sleep(there + far / 2).await;
+            // `LIMITERS_LATENCY_MS` and `LIMITERS_JITTER_MS`, as in the real runs.
+            let (there, far_there, far_back) = {
+                let mut net = net.lock().unwrap();
+                (net.delay(), one_way(&mut net.rng), one_way(&mut net.rng))
+            };
+            sleep(there + far_there).await;
             let (res, backend) = {
                 let mut limiter = limiter.lock().unwrap();
                 let haproxy = matches!(
@@ -240,8 +244,8 @@ fn server(limiter: &Arc<Mutex<Limiter>>, client: usize, seed: u64) -> Server {
                 let back = net.lock().unwrap().delay();
                 sleep(back).await;
             }
-            if !far.is_zero() {
-                sleep(far / 2).await;
+            if !far_back.is_zero() {
+                sleep(far_back).await;
             }
             Ok::<_, BoxError>(res)
         }
@@ -660,135 +664,26 @@ const RECORDED: [(&str, &str, usize, &str); 6] = [
     ("t3", "jain", 6, "T3 Jain's index"),
 ];
 
-/// How close the model's mean must come to the real runs' mean: within 10 % of it, as
-/// target 4 asks. A refusal share is a ratio of small counts, and under 1 % both ways
-/// it is "next to none" whatever the ratio of the two.
-const CALIBRATED: f64 = 0.10;
-const NEXT_TO_NONE: f64 = 1.0;
-
-/// Target 4's calibration: the figures of real runs recorded by `limiters --record`
-/// (each line one run: `t1|t3 LIMITER STACK name=value…`) beside the models' for the
-/// same limiter and stack, mean against mean. Returns the figures not within
-/// [`CALIBRATED`] of the real mean, as `limiter / stack / figure`, but for those the file
-/// lists as known (`known t1|t3 LIMITER STACK NAME`; the reasons are in `docs/`). Lines
-/// that start with `#` are comments.
-pub fn compare(rows: &[ModelRow], recorded: &str, out: &mut String) -> Result<Vec<String>, String> {
-    let mut real: Vec<(&str, &str, &str, &str, f64)> = Vec::new();
-    let mut known: Vec<(&str, &str, &str, &str)> = Vec::new();
-    for (i, line) in recorded.lines().enumerate() {
-        let mut words = line.split_whitespace();
-        if line.starts_with('#') {
-            continue;
-        }
-        if line.starts_with("known ") {
-            words.next();
-            let (Some(target), Some(limiter), Some(stack), Some(name), None) = (
-                words.next(),
-                words.next(),
-                words.next(),
-                words.next(),
-                words.next(),
-            ) else {
-                return Err(format!("line {}: known TARGET LIMITER STACK NAME", i + 1));
-            };
-            known.push((target, limiter, stack, name));
-            continue;
-        }
-        if line.trim().is_empty() {
-            continue;
-        }
-        let (Some(target), Some(limiter), Some(stack)) = (words.next(), words.next(), words.next())
-        else {
-            return Err(format!("line {}: t1|t3 LIMITER STACK name=value…", i + 1));
-        };
-        for word in words {
-            let (name, value) = word
-                .split_once('=')
-                .ok_or_else(|| format!("line {}: {word:?} is not name=value", i + 1))?;
-            let value: f64 = value
-                .parse()
-                .map_err(|e| format!("line {}: {word:?}: {e}", i + 1))?;
-            real.push((target, limiter, stack, name, value));
-        }
-    }
-    let stats = |values: &[f64]| {
-        let mean = values.iter().sum::<f64>() / values.len() as f64;
-        let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (mean, lo, hi)
-    };
-    let _ = writeln!(
-        out,
-        "### Calibration: the models against the recorded real runs (mean against mean; within {:.0} %, or both under {NEXT_TO_NONE} % refused)\n",
-        CALIBRATED * 100.0
-    );
-    let _ = writeln!(
-        out,
-        "| limiter | client | figure | real: mean (min–max, runs) | model: mean (min–max, seeds) | model ÷ real | within |"
-    );
-    let _ = writeln!(out, "|---|---|---|---:|---:|---:|---|");
-    let mut outside = Vec::new();
-    // What the file holds that no figure of the models was compared with: a name that
-    // drifted from the models' (a stack renamed) would otherwise drop out of the
-    // comparison, and the check pass on nothing.
-    let mut unmatched: Vec<_> = real.iter().map(|r| (r.0, r.1, r.2, r.3)).collect();
-    unmatched.extend(known.iter().copied());
+/// The models' figures that real runs are recorded for (`limiters --record`), as
+/// [`compare`](super::calibration::compare) sets them beside those runs.
+pub fn figures(rows: &[ModelRow]) -> Vec<Figure> {
+    let mut figures = Vec::new();
     for row in rows {
         let Some(limiter) = row.model.real() else {
             continue;
         };
         for (target, name, cell, what) in RECORDED {
-            let values: Vec<f64> = real
-                .iter()
-                .filter(|r| (r.0, r.1, r.2, r.3) == (target, limiter, row.stack, name))
-                .map(|r| r.4)
-                .collect();
-            if values.is_empty() {
-                continue;
-            }
-            unmatched.retain(|&r| r != (target, limiter, row.stack, name));
-            let (real_mean, real_lo, real_hi) = stats(&values);
-            let (model_mean, model_lo, model_hi) = stats(&row.cells[cell]);
-            let close = (model_mean - real_mean).abs() <= CALIBRATED * real_mean.abs()
-                || (name == "refused" && real_mean < NEXT_TO_NONE && model_mean < NEXT_TO_NONE);
-            let accepted = known.contains(&(target, limiter, row.stack, name));
-            if !close && !accepted {
-                outside.push(format!("{limiter} / {} / {what}", row.stack));
-            }
-            if close && accepted {
-                outside.push(format!(
-                    "{limiter} / {} / {what} is listed as known but within {:.0} %: take its line out",
-                    row.stack,
-                    CALIBRATED * 100.0
-                ));
-            }
-            let ratio = if real_mean == 0.0 {
-                "–".to_string()
-            } else {
-                format!("{:.2}", model_mean / real_mean)
-            };
-            let _ = writeln!(
-                out,
-                "| {limiter} | {} | {what} | {real_mean:.3} ({real_lo:.3}–{real_hi:.3}, {}) | {model_mean:.3} ({model_lo:.3}–{model_hi:.3}, {}) | {ratio} | {} |",
-                row.stack,
-                values.len(),
-                row.cells[cell].len(),
-                match (close, accepted) {
-                    (true, _) => "yes",
-                    (false, true) => "**no** (known)",
-                    (false, false) => "**no**",
-                },
-            );
+            figures.push(Figure {
+                target,
+                limiter,
+                stack: row.stack,
+                name,
+                what,
+                values: row.cells[cell].clone(),
+            });
         }
     }
-    let _ = writeln!(out);
-    if let Some((target, limiter, stack, name)) = unmatched.first() {
-        return Err(format!(
-            "no model figure for {target} {limiter} {stack} {name} (and {} more)",
-            unmatched.len() - 1
-        ));
-    }
-    Ok(outside)
+    figures
 }
 
 /// Issue #29's row 1 where the models meet it today, every seed, as `(what, missed)` for

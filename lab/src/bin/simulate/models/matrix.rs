@@ -1,0 +1,235 @@
+//! Issue #29's rows 2 to 4 on virtual time, as `tower-backoff-peers`' `matrix` runs them on
+//! real servers: the same answers (`tower_backoff_lab::matrix`), loads and measures, on the
+//! loopback model's delays, for its two tower-backoff stacks. `matrix --record FILE` writes
+//! the real runs they are compared with.
+
+use super::calibration::Figure;
+use super::limiter_models::loopback;
+use super::{BoxError, Client, Req, Res, virtual_time};
+use http::{Request, Response, StatusCode};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::{Instant, sleep};
+use tower::{Layer, ServiceExt};
+use tower_backoff::{ExponentialBackOff, PacingLayer, RetryLayer};
+use tower_backoff_lab::limiters::leaky::{Level, Rate};
+use tower_backoff_lab::matrix::{self, BURST, FAILURE_SHARE, FULL, RATES};
+
+/// Requests in flight at once, as in every row of the matrix.
+const CONCURRENCY: u64 = 20;
+/// The header carrying a request's number, for row 2's answers.
+const ID: &str = "x-peer-id";
+/// Longest a request may take, as the matrix's loads allow.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The matrix's two tower-backoff stacks, by their names in its records.
+const STACKS: [&str; 2] = ["retry", "retry+pacing"];
+
+/// A row's server: each attempt's answer from its request number and the time since the
+/// start; each attempt is logged (when it arrived, whether refused).
+type Answer = Box<dyn FnMut(u64, Duration) -> Res + Send>;
+
+/// What a row's load leaves: each request's end and whether it succeeded, and each
+/// attempt's arrival and whether it was refused.
+struct Run {
+    done: Vec<(Duration, bool)>,
+    attempts: Vec<(Duration, bool)>,
+}
+
+/// Rows 2 to 4, each stack on `seeds` seeds from `first`: their figures, named as
+/// `matrix --record` names them.
+pub fn run(first: u64, seeds: u64, out: &mut String) -> Vec<Figure> {
+    let mut figures = Vec::new();
+    for stack in STACKS {
+        let runs: Vec<[f64; 6]> = (first..first + seeds)
+            .map(|seed| virtual_time(async move { rows(stack, seed).await }))
+            .collect();
+        let cell = |k: usize| runs.iter().map(|r| r[k]).collect::<Vec<f64>>();
+        let named = [
+            ("row2", "random-503", "ok", "row 2 completed"),
+            ("row2", "random-503", "time", "row 2 time (s)"),
+            ("row3", "outage", "recovery", "row 3 recovery (s)"),
+            ("row4", "changing", "fall", "row 4 follows 100→25 (s)"),
+            ("row4", "changing", "rise", "row 4 follows 25→100 (s)"),
+            ("row4", "changing", "refused", "row 4 refused (%)"),
+        ];
+        for (k, (target, limiter, name, what)) in named.into_iter().enumerate() {
+            figures.push(Figure {
+                target,
+                limiter,
+                stack,
+                name,
+                what,
+                values: cell(k),
+            });
+        }
+    }
+    out.push_str("### Issue #29's rows 2 to 4, modelled (the matrix's full sizes)\n\n");
+    out.push_str("| stack | figure | min–max over the seeds |\n|---|---|---|\n");
+    for f in &figures {
+        let lo = f.values.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = f.values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        out.push_str(&format!("| {} | {} | {lo:.2}–{hi:.2} |\n", f.stack, f.what));
+    }
+    out.push('\n');
+    figures
+}
+
+/// One seed of rows 2 to 4 for `stack`: completed, time, recovery, fall, rise, refused.
+async fn rows(stack: &'static str, seed: u64) -> [f64; 6] {
+    let sizes = FULL;
+    let failures = {
+        let mut tries: HashMap<u64, u32> = HashMap::new();
+        let answer = move |id: u64, _: Duration| {
+            let attempt = tries.entry(id).or_default();
+            *attempt += 1;
+            let failed = matrix::fails(FAILURE_SHARE, seed, id, *attempt);
+            reply(if failed {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::OK
+            })
+        };
+        load(
+            stack,
+            seed,
+            Box::new(answer),
+            Load::Fixed(sizes.failure_requests),
+        )
+        .await
+    };
+    let ok = failures.done.iter().filter(|d| d.1).count() as f64;
+    let time = failures
+        .done
+        .iter()
+        .map(|d| d.0.as_secs_f64())
+        .fold(0.0, f64::max);
+
+    let outage = sizes.outage;
+    let answer = move |_: u64, t: Duration| {
+        reply(if t < outage {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::OK
+        })
+    };
+    let window = Load::Timed(sizes.outage_window);
+    let run = load(stack, seed, Box::new(answer), window).await;
+    let ok_ends: Vec<Duration> = run.done.iter().filter(|d| d.1).map(|d| d.0).collect();
+    let (recovery, _) = matrix::recovery(&ok_ends, &sizes);
+
+    let phase = sizes.phase;
+    let rate: Rate = Arc::new(move |t: Duration| matrix::rate_at(t, phase));
+    let origin = Instant::now().into_std();
+    let mut level = Level::new(BURST, origin);
+    let answer = move |_: u64, _: Duration| {
+        let now = Instant::now().into_std();
+        if level.admit(now, origin, &rate, BURST) {
+            return reply(StatusCode::OK);
+        }
+        let mut res = reply(StatusCode::TOO_MANY_REQUESTS);
+        res.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("1"),
+        );
+        res
+    };
+    let run = load(stack, seed, Box::new(answer), Load::Timed(phase * 3)).await;
+    let sends: Vec<Duration> = run.attempts.iter().map(|a| a.0).collect();
+    let fall = matrix::follows(&sends, (phase, phase), RATES[0], RATES[1]);
+    let rise = matrix::follows(&sends, (phase * 2, phase), RATES[1], RATES[2]);
+    let refused = run.attempts.iter().filter(|a| a.1).count() as f64;
+    let refused = 100.0 * refused / run.attempts.len().max(1) as f64;
+    [ok, time, recovery, fall, rise, refused]
+}
+
+/// A row's load: `n` requests, or requests back to back until a window has passed.
+#[derive(Clone, Copy)]
+enum Load {
+    Fixed(u64),
+    Timed(Duration),
+}
+
+/// `CONCURRENCY` workers sending GETs through `stack` to a server answering `answer`, on
+/// the loopback model's delays, as the matrix's `fixed_load` and `timed_load` do.
+async fn load(stack: &'static str, seed: u64, answer: Answer, load: Load) -> Run {
+    let start = Instant::now();
+    let attempts = Arc::new(Mutex::new(Vec::new()));
+    let server = server(answer, attempts.clone(), start, seed);
+    let retry = RetryLayer::new(ExponentialBackOff::default().with_seed(seed)).with_seed(seed);
+    let client: Client = if stack == "retry" {
+        tower::util::BoxCloneService::new(retry.layer(server).map_err(BoxError::from))
+    } else {
+        let paced = retry.paced(PacingLayer::new());
+        tower::util::BoxCloneService::new(paced.layer(server).map_err(BoxError::from))
+    };
+    let next = Arc::new(AtomicU64::new(0));
+    let workers: Vec<_> = (0..CONCURRENCY)
+        .map(|_| {
+            let (client, next) = (client.clone(), next.clone());
+            tokio::spawn(async move {
+                let mut done = Vec::new();
+                loop {
+                    let id = next.fetch_add(1, Ordering::Relaxed);
+                    let more = match load {
+                        Load::Fixed(n) => id < n,
+                        Load::Timed(window) => start.elapsed() < window,
+                    };
+                    if !more {
+                        return done;
+                    }
+                    let req = Request::get("http://matrix.example/")
+                        .header(ID, id)
+                        .body(())
+                        .expect("request");
+                    let res = tokio::time::timeout(REQUEST_TIMEOUT, client.clone().oneshot(req));
+                    let ok = matches!(res.await, Ok(Ok(r)) if r.status() == StatusCode::OK);
+                    done.push((start.elapsed(), ok));
+                }
+            })
+        })
+        .collect();
+    let mut done = Vec::new();
+    for worker in workers {
+        done.extend(worker.await.expect("a worker"));
+    }
+    let attempts = std::mem::take(&mut *attempts.lock().unwrap());
+    Run { done, attempts }
+}
+
+/// The server: one loopback delay each way around `answer`, every attempt logged.
+fn server(
+    answer: Answer,
+    log: Arc<Mutex<Vec<(Duration, bool)>>>,
+    start: Instant,
+    seed: u64,
+) -> tower::util::BoxCloneService<Req, Res, BoxError> {
+    let net = Arc::new(Mutex::new(loopback(seed)));
+    let answer = Arc::new(Mutex::new(answer));
+    tower::util::BoxCloneService::new(tower::service_fn(move |req: Req| {
+        let (net, answer, log) = (net.clone(), answer.clone(), log.clone());
+        async move {
+            let there = net.lock().unwrap().delay();
+            sleep(there).await;
+            let id = req
+                .headers()
+                .get(ID)
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(0);
+            let res = (answer.lock().unwrap())(id, start.elapsed());
+            let refused = res.status() != StatusCode::OK;
+            log.lock().unwrap().push((start.elapsed(), refused));
+            let back = net.lock().unwrap().delay();
+            sleep(back).await;
+            Ok::<_, BoxError>(res)
+        }
+    }))
+}
+
+fn reply(status: StatusCode) -> Res {
+    let mut res = Response::new(());
+    *res.status_mut() = status;
+    res
+}
