@@ -138,3 +138,64 @@ pub fn send_rate(sends: &[Duration], from: Duration, to: Duration) -> f64 {
     let sent = sends.iter().filter(|&&at| at >= from && at < to).count();
     sent as f64 / (to - from).as_secs_f64().max(1e-9)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// Sends every `every` ms in `[from, to)` ms.
+    fn sends(from: u64, to: u64, every: u64) -> Vec<Duration> {
+        (from..to).step_by(every as usize).map(ms).collect()
+    }
+
+    #[test]
+    fn a_change_is_followed_at_the_first_sample_past_its_bound() {
+        // 100 r/s for 5 s, then 25: the trailing 500 ms hold 20 sends at 5.4 s (40 r/s),
+        // 13 at 5.5 s (26 r/s, under 1.2 × 25).
+        let fall = [sends(0, 5000, 10), sends(5000, 10_000, 40)].concat();
+        let followed = follows(&fall, (ms(5000), ms(5000)), 100.0, 25.0);
+        assert!((followed - 0.5).abs() < 1e-9, "{followed}");
+        // At 25 r/s throughout: a rise to 100 is never followed.
+        let never = follows(&sends(0, 10_000, 40), (ms(5000), ms(5000)), 25.0, 100.0);
+        assert_eq!(never, f64::INFINITY);
+    }
+
+    #[test]
+    fn recovery_is_the_first_bucket_at_nine_tenths_of_the_steady_rate() {
+        let sizes = FULL;
+        // Nothing served in the 5 s outage; then 0, 0, 50, 100, 100… per 100 ms.
+        let mut ends = Vec::new();
+        for bucket in 50..100_u64 {
+            let served = match bucket {
+                50 | 51 => 0,
+                52 => 50,
+                _ => 100,
+            };
+            ends.extend((0..served).map(|k| ms(bucket * 100 + k)));
+        }
+        let (recovery, steady) = recovery(&ends, &sizes);
+        assert!((recovery - 0.4).abs() < 1e-9, "{recovery}");
+        assert!((steady - 1000.0).abs() < 1e-9, "{steady}");
+    }
+
+    #[test]
+    fn a_random_failure_depends_on_the_run_the_request_and_the_attempt_alone() {
+        let draws: Vec<bool> = (0..10_000)
+            .map(|id| fails(FAILURE_SHARE, 7, id, 1))
+            .collect();
+        let again: Vec<bool> = (0..10_000)
+            .map(|id| fails(FAILURE_SHARE, 7, id, 1))
+            .collect();
+        assert_eq!(draws, again);
+        let share = draws.iter().filter(|&&f| f).count() as f64 / draws.len() as f64;
+        assert!((share - FAILURE_SHARE).abs() < 0.02, "{share}");
+        let other_run: Vec<bool> = (0..10_000)
+            .map(|id| fails(FAILURE_SHARE, 8, id, 1))
+            .collect();
+        assert_ne!(draws, other_run);
+    }
+}

@@ -195,10 +195,11 @@ fn record(path: &str, results: &Results) -> std::io::Result<()> {
                     Case::Failures => format!("ok={} time={:.4}", f.completed, f.time),
                     Case::Outage => format!("recovery={:.4}", f.specific[0]),
                     _ => format!(
-                        "fall={:.4} rise={:.4} refused={:.4}",
+                        "fall={:.4} rise={:.4} refused={:.4} ok={}",
                         f.specific[0],
                         f.specific[1],
-                        f.refused_percent()
+                        f.refused_percent(),
+                        f.completed
                     ),
                 };
                 let row = match case {

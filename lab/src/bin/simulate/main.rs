@@ -1449,7 +1449,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         // Issue #29's rows 2 to 4, whose real runs `matrix --record` writes.
         let mut figures = limiter_models::figures(&rows);
-        figures.extend(matrix_models::run(1, seeds, &mut table));
+        let matrix = matrix_models::run(1, seeds, &mut table);
+        if check {
+            matrix_models::check(&matrix, &mut missed);
+        }
+        figures.extend(matrix);
         // `--compare FILE`: the real runs `limiters --record FILE` wrote, beside the models.
         if let Some(path) = flag(&args, "--compare") {
             let recorded = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;

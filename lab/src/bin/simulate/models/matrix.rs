@@ -43,7 +43,7 @@ struct Run {
 pub fn run(first: u64, seeds: u64, out: &mut String) -> Vec<Figure> {
     let mut figures = Vec::new();
     for stack in STACKS {
-        let runs: Vec<[f64; 6]> = (first..first + seeds)
+        let runs: Vec<[f64; 7]> = (first..first + seeds)
             .map(|seed| virtual_time(async move { rows(stack, seed).await }))
             .collect();
         let cell = |k: usize| runs.iter().map(|r| r[k]).collect::<Vec<f64>>();
@@ -54,6 +54,7 @@ pub fn run(first: u64, seeds: u64, out: &mut String) -> Vec<Figure> {
             ("row4", "changing", "fall", "row 4 follows 100→25 (s)"),
             ("row4", "changing", "rise", "row 4 follows 25→100 (s)"),
             ("row4", "changing", "refused", "row 4 refused (%)"),
+            ("row4", "changing", "ok", "row 4 completed"),
         ];
         for (k, (target, limiter, name, what)) in named.into_iter().enumerate() {
             figures.push(Figure {
@@ -77,8 +78,9 @@ pub fn run(first: u64, seeds: u64, out: &mut String) -> Vec<Figure> {
     figures
 }
 
-/// One seed of rows 2 to 4 for `stack`: completed, time, recovery, fall, rise, refused.
-async fn rows(stack: &'static str, seed: u64) -> [f64; 6] {
+/// One seed of rows 2 to 4 for `stack`: completed, time, recovery, fall, rise, refused,
+/// completed in row 4.
+async fn rows(stack: &'static str, seed: u64) -> [f64; 7] {
     let sizes = FULL;
     let failures = {
         let mut tries: HashMap<u64, u32> = HashMap::new();
@@ -142,7 +144,8 @@ async fn rows(stack: &'static str, seed: u64) -> [f64; 6] {
     let rise = matrix::follows(&sends, (phase * 2, phase), RATES[1], RATES[2]);
     let refused = run.attempts.iter().filter(|a| a.1).count() as f64;
     let refused = 100.0 * refused / run.attempts.len().max(1) as f64;
-    [ok, time, recovery, fall, rise, refused]
+    let done = run.done.iter().filter(|d| d.1).count() as f64;
+    [ok, time, recovery, fall, rise, refused, done]
 }
 
 /// A row's load: `n` requests, or requests back to back until a window has passed.
@@ -232,4 +235,42 @@ fn reply(status: StatusCode) -> Res {
     let mut res = Response::new(());
     *res.status_mut() = status;
     res
+}
+
+/// Issue #29's rows 2 to 4, every seed, for `--check`: the quick start completes as many
+/// requests as the retry layer alone in at most 1.1× its time (row 2), is back to its full
+/// rate within 1 s of the recovery (row 3), and follows a fall within 2 s with under 5 %
+/// refused (row 4). A rise takes longer (`docs/BENCHMARKS.md` says why).
+pub fn check(figures: &[Figure], missed: &mut Vec<String>) {
+    let values = |stack: &str, target: &str, name: &str| -> Vec<f64> {
+        let found = figures
+            .iter()
+            .find(|f| (f.stack, f.target, f.name) == (stack, target, name));
+        found.map_or_else(Vec::new, |f| f.values.clone())
+    };
+    let paced = |target, name| values("retry+pacing", target, name);
+    let alone = |target, name| values("retry", target, name);
+    let pairs = |name| paced("row2", name).into_iter().zip(alone("row2", name));
+    let mut miss = |what: &str, worst: f64| {
+        missed.push(format!(
+            "matrix model / retry+pacing: {what} (worst seed: {worst:.2})"
+        ));
+    };
+    if let Some((p, a)) = pairs("ok").find(|(p, a)| p < a) {
+        miss(&format!("row 2: as many done as alone ({a})"), p);
+    }
+    if let Some((p, a)) = pairs("time").find(|(p, a)| *p > 1.1 * a) {
+        miss(&format!("row 2: within 1.1× alone's time ({a:.2} s)"), p);
+    }
+    let bounds = [
+        ("row3", "recovery", 1.0, "row 3: full rate within 1 s"),
+        ("row4", "fall", 2.0, "row 4: follows a fall within 2 s"),
+        ("row4", "refused", 5.0, "row 4: at most 5 % refused"),
+    ];
+    for (target, name, bound, what) in bounds {
+        let worst = paced(target, name).into_iter().fold(0.0, f64::max);
+        if worst > bound {
+            miss(what, worst);
+        }
+    }
 }
