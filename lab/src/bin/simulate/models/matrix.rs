@@ -81,71 +81,67 @@ pub fn run(first: u64, seeds: u64, out: &mut String) -> Vec<Figure> {
 /// One seed of rows 2 to 4 for `stack`: completed, time, recovery, fall, rise, refused,
 /// completed in row 4.
 async fn rows(stack: &'static str, seed: u64) -> [f64; 7] {
-    let sizes = FULL;
-    let failures = {
-        let mut tries: HashMap<u64, u32> = HashMap::new();
-        let answer = move |id: u64, _: Duration| {
-            let attempt = tries.entry(id).or_default();
-            *attempt += 1;
-            let failed = matrix::fails(FAILURE_SHARE, seed, id, *attempt);
-            reply(if failed {
-                StatusCode::SERVICE_UNAVAILABLE
-            } else {
-                StatusCode::OK
-            })
-        };
-        load(
-            stack,
-            seed,
-            Box::new(answer),
-            Load::Fixed(sizes.failure_requests),
-        )
-        .await
-    };
-    let ok = failures.done.iter().filter(|d| d.1).count() as f64;
-    let time = failures
-        .done
-        .iter()
-        .map(|d| d.0.as_secs_f64())
-        .fold(0.0, f64::max);
+    let (ok, time) = random_failures(stack, seed).await;
+    let recovery = outage(stack, seed).await;
+    let [fall, rise, refused, done] = changing_limit(stack, seed).await;
+    [ok, time, recovery, fall, rise, refused, done]
+}
 
-    let outage = sizes.outage;
-    let answer = move |_: u64, t: Duration| {
-        reply(if t < outage {
-            StatusCode::SERVICE_UNAVAILABLE
-        } else {
-            StatusCode::OK
-        })
+/// Row 2: completed, and the time the last request ended.
+async fn random_failures(stack: &'static str, seed: u64) -> (f64, f64) {
+    let mut tries: HashMap<u64, u32> = HashMap::new();
+    let answer = move |id: u64, _: Duration| {
+        let attempt = tries.entry(id).or_default();
+        *attempt += 1;
+        match matrix::fails(FAILURE_SHARE, seed, id, *attempt) {
+            true => reply(StatusCode::SERVICE_UNAVAILABLE),
+            false => reply(StatusCode::OK),
+        }
     };
-    let window = Load::Timed(sizes.outage_window);
-    let run = load(stack, seed, Box::new(answer), window).await;
+    let load = Load::Fixed(FULL.failure_requests);
+    let run = load_on(stack, seed, Box::new(answer), load).await;
+    let ok = run.done.iter().filter(|d| d.1).count() as f64;
+    let time = run.done.iter().map(|d| d.0.as_secs_f64());
+    (ok, time.fold(0.0, f64::max))
+}
+
+/// Row 3: seconds from the outage's end until the full rate.
+async fn outage(stack: &'static str, seed: u64) -> f64 {
+    let outage = FULL.outage;
+    let answer = move |_: u64, t: Duration| match t < outage {
+        true => reply(StatusCode::SERVICE_UNAVAILABLE),
+        false => reply(StatusCode::OK),
+    };
+    let load = Load::Timed(FULL.outage_window);
+    let run = load_on(stack, seed, Box::new(answer), load).await;
     let ok_ends: Vec<Duration> = run.done.iter().filter(|d| d.1).map(|d| d.0).collect();
-    let (recovery, _) = matrix::recovery(&ok_ends, &sizes);
+    matrix::recovery(&ok_ends, &FULL).0
+}
 
-    let phase = sizes.phase;
+/// Row 4 on the lab's leaky bucket: seconds to follow the fall and the rise, the share
+/// refused (%), and the requests completed.
+async fn changing_limit(stack: &'static str, seed: u64) -> [f64; 4] {
+    let phase = FULL.phase;
     let rate: Rate = Arc::new(move |t: Duration| matrix::rate_at(t, phase));
     let origin = Instant::now().into_std();
     let mut level = Level::new(BURST, origin);
     let answer = move |_: u64, _: Duration| {
-        let now = Instant::now().into_std();
-        if level.admit(now, origin, &rate, BURST) {
+        if level.admit(Instant::now().into_std(), origin, &rate, BURST) {
             return reply(StatusCode::OK);
         }
         let mut res = reply(StatusCode::TOO_MANY_REQUESTS);
-        res.headers_mut().insert(
-            http::header::RETRY_AFTER,
-            http::HeaderValue::from_static("1"),
-        );
+        let after = http::HeaderValue::from_static("1");
+        res.headers_mut().insert(http::header::RETRY_AFTER, after);
         res
     };
-    let run = load(stack, seed, Box::new(answer), Load::Timed(phase * 3)).await;
+    let run = load_on(stack, seed, Box::new(answer), Load::Timed(phase * 3)).await;
     let sends: Vec<Duration> = run.attempts.iter().map(|a| a.0).collect();
     let fall = matrix::follows(&sends, (phase, phase), RATES[0], RATES[1]);
     let rise = matrix::follows(&sends, (phase * 2, phase), RATES[1], RATES[2]);
     let refused = run.attempts.iter().filter(|a| a.1).count() as f64;
     let refused = 100.0 * refused / run.attempts.len().max(1) as f64;
     let done = run.done.iter().filter(|d| d.1).count() as f64;
-    [ok, time, recovery, fall, rise, refused, done]
+    [fall, rise, refused, done]
 }
 
 /// A row's load: `n` requests, or requests back to back until a window has passed.
@@ -157,7 +153,7 @@ enum Load {
 
 /// `CONCURRENCY` workers sending GETs through `stack` to a server answering `answer`, on
 /// the loopback model's delays, as the matrix's `fixed_load` and `timed_load` do.
-async fn load(stack: &'static str, seed: u64, answer: Answer, load: Load) -> Run {
+async fn load_on(stack: &'static str, seed: u64, answer: Answer, load: Load) -> Run {
     let start = Instant::now();
     let attempts = Arc::new(Mutex::new(Vec::new()));
     let server = server(answer, attempts.clone(), start, seed);
