@@ -574,6 +574,24 @@ async fn the_script_does_not_read_a_count_that_does_not_start_over() {
     // A sliding window still counts 6 of the sends before the reset: paced at its quota
     // over its length, 9 a second (asked again half a spacing before its slot).
     assert_eq!(after_reset(3.0).await, (3, 1_000_000 / 18));
+    // Sends leaving together are counted in any order: the first answer read may tell the
+    // count after all of them. Still a window that started over: held to its reset.
+    script.flush().await;
+    for remaining in (0..10).rev() {
+        let got = script.call(0.0, "reserve", &[30_000.0]).await;
+        script.served(0.0, got, f64::from(remaining)).await;
+    }
+    let mut together = Vec::new();
+    for _ in 0..4 {
+        together.push(script.call(1000.0, "reserve", &[30_000.0]).await);
+    }
+    for (got, remaining) in together.into_iter().zip([5.0, 6.0, 7.0, 8.0]) {
+        script.served(1000.0, got, remaining).await;
+    }
+    let got = script.call(1000.0, "reserve", &[30_000.0]).await;
+    script.served(1000.0, got, 0.0).await;
+    let got = script.call(1000.0, "reserve", &[30_000.0]).await;
+    assert_eq!((got[0], got[1]), (3, 1_000_000));
 }
 
 /// As in-process: the slow start at most doubles per period however fast the answers,
