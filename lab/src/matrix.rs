@@ -94,7 +94,7 @@ pub fn recovery(ok_ends: &[Duration], sizes: &Sizes) -> (f64, f64) {
 }
 
 /// How many of `ends` fall in each `bucket` from the origin until `until`.
-pub fn per_bucket(ends: &[Duration], bucket: Duration, until: Duration) -> Vec<u64> {
+fn per_bucket(ends: &[Duration], bucket: Duration, until: Duration) -> Vec<u64> {
     let count = (until.as_secs_f64() / bucket.as_secs_f64()).ceil() as usize;
     let mut buckets = vec![0; count];
     for end in ends.iter().filter(|&&end| end < until) {

@@ -322,20 +322,26 @@ fn reported<B>(response: &Response<B>) -> String {
 /// out and half on the way back: a server far away rather than on loopback. Read once.
 pub fn latency() -> std::time::Duration {
     static LATENCY: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
-    *LATENCY.get_or_init(|| {
-        let ms = std::env::var("LIMITERS_LATENCY_MS").ok();
-        std::time::Duration::from_millis(ms.and_then(|ms| ms.parse().ok()).unwrap_or(0))
-    })
+    *LATENCY.get_or_init(|| env_ms("LIMITERS_LATENCY_MS"))
 }
 
 /// With `LIMITERS_JITTER_MS` set, how much each way's half of [`latency`] varies: it is
 /// drawn uniformly within half of this either side, so answers overtake each other. Read once.
 pub fn jitter() -> std::time::Duration {
     static JITTER: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
-    *JITTER.get_or_init(|| {
-        let ms = std::env::var("LIMITERS_JITTER_MS").ok();
-        std::time::Duration::from_millis(ms.and_then(|ms| ms.parse().ok()).unwrap_or(0))
-    })
+    *JITTER.get_or_init(|| env_ms("LIMITERS_JITTER_MS"))
+}
+
+/// The whole milliseconds the variable `name` says, zero where unset. Any other value
+/// stops the run: a mistyped setting would measure loopback under another name.
+fn env_ms(name: &str) -> std::time::Duration {
+    let Ok(text) = std::env::var(name) else {
+        return std::time::Duration::ZERO;
+    };
+    let ms = text
+        .parse()
+        .unwrap_or_else(|_| panic!("{name}={text:?}: expected a whole number of milliseconds"));
+    std::time::Duration::from_millis(ms)
 }
 
 /// Whether a run is away from loopback: `LIMITERS_LATENCY_MS` or `LIMITERS_JITTER_MS` set.
