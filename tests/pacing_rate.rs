@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::limiters::{Seen, limiter_away};
 use support::pacing::*;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
@@ -198,34 +199,15 @@ async fn token_bucket_burst(
     burst: f64,
     (requests, workers): (usize, usize),
 ) -> (Duration, u32) {
-    let bucket = Arc::new(Mutex::new((burst, Instant::now(), 0_u32)));
-    let server = {
-        let bucket = Arc::clone(&bucket);
-        tower::service_fn(move |_: Request<()>| {
-            let bucket = Arc::clone(&bucket);
-            async move {
-                tokio::time::sleep(one_way).await;
-                let status = {
-                    let mut b = bucket.lock().unwrap();
-                    let now = Instant::now();
-                    b.0 = (b.0 + (now - b.1).as_secs_f64() * 50.0).min(burst);
-                    b.1 = now;
-                    if b.0 >= 1.0 {
-                        b.0 -= 1.0;
-                        200
-                    } else {
-                        b.2 += 1;
-                        429
-                    }
-                };
-                tokio::time::sleep(one_way).await;
-                let response = Response::builder()
-                    .status(status)
-                    .header("retry-after", "1");
-                Ok::<_, Infallible>(response.body(()).unwrap())
-            }
-        })
+    let seen = Seen::default();
+    let bucket = move |level: &mut Option<(f64, Instant)>, now: Instant| {
+        let (room, at) = level.unwrap_or((burst, now));
+        let room = (room + (now - at).as_secs_f64() * 50.0).min(burst);
+        let passes = room >= 1.0;
+        *level = Some((room - f64::from(u8::from(passes)), now));
+        (passes, vec![("retry-after", "1".to_string())])
     };
+    let server = limiter_away((one_way, one_way), &seen, bucket);
     let client = layer().layer(server);
     let start = Instant::now();
     let left = Arc::new(AtomicUsize::new(requests));
@@ -251,7 +233,7 @@ async fn token_bucket_burst(
     for task in tasks {
         task.await.unwrap();
     }
-    let refused = bucket.lock().unwrap().2;
+    let refused = seen.refused.load(SeqCst) as u32;
     (start.elapsed(), refused)
 }
 

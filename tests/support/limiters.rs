@@ -6,6 +6,7 @@ use http::{Request, Response};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::time::Instant;
 use tower::Service;
 
@@ -61,18 +62,35 @@ where
     T: Default + Send + 'static,
     D: Fn(&mut T, Instant) -> (bool, Vec<(&'static str, String)>) + Clone + Send + 'static,
 {
+    limiter_away((ms(1), Duration::ZERO), seen, decide)
+}
+
+/// [`limiter`] with a request reaching it `there` after it is sent, and its answer coming
+/// back `back` after.
+pub fn limiter_away<T, D>(
+    (there, back): (Duration, Duration),
+    seen: &Seen,
+    decide: D,
+) -> impl Limiter
+where
+    T: Default + Send + 'static,
+    D: Fn(&mut T, Instant) -> (bool, Vec<(&'static str, String)>) + Clone + Send + 'static,
+{
     let state: Arc<Mutex<T>> = Arc::default();
     let seen = seen.clone();
     tower::service_fn(move |_: Request<()>| {
         let (state, seen, decide) = (state.clone(), seen.clone(), decide.clone());
         async move {
-            tokio::time::sleep(ms(1)).await;
+            tokio::time::sleep(there).await;
             let (passes, headers) = decide(&mut state.lock().unwrap(), Instant::now());
             let (count, status) = match passes {
                 true => (&seen.ok, 200),
                 false => (&seen.refused, 429),
             };
             count.fetch_add(1, Ordering::SeqCst);
+            if !back.is_zero() {
+                tokio::time::sleep(back).await;
+            }
             let mut response = Response::builder().status(status);
             for (name, value) in headers {
                 response = response.header(name, value);
