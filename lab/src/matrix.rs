@@ -51,6 +51,15 @@ pub const SHORT: Sizes = Sizes {
     long_poll: Duration::from_secs(2),
 };
 
+/// How `matrix --record` and the models name rows 2 to 4 (target, server) and the two
+/// tower-backoff stacks (the retry layer alone, the quick start): the calibration pairs them.
+pub const RECORDED_ROWS: [(&str, &str); 3] = [
+    ("row2", "random-503"),
+    ("row3", "outage"),
+    ("row4", "changing"),
+];
+pub const RECORDED_STACKS: [&str; 2] = ["retry", "retry+pacing"];
+
 /// Row 2: the share of attempts answered 503.
 pub const FAILURE_SHARE: f64 = 0.2;
 

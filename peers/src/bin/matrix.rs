@@ -16,6 +16,7 @@
 //! models beside (`row2 random-503 retry+pacing ok=998 time=7.4`).
 
 use std::time::Instant;
+use tower_backoff_lab::matrix::{RECORDED_ROWS, RECORDED_STACKS};
 use tower_backoff_peers::clients::Lib;
 use tower_backoff_peers::matrix::tables::{Results, table};
 use tower_backoff_peers::matrix::{Case, FULL, LIBS, SHORT, SHORT_LIBS, Sizes, targets};
@@ -173,22 +174,22 @@ async fn main() {
     }
 }
 
-/// The rows `--record` runs, as the models have them.
+/// The rows `--record` runs, as the models have them (named by `RECORDED_ROWS`).
 const RECORDED: [Case; 3] = [Case::Failures, Case::Outage, Case::ChangingLimit];
 
 /// Appends each run's figures of the recorded rows to `path`, a line per run and stack.
 fn record(path: &str, results: &Results) -> std::io::Result<()> {
     use std::io::Write as _;
     let mut lines = String::new();
-    for case in RECORDED {
+    for (case, (target, server)) in RECORDED.into_iter().zip(RECORDED_ROWS) {
         for lib in SHORT_LIBS {
             let i = LIBS
                 .iter()
                 .position(|&l| l == lib)
                 .expect("a measured library");
             let stack = match lib {
-                Lib::TowerBackoffPaced => "retry+pacing",
-                _ => "retry",
+                Lib::TowerBackoffPaced => RECORDED_STACKS[1],
+                _ => RECORDED_STACKS[0],
             };
             for f in results.get(&(case, i)).into_iter().flatten() {
                 let figures = match case {
@@ -202,12 +203,7 @@ fn record(path: &str, results: &Results) -> std::io::Result<()> {
                         f.completed
                     ),
                 };
-                let row = match case {
-                    Case::Failures => "row2 random-503",
-                    Case::Outage => "row3 outage",
-                    _ => "row4 changing",
-                };
-                lines.push_str(&format!("{row} {stack} {figures}\n"));
+                lines.push_str(&format!("{target} {server} {stack} {figures}\n"));
             }
         }
     }

@@ -36,44 +36,7 @@ pub fn compare(
     recorded: &str,
     out: &mut String,
 ) -> Result<Vec<String>, String> {
-    let mut real: Vec<(&str, &str, &str, &str, f64)> = Vec::new();
-    let mut known: Vec<(&str, &str, &str, &str)> = Vec::new();
-    for (i, line) in recorded.lines().enumerate() {
-        let mut words = line.split_whitespace();
-        if line.starts_with('#') {
-            continue;
-        }
-        if line.starts_with("known ") {
-            words.next();
-            let (Some(target), Some(limiter), Some(stack), Some(name), None) = (
-                words.next(),
-                words.next(),
-                words.next(),
-                words.next(),
-                words.next(),
-            ) else {
-                return Err(format!("line {}: known TARGET LIMITER STACK NAME", i + 1));
-            };
-            known.push((target, limiter, stack, name));
-            continue;
-        }
-        if line.trim().is_empty() {
-            continue;
-        }
-        let (Some(target), Some(limiter), Some(stack)) = (words.next(), words.next(), words.next())
-        else {
-            return Err(format!("line {}: TARGET LIMITER STACK name=value…", i + 1));
-        };
-        for word in words {
-            let (name, value) = word
-                .split_once('=')
-                .ok_or_else(|| format!("line {}: {word:?} is not name=value", i + 1))?;
-            let value: f64 = value
-                .parse()
-                .map_err(|e| format!("line {}: {word:?}: {e}", i + 1))?;
-            real.push((target, limiter, stack, name, value));
-        }
-    }
+    let (real, known) = parse(recorded)?;
     let stats = |values: &[f64]| {
         let mean = values.iter().sum::<f64>() / values.len() as f64;
         let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
@@ -116,9 +79,7 @@ pub fn compare(
         unmatched.retain(|&r| r != (target, limiter, stack, name));
         let (real_mean, real_lo, real_hi) = stats(&values);
         let (model_mean, model_lo, model_hi) = stats(&figure.values);
-        let close = (model_mean - real_mean).abs() <= CALIBRATED * real_mean.abs()
-            || (name == "refused" && real_mean < NEXT_TO_NONE && model_mean < NEXT_TO_NONE)
-            || (SAMPLED.contains(&name) && (model_mean - real_mean).abs() <= SAMPLE_STEP + 1e-9);
+        let close = close(name, real_mean, model_mean);
         let accepted = known.contains(&(target, limiter, stack, name));
         if !close && !accepted {
             outside.push(format!("{limiter} / {stack} / {what}"));
@@ -154,4 +115,60 @@ pub fn compare(
         ));
     }
     Ok(outside)
+}
+
+/// One figure of one recorded run: target, limiter, stack, name, value.
+type Run<'a> = (&'a str, &'a str, &'a str, &'a str, f64);
+/// A figure the models are known to miss: target, limiter, stack, name.
+type Known<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+/// The recorded runs' figures, and the figures listed as known misses.
+fn parse(recorded: &str) -> Result<(Vec<Run<'_>>, Vec<Known<'_>>), String> {
+    let (mut real, mut known) = (Vec::new(), Vec::new());
+    for (i, line) in recorded.lines().enumerate() {
+        let mut words = line.split_whitespace();
+        if line.starts_with('#') {
+            continue;
+        }
+        if line.starts_with("known ") {
+            words.next();
+            let (Some(target), Some(limiter), Some(stack), Some(name), None) = (
+                words.next(),
+                words.next(),
+                words.next(),
+                words.next(),
+                words.next(),
+            ) else {
+                return Err(format!("line {}: known TARGET LIMITER STACK NAME", i + 1));
+            };
+            known.push((target, limiter, stack, name));
+            continue;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (Some(target), Some(limiter), Some(stack)) = (words.next(), words.next(), words.next())
+        else {
+            return Err(format!("line {}: TARGET LIMITER STACK name=value…", i + 1));
+        };
+        for word in words {
+            let (name, value) = word
+                .split_once('=')
+                .ok_or_else(|| format!("line {}: {word:?} is not name=value", i + 1))?;
+            let value: f64 = value
+                .parse()
+                .map_err(|e| format!("line {}: {word:?}: {e}", i + 1))?;
+            real.push((target, limiter, stack, name, value));
+        }
+    }
+    Ok((real, known))
+}
+
+/// Whether a model's mean of figure `name` is as close to the real mean as the measure
+/// can tell.
+fn close(name: &str, real: f64, model: f64) -> bool {
+    let apart = (model - real).abs();
+    apart <= CALIBRATED * real.abs()
+        || (name == "refused" && real < NEXT_TO_NONE && model < NEXT_TO_NONE)
+        || (SAMPLED.contains(&name) && apart <= SAMPLE_STEP + 1e-9)
 }

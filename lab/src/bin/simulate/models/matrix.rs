@@ -15,7 +15,9 @@ use tokio::time::{Instant, sleep};
 use tower::{Layer, ServiceExt};
 use tower_backoff::{ExponentialBackOff, PacingLayer, RetryLayer};
 use tower_backoff_lab::limiters::leaky::{Level, Rate};
-use tower_backoff_lab::matrix::{self, BURST, FAILURE_SHARE, FULL, RATES};
+use tower_backoff_lab::matrix::{
+    self, BURST, FAILURE_SHARE, FULL, RATES, RECORDED_ROWS, RECORDED_STACKS,
+};
 
 /// Requests in flight at once, as in every row of the matrix.
 const CONCURRENCY: u64 = 20;
@@ -23,9 +25,6 @@ const CONCURRENCY: u64 = 20;
 const ID: &str = "x-peer-id";
 /// Longest a request may take, as the matrix's loads allow.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// The matrix's two tower-backoff stacks, by their names in its records.
-const STACKS: [&str; 2] = ["retry", "retry+pacing"];
 
 /// A row's server: each attempt's answer from its request number and the time since the
 /// start; each attempt is logged (when it arrived, whether refused).
@@ -42,19 +41,20 @@ struct Run {
 /// `matrix --record` names them.
 pub fn run(first: u64, seeds: u64, out: &mut String) -> Vec<Figure> {
     let mut figures = Vec::new();
-    for stack in STACKS {
+    let [row2, row3, row4] = RECORDED_ROWS;
+    for stack in RECORDED_STACKS {
         let runs: Vec<[f64; 7]> = (first..first + seeds)
             .map(|seed| virtual_time(async move { rows(stack, seed).await }))
             .collect();
         let cell = |k: usize| runs.iter().map(|r| r[k]).collect::<Vec<f64>>();
         let named = [
-            ("row2", "random-503", "ok", "row 2 completed"),
-            ("row2", "random-503", "time", "row 2 time (s)"),
-            ("row3", "outage", "recovery", "row 3 recovery (s)"),
-            ("row4", "changing", "fall", "row 4 follows 100→25 (s)"),
-            ("row4", "changing", "rise", "row 4 follows 25→100 (s)"),
-            ("row4", "changing", "refused", "row 4 refused (%)"),
-            ("row4", "changing", "ok", "row 4 completed"),
+            (row2.0, row2.1, "ok", "row 2 completed"),
+            (row2.0, row2.1, "time", "row 2 time (s)"),
+            (row3.0, row3.1, "recovery", "row 3 recovery (s)"),
+            (row4.0, row4.1, "fall", "row 4 follows 100→25 (s)"),
+            (row4.0, row4.1, "rise", "row 4 follows 25→100 (s)"),
+            (row4.0, row4.1, "refused", "row 4 refused (%)"),
+            (row4.0, row4.1, "ok", "row 4 completed"),
         ];
         for (k, (target, limiter, name, what)) in named.into_iter().enumerate() {
             figures.push(Figure {
@@ -158,7 +158,7 @@ async fn load_on(stack: &'static str, seed: u64, answer: Answer, load: Load) -> 
     let attempts = Arc::new(Mutex::new(Vec::new()));
     let server = server(answer, attempts.clone(), start, seed);
     let retry = RetryLayer::new(ExponentialBackOff::default().with_seed(seed)).with_seed(seed);
-    let client: Client = if stack == "retry" {
+    let client: Client = if stack == RECORDED_STACKS[0] {
         tower::util::BoxCloneService::new(retry.layer(server).map_err(BoxError::from))
     } else {
         let paced = retry.paced(PacingLayer::new());
