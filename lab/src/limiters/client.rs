@@ -372,7 +372,12 @@ pub fn wall_clock_ms() -> f64 {
 /// Attempts as they reach the network, per destination (the request's authority), and
 /// when each refusal came (a fleet's refusals set on one timeline).
 #[derive(Clone, Default)]
-pub struct Counts(Arc<Mutex<HashMap<String, Count>>>, Arc<Mutex<Vec<f64>>>);
+pub struct Counts {
+    sent: Arc<Mutex<HashMap<String, Count>>>,
+    refusals: Arc<Mutex<Vec<f64>>>,
+    /// The round trip each attempt takes more; `None`: as the environment says ([`latency`]).
+    away: Option<std::time::Duration>,
+}
 
 /// What one destination was sent.
 #[derive(Clone, Copy, Debug, Default)]
@@ -383,6 +388,16 @@ pub struct Count {
 }
 
 impl Counts {
+    /// Counts of a client whose attempts each take `round_trip` more, half each way: a
+    /// server that far away, whatever `LIMITERS_LATENCY_MS` says.
+    pub fn away(round_trip: std::time::Duration) -> Self {
+        let away = Some(round_trip);
+        Self {
+            away,
+            ..Self::default()
+        }
+    }
+
     /// hyper-util's client, counting its attempts into these counts.
     fn client(&self) -> HttpClient {
         let client =
@@ -397,9 +412,12 @@ impl Counts {
             let counts = counts.clone();
             let sent = client.request(req);
             let at = trace_clock();
-            let (there, back) = {
-                let mut rng = rand::rng();
-                (one_way(&mut rng), one_way(&mut rng))
+            let (there, back) = match counts.away {
+                Some(round_trip) => (round_trip / 2, round_trip / 2),
+                None => {
+                    let mut rng = rand::rng();
+                    (one_way(&mut rng), one_way(&mut rng))
+                }
             };
             async move {
                 tokio::time::sleep(there).await;
@@ -417,13 +435,13 @@ impl Counts {
                     );
                     eprint!("{line}");
                 }
-                let mut map = counts.0.lock().unwrap();
+                let mut map = counts.sent.lock().unwrap();
                 let count = map.entry(authority).or_default();
                 count.attempts += 1;
                 match &result {
                     Ok(res) if res.status() == StatusCode::TOO_MANY_REQUESTS => {
                         count.refused += 1;
-                        counts.1.lock().unwrap().push(wall_clock_ms());
+                        counts.refusals.lock().unwrap().push(wall_clock_ms());
                     }
                     Ok(_) => {}
                     Err(_) => count.errors += 1,
@@ -436,7 +454,7 @@ impl Counts {
 
     /// What `authority` was sent (zero if nothing).
     pub fn of(&self, authority: &str) -> Count {
-        self.0
+        self.sent
             .lock()
             .unwrap()
             .get(authority)
@@ -446,12 +464,12 @@ impl Counts {
 
     /// When each refusal came, in milliseconds since the Unix epoch.
     pub fn refused_at(&self) -> Vec<f64> {
-        self.1.lock().unwrap().clone()
+        self.refusals.lock().unwrap().clone()
     }
 
     /// What every destination was sent, added up.
     pub fn total(&self) -> Count {
-        self.0
+        self.sent
             .lock()
             .unwrap()
             .values()
