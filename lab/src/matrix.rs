@@ -3,6 +3,7 @@
 //! and the measures of rows 3 and 4. One definition, so a model is measured as the real
 //! run it is compared with.
 
+use crate::limiters::client::Stack;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::time::Duration;
@@ -58,7 +59,7 @@ pub const RECORDED_ROWS: [(&str, &str); 3] = [
     ("row3", "outage"),
     ("row4", "changing"),
 ];
-pub const RECORDED_STACKS: [&str; 2] = ["retry", "retry+pacing"];
+pub const RECORDED_STACKS: [Stack; 2] = [Stack::Retry, Stack::RetryPacing];
 
 /// Row 2: the share of attempts answered 503.
 pub const FAILURE_SHARE: f64 = 0.2;

@@ -16,7 +16,8 @@
 //! models beside (`row2 random-503 retry+pacing ok=998 time=7.4`).
 
 use std::time::Instant;
-use tower_backoff_lab::matrix::{RECORDED_ROWS, RECORDED_STACKS};
+use tower_backoff_lab::limiters::client::Stack;
+use tower_backoff_lab::matrix::RECORDED_ROWS;
 use tower_backoff_peers::clients::Lib;
 use tower_backoff_peers::matrix::tables::{Results, table};
 use tower_backoff_peers::matrix::{Case, FULL, LIBS, SHORT, SHORT_LIBS, Sizes, targets};
@@ -188,8 +189,8 @@ fn record(path: &str, results: &Results) -> std::io::Result<()> {
                 .position(|&l| l == lib)
                 .expect("a measured library");
             let stack = match lib {
-                Lib::TowerBackoffPaced => RECORDED_STACKS[1],
-                _ => RECORDED_STACKS[0],
+                Lib::TowerBackoffPaced => Stack::RetryPacing,
+                _ => Stack::Retry,
             };
             for f in results.get(&(case, i)).into_iter().flatten() {
                 let figures = match case {
@@ -203,7 +204,7 @@ fn record(path: &str, results: &Results) -> std::io::Result<()> {
                         f.completed
                     ),
                 };
-                lines.push_str(&format!("{target} {server} {stack} {figures}\n"));
+                lines.push_str(&format!("{target} {server} {} {figures}\n", stack.name()));
             }
         }
     }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
 use tower::{Layer, ServiceExt};
-use tower_backoff_lab::limiters::client::one_way;
+use tower_backoff_lab::limiters::client::{Stack, one_way};
 
 #[path = "../../../../../tests/support/fairness.rs"]
 mod fairness;
@@ -254,22 +254,22 @@ fn server(limiter: &Arc<Mutex<Limiter>>, client: usize, seed: u64) -> Server {
 
 /// The stacks of the real runs: (a), (b), (c) and (c) with pacing, and their names in
 /// `limiters --record`.
-const STACKS: [(Variant, &str, &str); 4] = [
-    (Variant::Budget, "(a) RetryLayer default", "retry"),
+const STACKS: [(Variant, &str, Stack); 4] = [
+    (Variant::Budget, "(a) RetryLayer default", Stack::Retry),
     (
         Variant::BudgetPacing,
         "(b) RetryLayer default + PacingLayer inside",
-        "retry+pacing",
+        Stack::RetryPacing,
     ),
     (
         Variant::Naive,
         "(c) RetryLayer default, no budget",
-        "retry-nobudget",
+        Stack::RetryNoBudget,
     ),
     (
         Variant::NaivePacing,
         "(c) no budget + PacingLayer inside",
-        "retry-nobudget+pacing",
+        Stack::RetryNoBudgetPacing,
     ),
 ];
 
@@ -565,9 +565,9 @@ fn shared(seed: u64, last: u64, seconds: u64, out: &mut String) -> Vec<ModelRow>
             );
             if processes == 8 {
                 let stack = if told {
-                    "told-redis"
+                    Stack::ToldRedis
                 } else {
-                    "retry+pacing+redis"
+                    Stack::RetryPacingRedis
                 };
                 let variant = Variant::BudgetPacing;
                 rows.push(ModelRow {
@@ -622,7 +622,7 @@ fn told(seed: u64, last: u64, seconds: u64, out: &mut String) -> Vec<ModelRow> {
         rows.push(ModelRow {
             model,
             variant: Variant::Told,
-            stack: "told",
+            stack: Stack::Told,
             cells,
         });
     }
@@ -648,8 +648,8 @@ fn range(cell: &[f64], decimals: usize) -> String {
 pub struct ModelRow {
     model: Model,
     variant: Variant,
-    /// The stack's name in `limiters --record`.
-    stack: &'static str,
+    /// The stack, named in `limiters --record` by [`Stack::name`].
+    stack: Stack,
     cells: [Vec<f64>; 7],
 }
 
@@ -676,7 +676,7 @@ pub fn figures(rows: &[ModelRow]) -> Vec<Figure> {
             figures.push(Figure {
                 target,
                 limiter,
-                stack: row.stack,
+                stack: row.stack.name(),
                 name,
                 what,
                 values: row.cells[cell].clone(),

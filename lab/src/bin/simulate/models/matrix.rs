@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep};
 use tower::{Layer, ServiceExt};
 use tower_backoff::{ExponentialBackOff, PacingLayer, RetryLayer};
+use tower_backoff_lab::limiters::client::Stack;
 use tower_backoff_lab::limiters::leaky::{Level, Rate};
 use tower_backoff_lab::matrix::{
     self, BURST, FAILURE_SHARE, FULL, RATES, RECORDED_ROWS, RECORDED_STACKS,
@@ -60,7 +61,7 @@ pub fn run(first: u64, seeds: u64, out: &mut String) -> Vec<Figure> {
             figures.push(Figure {
                 target,
                 limiter,
-                stack,
+                stack: stack.name(),
                 name,
                 what,
                 values: cell(k),
@@ -80,7 +81,7 @@ pub fn run(first: u64, seeds: u64, out: &mut String) -> Vec<Figure> {
 
 /// One seed of rows 2 to 4 for `stack`: completed, time, recovery, fall, rise, refused,
 /// completed in row 4.
-async fn rows(stack: &'static str, seed: u64) -> [f64; 7] {
+async fn rows(stack: Stack, seed: u64) -> [f64; 7] {
     let (ok, time) = random_failures(stack, seed).await;
     let recovery = outage(stack, seed).await;
     let [fall, rise, refused, done] = changing_limit(stack, seed).await;
@@ -88,7 +89,7 @@ async fn rows(stack: &'static str, seed: u64) -> [f64; 7] {
 }
 
 /// Row 2: completed, and the time the last request ended.
-async fn random_failures(stack: &'static str, seed: u64) -> (f64, f64) {
+async fn random_failures(stack: Stack, seed: u64) -> (f64, f64) {
     let mut tries: HashMap<u64, u32> = HashMap::new();
     let answer = move |id: u64, _: Duration| {
         let attempt = tries.entry(id).or_default();
@@ -106,7 +107,7 @@ async fn random_failures(stack: &'static str, seed: u64) -> (f64, f64) {
 }
 
 /// Row 3: seconds from the outage's end until the full rate.
-async fn outage(stack: &'static str, seed: u64) -> f64 {
+async fn outage(stack: Stack, seed: u64) -> f64 {
     let outage = FULL.outage;
     let answer = move |_: u64, t: Duration| match t < outage {
         true => reply(StatusCode::SERVICE_UNAVAILABLE),
@@ -120,7 +121,7 @@ async fn outage(stack: &'static str, seed: u64) -> f64 {
 
 /// Row 4 on the lab's leaky bucket: seconds to follow the fall and the rise, the share
 /// refused (%), and the requests completed.
-async fn changing_limit(stack: &'static str, seed: u64) -> [f64; 4] {
+async fn changing_limit(stack: Stack, seed: u64) -> [f64; 4] {
     let phase = FULL.phase;
     let rate: Rate = Arc::new(move |t: Duration| matrix::rate_at(t, phase));
     let origin = Instant::now().into_std();
@@ -153,12 +154,12 @@ enum Load {
 
 /// `CONCURRENCY` workers sending GETs through `stack` to a server answering `answer`, on
 /// the loopback model's delays, as the matrix's `fixed_load` and `timed_load` do.
-async fn load_on(stack: &'static str, seed: u64, answer: Answer, load: Load) -> Run {
+async fn load_on(stack: Stack, seed: u64, answer: Answer, load: Load) -> Run {
     let start = Instant::now();
     let attempts = Arc::new(Mutex::new(Vec::new()));
     let server = server(answer, attempts.clone(), start, seed);
     let retry = RetryLayer::new(ExponentialBackOff::default().with_seed(seed)).with_seed(seed);
-    let client: Client = if stack == RECORDED_STACKS[0] {
+    let client: Client = if stack == Stack::Retry {
         tower::util::BoxCloneService::new(retry.layer(server).map_err(BoxError::from))
     } else {
         let paced = retry.paced(PacingLayer::new());
@@ -244,8 +245,8 @@ pub fn check(figures: &[Figure], missed: &mut Vec<String>) {
             .find(|f| (f.stack, f.target, f.name) == (stack, target, name));
         found.map_or_else(Vec::new, |f| f.values.clone())
     };
-    let paced = |target, name| values("retry+pacing", target, name);
-    let alone = |target, name| values("retry", target, name);
+    let paced = |target, name| values(Stack::RetryPacing.name(), target, name);
+    let alone = |target, name| values(Stack::Retry.name(), target, name);
     let pairs = |name| paced("row2", name).into_iter().zip(alone("row2", name));
     let mut miss = |what: &str, worst: f64| {
         missed.push(format!(
