@@ -144,7 +144,9 @@ impl AsError for hyper_util::client::legacy::Error {
 /// A `Fatal` verdict anywhere wins over the others. A `reqwest::Error` without a `url()` in
 /// the chain makes a `Connect` or `Unprocessed` verdict `Transport`: reqwest names the first
 /// URL even after a redirect, so `integrations::reqwest::ReqwestService` removes it when the
-/// request reached the server, and the failure was then elsewhere.
+/// request reached the server, and the failure was then elsewhere. hyper-util's error
+/// names no URL: a layer that follows redirects (tower-http's `FollowRedirect`) goes above
+/// the retry layer, where each hop is its own request.
 /// `ConnectionRefused` can only be
 /// reported by `connect` (a peer aborting an established connection gives
 /// `ConnectionReset`), so a service returning that bare `io::Error` failed to connect;
