@@ -464,9 +464,8 @@ async fn fleet_on_a_counting_window(seconds: u64, seed: u64) -> FleetFigures {
 /// 8 clients, each its own pacing layer with 4 requests in flight, sharing a limiter that
 /// counts its refusals and says nothing of its count: a client over it is refused until
 /// the whole fleet sends less. Over a minute they share it evenly and use most of it
-/// (84 % used, 11 % refused, Jain's index 0.99). Cutting to just under the pace, as for
-/// other refusals, gave 71 %, 23.5 % and 0.88 here (with the counter's arithmetic exact,
-/// not rounded as HAProxy's).
+/// (84 % used, 11 % refused, Jain's index 0.99). Each client's pace grows on the same clock
+/// whatever its rate: one that probed slower for being slower would fall further behind.
 #[tokio::test(start_paused = true)]
 async fn a_fleet_shares_a_limiter_that_counts_its_refusals() {
     let figures = fleet_on_a_counting_window(60, 0).await;

@@ -306,7 +306,6 @@ async fn haproxy_far_away_refuses_the_quick_starts_last_flight() {
 async fn readme_first_snippet_gets_a_burst_through_tower_governor() {
     let _alone = one_at_a_time().await;
     let (summary, count) = burst(Kind::Governor, Stack::Retry, 60, 20).await;
-    // (Before: 11 of 300 at this rate; 60 of 60 in every run here.)
     assert!(summary.ok >= 57, "{} of 60 ({count:?})", summary.ok);
     assert!(count.refused > 0, "the limiter limited: {count:?}");
 }
