@@ -10,7 +10,7 @@
 //! | [`REOPEN_AFTER`] | 10 s | matrix row 4: the pace grows past any limit by then |
 //! | [`SERVED_WINDOW`] | 1 s | the window of most published limits (matrix row 1) |
 //! | [`OPEN_WINDOW`] | 64 | where the slow start ends: past the 20 in flight of every matrix row |
-//! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 2 s | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5); at most twice [`SERVED_WINDOW`]: a probe outlasts a window that each refusal restarts, and finds a recovery within 2 s |
+//! | [`FIRST_PROBE`], [`MAX_PROBE`] | 100 ms, 2 s | TCP's retransmission timer, doubled per probe (RFC 6298 §5.5), never under the pace's spacing; at most twice [`SERVED_WINDOW`]: a probe outlasts a window that each refusal restarts, and finds a recovery within 2 s |
 //! | [`COARSE`] | 1 s | the resolution of a reset given as a Unix time in whole seconds; probed by bisection |
 //! | [`TIMER_GRAIN`] | 1 ms | tokio's timer resolution: a paced send may wake this late |
 
@@ -715,7 +715,14 @@ impl Controller {
             self.curve = Some(Curve::new(now, base, base, true));
         }
         let probe = by.map_or(self.probe, |by| self.probe.min(by - now));
-        let spacing = self.config.known.map_or(Duration::ZERO, interval);
+        // A probe keeps the pace's spacing: sooner, it would send faster than the pace.
+        // After a silence, the pace is the probes' own: only a known rate spaces them.
+        let pace = if silent {
+            self.config.known
+        } else {
+            self.rate(now)
+        };
+        let spacing = pace.map_or(Duration::ZERO, interval);
         self.close_for(asked.unwrap_or(probe).max(spacing), now);
         Reaction::Slower
     }

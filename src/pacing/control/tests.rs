@@ -1063,3 +1063,26 @@ fn a_paced_room_is_spread_until_its_windows_learned_end() {
     let pace = control.rate(at(1060)).unwrap();
     assert!((pace - 9.0 / 1.04).abs() < 0.01, "{pace}");
 }
+
+/// A refusal of the first send after a cut, at a limiter that served within the window
+/// (one counting refusals): the probe waits the probing delay, or one spacing of the pace
+/// where that is longer. Sooner, it would send faster than the pace.
+#[test]
+fn a_probe_keeps_the_paces_spacing() {
+    use Event::*;
+    let t0 = Instant::now();
+    for pace in [1.4, 35.0] {
+        let mut control = Controller::new(0, config(), t0);
+        play(&mut control, t0, &[Ok(0), Ok(500), No(900, None)]);
+        let curve = Curve::new(t0 + MS * 900, pace, pace / BETA, false);
+        control.curve = Some(curve);
+        play(&mut control, t0, &[No(950, None)]);
+        let closed = control.closed_until(t0 + MS * 950).unwrap();
+        let spacing = interval(curve.rate(t0 + MS * 950));
+        assert_eq!(
+            closed,
+            t0 + MS * 950 + spacing.max(FIRST_PROBE),
+            "{pace} r/s"
+        );
+    }
+}

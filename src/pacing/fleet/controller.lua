@@ -250,7 +250,11 @@ end
 local function probe(asked, quiet, by)
   s.pr = math.min(math.max(s.pr * 2, FIRST_PROBE), MAX_PROBE)
   if quiet then set_curve(1000 / s.pr, 1000 / s.pr, 1) end
-  local spacing = (KNOWN > 0) and 1000 / KNOWN or 0
+  -- A probe keeps the pace's spacing: sooner, it would send faster than the pace.
+  -- After a silence, the pace is the probes' own: only a known rate spaces them.
+  local r = nil
+  if not quiet then r = rate() elseif KNOWN > 0 then r = KNOWN end
+  local spacing = r and 1000 / r or 0
   local delay = s.pr
   if by ~= nil then delay = math.min(delay, by - now) end
   close_for(math.max(asked or delay, spacing))

@@ -924,3 +924,37 @@ async fn the_script_spreads_a_paced_room_until_its_windows_learned_end() {
     assert_eq!(next[0], 3, "{next:?}");
     assert!((57_000..=58_500).contains(&next[1]), "{next:?}");
 }
+
+/// As in-process: a refusal of the first send after a cut, at a limiter that served within
+/// the window, closes for the probing delay or one spacing of the pace, the longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_scripts_probe_keeps_the_paces_spacing() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    // At 950 ms, 50 ms into the curve, the slow pace is 1.494 r/s: a 669.5 ms spacing.
+    for (pace, closed) in [(1.4, 669.5), (35.0, 100.0)] {
+        script.flush().await;
+        script.sent_at(0.0, 0.0, -1.0, 0.0).await;
+        script.sent_at(500.0, 0.0, -1.0, 0.0).await;
+        script.sent_at(900.0, 1.0, -1.0, 0.0).await;
+        // CUBIC's curve from the cut at 900 ms, at `pace`, as after one; the next send free.
+        let set = "local s = cmsgpack.unpack(redis.call('GET', KEYS[1])); \
+            s.cs, s.cb, s.cc, s.cu, s.ls = 900, tonumber(ARGV[1]), tonumber(ARGV[1]) / 0.7, 0, nil; \
+            redis.call('SET', KEYS[1], cmsgpack.pack(s))";
+        let done: redis::RedisResult<()> = redis::cmd("EVAL")
+            .arg(set)
+            .arg(1)
+            .arg("t:{a}")
+            .arg(pace)
+            .query_async(&mut script.connection)
+            .await;
+        done.unwrap();
+        script.sent_at(950.0, 1.0, -1.0, 0.0).await;
+        let until: f64 = script.state("cl").await.unwrap().parse().unwrap();
+        assert!(
+            (until - 950.0 - closed).abs() < 1.0,
+            "{pace} r/s: closed until {until}"
+        );
+    }
+}
