@@ -18,7 +18,7 @@ use tower_backoff_lab::limiters;
 
 use http::StatusCode;
 use http::header::RETRY_AFTER;
-use limiters::client::{Counts, HttpClient, SharedPacing, Stack};
+use limiters::client::{Counts, Distance, HttpClient, SharedPacing, Stack};
 use limiters::drive::{self, Summary};
 use limiters::redis_server::RedisServer;
 use limiters::{Kind, RateLimit, express, flask, start_for_test};
@@ -237,7 +237,7 @@ async fn leaky_bucket_recommended_stack_completes_a_burst() {
 async fn quick_start_far_away(kind: Kind, refused: f64, time: f64) {
     let _alone = one_at_a_time().await;
     let limiter = start_for_test(kind, RateLimit::TARGET).await;
-    let counts = Counts::away(Duration::from_millis(50));
+    let counts = Counts::away(Distance::round_trip(Duration::from_millis(50)));
     let client = Stack::RetryPacing.build(&counts);
     let outcomes = drive::burst(client, &limiter.url("/items"), 300, 20, TIMEOUT).await;
     let (summary, count) = (Summary::of(&outcomes), counts.total());

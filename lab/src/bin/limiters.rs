@@ -114,7 +114,7 @@ async fn main() -> Result<(), BoxError> {
         return Err(format!("--record keeps fleets of {FLEET_SECONDS} s, not {seconds}").into());
     }
     let told_share = limiters::told::told_share()?;
-    if limiters::client::far() && flag(&args, "--record").is_some() {
+    if limiters::client::Distance::from_env().far() && flag(&args, "--record").is_some() {
         return Err(
             "--record keeps runs on loopback, not LIMITERS_LATENCY_MS or _JITTER_MS".into(),
         );

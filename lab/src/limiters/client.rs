@@ -318,18 +318,48 @@ fn reported<B>(response: &Response<B>) -> String {
     }
 }
 
-/// With `LIMITERS_LATENCY_MS` set, the round trip added to every attempt, half on the way
-/// out and half on the way back: a server far away rather than on loopback. Read once.
-pub fn latency() -> std::time::Duration {
-    static LATENCY: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
-    *LATENCY.get_or_init(|| env_ms("LIMITERS_LATENCY_MS"))
+/// How far a client is from its server: the round trip added to every attempt, half on the
+/// way out and half on the way back, each half varied by up to half of `jitter` either side
+/// (answers then overtake each other). Zero: loopback.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Distance {
+    pub round_trip: std::time::Duration,
+    pub jitter: std::time::Duration,
 }
 
-/// With `LIMITERS_JITTER_MS` set, how much each way's half of [`latency`] varies: it is
-/// drawn uniformly within half of this either side, so answers overtake each other. Read once.
-pub fn jitter() -> std::time::Duration {
-    static JITTER: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
-    *JITTER.get_or_init(|| env_ms("LIMITERS_JITTER_MS"))
+impl Distance {
+    /// A fixed round trip, no jitter.
+    pub fn round_trip(round_trip: std::time::Duration) -> Self {
+        let jitter = std::time::Duration::ZERO;
+        Self { round_trip, jitter }
+    }
+
+    /// As `LIMITERS_LATENCY_MS` and `LIMITERS_JITTER_MS` say (whole milliseconds; unset:
+    /// zero). Read once.
+    pub fn from_env() -> Self {
+        static FROM_ENV: std::sync::OnceLock<Distance> = std::sync::OnceLock::new();
+        *FROM_ENV.get_or_init(|| Distance {
+            round_trip: env_ms("LIMITERS_LATENCY_MS"),
+            jitter: env_ms("LIMITERS_JITTER_MS"),
+        })
+    }
+
+    /// Whether it is away from loopback.
+    pub fn far(self) -> bool {
+        self != Self::default()
+    }
+
+    /// One way's delay, drawn from `rng` (nothing drawn without jitter, so seeded runs on
+    /// loopback repeat).
+    pub fn one_way(self, rng: &mut impl rand::Rng) -> std::time::Duration {
+        if self.jitter.is_zero() {
+            return self.round_trip / 2;
+        }
+        let half = self.round_trip.as_secs_f64() / 2.0;
+        let spread = self.jitter.as_secs_f64() / 2.0;
+        let drawn = half + spread * (2.0 * rng.random::<f64>() - 1.0);
+        std::time::Duration::from_secs_f64(drawn.max(0.0))
+    }
 }
 
 /// The whole milliseconds the variable `name` says, zero where unset. Any other value
@@ -342,23 +372,6 @@ fn env_ms(name: &str) -> std::time::Duration {
         .parse()
         .unwrap_or_else(|_| panic!("{name}={text:?}: expected a whole number of milliseconds"));
     std::time::Duration::from_millis(ms)
-}
-
-/// Whether a run is away from loopback: `LIMITERS_LATENCY_MS` or `LIMITERS_JITTER_MS` set.
-pub fn far() -> bool {
-    !latency().is_zero() || !jitter().is_zero()
-}
-
-/// One way's delay: half of [`latency`], give or take half of [`jitter`], drawn from `rng`
-/// (nothing drawn on loopback, so seeded runs there repeat).
-pub fn one_way(rng: &mut impl rand::Rng) -> std::time::Duration {
-    if jitter().is_zero() {
-        return latency() / 2;
-    }
-    let half = latency().as_secs_f64() / 2.0;
-    let spread = jitter().as_secs_f64() / 2.0;
-    let drawn = half + spread * (2.0 * rng.random::<f64>() - 1.0);
-    std::time::Duration::from_secs_f64(drawn.max(0.0))
 }
 
 /// The wall clock in milliseconds since the Unix epoch, for traces and figures from several
@@ -375,8 +388,8 @@ pub fn wall_clock_ms() -> f64 {
 pub struct Counts {
     sent: Arc<Mutex<HashMap<String, Count>>>,
     refusals: Arc<Mutex<Vec<f64>>>,
-    /// The round trip each attempt takes more; `None`: as the environment says ([`latency`]).
-    away: Option<std::time::Duration>,
+    /// How far the server is; `None`: as the environment says ([`Distance::from_env`]).
+    away: Option<Distance>,
 }
 
 /// What one destination was sent.
@@ -388,10 +401,9 @@ pub struct Count {
 }
 
 impl Counts {
-    /// Counts of a client whose attempts each take `round_trip` more, half each way: a
-    /// server that far away, whatever `LIMITERS_LATENCY_MS` says.
-    pub fn away(round_trip: std::time::Duration) -> Self {
-        let away = Some(round_trip);
+    /// Counts of a client `distance` from its server, whatever the environment says.
+    pub fn away(distance: Distance) -> Self {
+        let away = Some(distance);
         Self {
             away,
             ..Self::default()
@@ -412,12 +424,10 @@ impl Counts {
             let counts = counts.clone();
             let sent = client.request(req);
             let at = trace_clock();
-            let (there, back) = match counts.away {
-                Some(round_trip) => (round_trip / 2, round_trip / 2),
-                None => {
-                    let mut rng = rand::rng();
-                    (one_way(&mut rng), one_way(&mut rng))
-                }
+            let (there, back) = {
+                let distance = counts.away.unwrap_or_else(Distance::from_env);
+                let mut rng = rand::rng();
+                (distance.one_way(&mut rng), distance.one_way(&mut rng))
             };
             async move {
                 tokio::time::sleep(there).await;

@@ -1436,7 +1436,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         // `LIMITERS_LATENCY_MS`: a round trip added to every request, as in the real runs;
         // the recorded ones are on loopback.
-        let far = tower_backoff_lab::limiters::client::far();
+        let far = tower_backoff_lab::limiters::client::Distance::from_env().far();
         if far && (check || flag(&args, "--compare").is_some()) {
             return Err(
                 "LIMITERS_LATENCY_MS, LIMITERS_JITTER_MS: --check and --compare judge runs on loopback".into(),

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
 use tower::{Layer, ServiceExt};
-use tower_backoff_lab::limiters::client::{Stack, one_way};
+use tower_backoff_lab::limiters::client::{Distance, Stack};
 
 #[path = "../../../../../tests/support/fairness.rs"]
 mod fairness;
@@ -217,8 +217,12 @@ fn server(limiter: &Arc<Mutex<Limiter>>, client: usize, seed: u64) -> Server {
         async move {
             // `LIMITERS_LATENCY_MS` and `LIMITERS_JITTER_MS`, as in the real runs.
             let (there, far_there, far_back) = {
-                let mut net = net.lock().unwrap();
-                (net.delay(), one_way(&mut net.rng), one_way(&mut net.rng))
+                let (mut net, far) = (net.lock().unwrap(), Distance::from_env());
+                (
+                    net.delay(),
+                    far.one_way(&mut net.rng),
+                    far.one_way(&mut net.rng),
+                )
             };
             sleep(there + far_there).await;
             let (res, backend) = {
