@@ -61,6 +61,12 @@ pub const RECORDED_ROWS: [(&str, &str); 3] = [
 ];
 pub const RECORDED_STACKS: [Stack; 2] = [Stack::Retry, Stack::RetryPacing];
 
+/// Requests in flight at once, or workers, in every row's main load.
+pub const CONCURRENCY: u64 = 20;
+
+/// The header carrying a request's number, from which row 2's server draws its answers.
+pub const ID_HEADER: &str = "x-peer-id";
+
 /// Row 2: the share of attempts answered 503.
 pub const FAILURE_SHARE: f64 = 0.2;
 

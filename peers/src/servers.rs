@@ -21,8 +21,7 @@ use tower_backoff_lab::limiters::leaky;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The header carrying the harness's request id.
-pub const ID_HEADER: &str = "x-peer-id";
+pub use tower_backoff_lab::matrix::ID_HEADER;
 
 /// What a handler answers: a response, or `None` to close the connection unanswered.
 type Handler = Arc<dyn Fn(&Method, u64) -> Option<Response<Full<Bytes>>> + Send + Sync>;

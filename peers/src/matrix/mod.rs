@@ -16,7 +16,7 @@ pub mod targets;
 
 use crate::clients::Lib;
 pub use tower_backoff_lab::limiters::Unavailable;
-pub use tower_backoff_lab::matrix::{FULL, SHORT, Sizes};
+pub use tower_backoff_lab::matrix::{CONCURRENCY, FULL, SHORT, Sizes};
 
 /// The libraries of every row, in their order in the tables.
 pub const LIBS: [Lib; 5] = [
@@ -30,9 +30,6 @@ pub const LIBS: [Lib; 5] = [
 /// The libraries of `--short`: the two stacks every target compares (the peers' fixed
 /// waits of 1 to 7 s would not fit its time).
 pub const SHORT_LIBS: [Lib; 2] = [Lib::TowerBackoff, Lib::TowerBackoffPaced];
-
-/// Requests in flight at once, or workers, in every row's main load.
-pub const CONCURRENCY: u64 = 20;
 
 /// One library's figures in one run of one case.
 #[derive(Clone, Debug, Default)]

@@ -15,6 +15,12 @@ pub struct Figure {
     pub values: Vec<f64>,
 }
 
+impl Figure {
+    fn key(&self) -> Key<'static> {
+        (self.target, self.limiter, self.stack, self.name)
+    }
+}
+
 /// How close the model's mean must come to the real runs' mean: within 10 % of it, as
 /// target 4 asks. A refusal share is a ratio of small counts, and under 1 % both ways
 /// it is "next to none" whatever the ratio of the two.
@@ -57,30 +63,24 @@ pub fn compare(
     // What the file holds that no figure of the models was compared with: a name that
     // drifted from the models' (a stack renamed) would otherwise drop out of the
     // comparison, and the check pass on nothing.
-    let mut unmatched: Vec<_> = real.iter().map(|r| (r.0, r.1, r.2, r.3)).collect();
+    let mut unmatched: Vec<Key> = real.iter().map(|&(key, _)| key).collect();
     unmatched.extend(known.iter().copied());
     for figure in figures {
-        let Figure {
-            target,
-            limiter,
-            stack,
-            name,
-            what,
-            ..
-        } = *figure;
+        let (_, limiter, stack, name) = figure.key();
+        let what = figure.what;
         let values: Vec<f64> = real
             .iter()
-            .filter(|r| (r.0, r.1, r.2, r.3) == (target, limiter, stack, name))
-            .map(|r| r.4)
+            .filter(|(key, _)| *key == figure.key())
+            .map(|&(_, value)| value)
             .collect();
         if values.is_empty() {
             continue;
         }
-        unmatched.retain(|&r| r != (target, limiter, stack, name));
+        unmatched.retain(|&key| key != figure.key());
         let (real_mean, real_lo, real_hi) = stats(&values);
         let (model_mean, model_lo, model_hi) = stats(&figure.values);
         let close = close(name, real_mean, model_mean);
-        let accepted = known.contains(&(target, limiter, stack, name));
+        let accepted = known.contains(&figure.key());
         if !close && !accepted {
             outside.push(format!("{limiter} / {stack} / {what}"));
         }
@@ -117,13 +117,14 @@ pub fn compare(
     Ok(outside)
 }
 
-/// One figure of one recorded run: target, limiter, stack, name, value.
-type Run<'a> = (&'a str, &'a str, &'a str, &'a str, f64);
-/// A figure the models are known to miss: target, limiter, stack, name.
-type Known<'a> = (&'a str, &'a str, &'a str, &'a str);
+/// Which figure: target, limiter, stack, name.
+type Key<'a> = (&'a str, &'a str, &'a str, &'a str);
+/// One figure of one recorded run, and its value.
+type Run<'a> = (Key<'a>, f64);
 
-/// The recorded runs' figures, and the figures listed as known misses.
-fn parse(recorded: &str) -> Result<(Vec<Run<'_>>, Vec<Known<'_>>), String> {
+/// The recorded runs' figures (one per run and figure), and the figures listed as known
+/// misses.
+fn parse(recorded: &str) -> Result<(Vec<Run<'_>>, Vec<Key<'_>>), String> {
     let (mut real, mut known) = (Vec::new(), Vec::new());
     for (i, line) in recorded.lines().enumerate() {
         let mut words = line.split_whitespace();
@@ -158,7 +159,7 @@ fn parse(recorded: &str) -> Result<(Vec<Run<'_>>, Vec<Known<'_>>), String> {
             let value: f64 = value
                 .parse()
                 .map_err(|e| format!("line {}: {word:?}: {e}", i + 1))?;
-            real.push((target, limiter, stack, name, value));
+            real.push(((target, limiter, stack, name), value));
         }
     }
     Ok((real, known))
