@@ -232,9 +232,9 @@ async fn leaky_bucket_recommended_stack_completes_a_burst() {
 /// The quick start against a limiter 50 ms away (a public API's round trip): row 1's 300
 /// GETs, 20 at a time, at 50 r/s (ideal 6 s). The slow start's last round trip in flight
 /// is refused, a few requests where the limiter lets a burst through a little at a time,
-/// a window's whole flight where it counts refusals. All 300 succeed, under `refused` of
-/// the attempts refused, in at most `time` times the ideal.
-async fn quick_start_far_away(kind: Kind, refused: f64, time: f64) {
+/// a window's whole flight where it counts refusals. At least `done` succeed, under
+/// `refused` of the attempts refused, in at most `time` times the ideal.
+async fn quick_start_far_away(kind: Kind, done: usize, refused: f64, time: f64) {
     let _alone = one_at_a_time().await;
     let limiter = start_for_test(kind, RateLimit::TARGET).await;
     let counts = Counts::away(Distance::round_trip(Duration::from_millis(50)));
@@ -247,7 +247,7 @@ async fn quick_start_far_away(kind: Kind, refused: f64, time: f64) {
         "{name}: {} done, {share:.3} refused, {took:.2}x",
         summary.ok
     );
-    assert_eq!(summary.ok, 300, "{figures}: {:?}", summary.failures);
+    assert!(summary.ok >= done, "{figures}: {:?}", summary.failures);
     assert!(share < refused && took <= time, "{figures}");
 }
 
@@ -255,20 +255,20 @@ async fn quick_start_far_away(kind: Kind, refused: f64, time: f64) {
 /// 0.98-1.06x the ideal time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn governor_far_away_refuses_few_of_the_quick_starts_attempts() {
-    quick_start_far_away(Kind::Governor, 0.08, 1.2).await;
+    quick_start_far_away(Kind::Governor, 300, 0.08, 1.2).await;
 }
 
 /// As for tower_governor: 4.5-5.1 % refused, 0.98-1.17x.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leaky_bucket_far_away_refuses_few_of_the_quick_starts_attempts() {
-    quick_start_far_away(Kind::LeakyBucket, 0.08, 1.25).await;
+    quick_start_far_away(Kind::LeakyBucket, 300, 0.08, 1.25).await;
 }
 
 /// As for tower_governor: 6.5 % refused, 1.09-1.11x.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs nginx (nginx-light): .ci/run, or see CONTRIBUTING.md"]
 async fn nginx_far_away_refuses_few_of_the_quick_starts_attempts() {
-    quick_start_far_away(Kind::Nginx, 0.08, 1.2).await;
+    quick_start_far_away(Kind::Nginx, 300, 0.08, 1.2).await;
 }
 
 /// README: "13-17 % where a window lets its whole count through at once". HAProxy refuses
@@ -276,7 +276,15 @@ async fn nginx_far_away_refuses_few_of_the_quick_starts_attempts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs haproxy: .ci/run, or see CONTRIBUTING.md"]
 async fn haproxy_far_away_refuses_the_quick_starts_last_flight() {
-    quick_start_far_away(Kind::Haproxy, 0.17, 1.35).await;
+    quick_start_far_away(Kind::Haproxy, 300, 0.17, 1.35).await;
+}
+
+/// As for HAProxy: Flask-Limiter's moving window lets its whole count through at once, and
+/// the flight after it is refused: 298-300 done, 16-17 %, 1.11-1.13x.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs python3-flask-limiter (Debian): .ci/run, or see CONTRIBUTING.md"]
+async fn flask_far_away_refuses_the_quick_starts_last_flight() {
+    quick_start_far_away(Kind::Flask(flask::Strategy::MovingWindow), 298, 0.2, 1.25).await;
 }
 
 /// The README's first snippet (`RetryLayer::new(ExponentialBackOff::default())`, no pacing)
