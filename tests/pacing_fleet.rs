@@ -229,6 +229,51 @@ async fn a_new_destinations_slow_start_is_the_whole_fleets() {
     assert_eq!(offsets.len(), 12);
 }
 
+/// The slow start's window has one line across the fleet: room goes to the request that
+/// waited longest, not to the process whose answer made it (it asks again first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_slow_starts_room_goes_to_the_request_that_waited_longest() {
+    let redis = RedisServer::start().await;
+    let (log_a, log_b) = (Log::default(), Log::default());
+    let a = fleet_member(&redis, "window-line", builder())
+        .await
+        .layer(scripted(&log_a));
+    let b = fleet_member(&redis, "window-line", builder())
+        .await
+        .layer(scripted(&log_b));
+
+    // A fills the initial window (4) and sends again as each answer comes, 10 ms apart.
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let mut a = a.clone();
+            tokio::spawn(async move {
+                for _ in 0..20 {
+                    send(&mut a, get("http://api.test/200?sleep=10"))
+                        .await
+                        .unwrap();
+                }
+            })
+        })
+        .collect();
+    while log_a.len() < 4 {
+        tokio::time::sleep(ms(1)).await;
+    }
+    let asked = Instant::now();
+    alternately(&b, &b, 4, "http://api.test/200").await;
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    // B's 4 go before any request A made after B asked. Without the line, A's kept the
+    // window until it doubled at 100 ms: some 40 sends.
+    let b_last = *log_b.offsets(asked).last().unwrap();
+    let a_between = log_a
+        .offsets(asked)
+        .into_iter()
+        .filter(|at| !at.is_zero() && *at < b_last);
+    assert!(a_between.count() <= 2, "{:?}", log_a.offsets(asked));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
 async fn requests_go_on_while_redis_is_down_and_rejoin_when_it_is_back() {

@@ -591,8 +591,9 @@ local function reserve(known)
   local since = now - tonumber(argv[7] or 0)
   local at, throttled, spacing = slot()
   local wait = at - now
-  -- Sends held by a pace go in line.
-  if spacing <= 0 then name = nil end
+  -- Sends held by a pace or by the slow start's window go in line.
+  local windowed = not throttled and s.w ~= nil
+  if spacing <= 0 and not windowed then name = nil end
   local ahead
   local function line_ahead()
     ahead = ahead or ahead_in_line(name, since)
@@ -602,7 +603,12 @@ local function reserve(known)
     leave_line(name)
     return reply(2, wait)
   elseif not throttled and wait > 0 then
+    line_ahead()
     return reply(1, wait)
+  elseif windowed and name ~= nil and redis.call('EXISTS', LINE) == 1 and line_ahead() > 0 then
+    -- Room goes to the request that waited longest. The process whose answer made it asks
+    -- within microseconds, the others every 10 ms (`ASK_AGAIN` in `fleet/ticket.rs`).
+    return reply(1, DOUBLING)
   elseif wait > 0 and (line_ahead() > 0 or wait > spacing / 2 + 0.001) then
     -- Only the next slot is given (GCRA's burst of one), in the half spacing before it.
     -- A request asks again then, or half a spacing before its own slot at today's pace,

@@ -5,9 +5,9 @@
 //! it. One atomic call per request reserves a send time on Redis's clock (a GCRA slot at
 //! the shared pace). The controller is a library of Redis functions, loaded at first use;
 //! before Redis 7, or for a user not allowed `FUNCTION LOAD`, it runs as a script.
-//! Requests held by the pace wait in one line across the fleet: the one that first asked
-//! takes the next slot, whichever process it is in. Only the oldest of a
-//! process's held requests asks again; the others wait behind it. The same call carries
+//! Requests held by the pace or by the slow start's window wait in one line across the
+//! fleet: the one that first asked takes the next slot, whichever process it is in. Only
+//! the oldest of a process's held requests asks again; the others wait behind it. The same call carries
 //! the answers this process got since its last one to that destination; an answer no call
 //! carries within 2 ms goes alone, a refusal at once. A plain success from a destination
 //! paced at a known rate changes no send: it waits up to 100 ms. The rules are the

@@ -222,9 +222,9 @@ impl FleetTicket {
                 self.turn(limits, waker)
             }
             Ok(Reserved::Later(wait)) => {
-                // The slow start's window holds no line in Redis; an answer to this process
-                // wakes the one asking for it here.
-                (self.lined, self.held, self.window) = (false, true, true);
+                // In line for the slow start's window; an answer to this process wakes the
+                // one asking for it here.
+                (self.lined, self.held, self.window) = (true, true, true);
                 self.ask_at = instant_after(now, wait.min(ASK_AGAIN));
                 self.turn(limits, waker)
             }
@@ -435,11 +435,17 @@ mod tests {
         calls.count()
     }
 
-    /// Only a request held by the fleet's pace is in its line: one dropped while the slow
-    /// start's window is full costs Redis no call; one dropped while paced leaves the line.
+    /// How many requests wait in the fleet's line for `authority`.
+    async fn in_line(redis: &redis_server::RedisServer, authority: &str) -> usize {
+        let key = format!("{}{{{authority}}}:line", RedisPacing::DEFAULT_PREFIX);
+        redis.query(&["ZCARD", &key]).await.unwrap()
+    }
+
+    /// A request held by the fleet's pace or by its slow start's window is in its line, and
+    /// leaves it when dropped; one that took its slot is out of it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     #[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
-    async fn only_a_request_in_the_fleets_line_leaves_it_when_dropped() {
+    async fn a_held_request_leaves_the_fleets_line_when_dropped() {
         let redis = redis_server::RedisServer::start().await;
         let _: () = redis
             .query(&["CONFIG", "SET", "slowlog-log-slower-than", "0"])
@@ -460,24 +466,27 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
 
-        // 4 sends fill a new destination's window; a fifth waits, not in line.
+        // 4 sends fill a new destination's window, out of the line; a fifth waits in it.
         let mut sent = vec![];
         for _ in 0..4 {
-            match answered(&mut ticket(&layer, "window.test")).await {
+            let mut first = ticket(&layer, "window.test");
+            match answered(&mut first).await {
                 FleetTurn::Go(grant) => sent.push(grant),
                 _ => panic!("a send within the initial window waited"),
             }
+            assert!(!first.lined, "a request that took its slot is in the line");
         }
         let mut held = ticket(&layer, "window.test");
         assert!(matches!(answered(&mut held).await, FleetTurn::At(_)));
-        assert!(!held.lined, "a request held by the window is in the line");
+        assert!(
+            held.lined,
+            "a request held by the window is not in the line"
+        );
+        assert_eq!(in_line(&redis, "window.test").await, 1);
         let before = leaves(&redis).await;
         drop(held);
-        assert_eq!(
-            leaves(&redis).await,
-            before,
-            "a request left a line it was not in"
-        );
+        assert_eq!(leaves(&redis).await, before + 1);
+        assert_eq!(in_line(&redis, "window.test").await, 0);
 
         // Told 1 r/s, a first send takes the slot; the second waits in line, and leaves it.
         assert!(matches!(
@@ -488,6 +497,6 @@ mod tests {
         assert!(matches!(answered(&mut paced).await, FleetTurn::At(_)));
         assert!(paced.lined, "a request held by the pace is not in the line");
         drop(paced);
-        assert_eq!(leaves(&redis).await, before + 1);
+        assert_eq!(leaves(&redis).await, before + 2);
     }
 }
