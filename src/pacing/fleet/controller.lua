@@ -591,9 +591,14 @@ local function reserve(known)
   local since = now - tonumber(argv[7] or 0)
   local at, throttled, spacing = slot()
   local wait = at - now
-  -- Sends held by a pace or by the slow start's window go in line.
+  -- Sends held by a pace or by the slow start's window go in line. A request held by a
+  -- closed destination leaves it: it asks again as the destination opens, and comes back
+  -- at its first ask's place, so the line holds no one who does not ask.
   local windowed = not throttled and s.w ~= nil
-  if spacing <= 0 and not windowed then name = nil end
+  if spacing <= 0 and not windowed then
+    if throttled then leave_line(name) end
+    name = nil
+  end
   local ahead
   local function line_ahead()
     ahead = ahead or ahead_in_line(name, since)

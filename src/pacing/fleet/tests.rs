@@ -72,6 +72,15 @@ impl Script {
         fields.unwrap()
     }
 
+    /// How many requests wait in line.
+    async fn in_line(&mut self) -> usize {
+        let count: redis::RedisResult<usize> = redis::cmd("ZCARD")
+            .arg("t:{a}:line")
+            .query_async(&mut self.connection)
+            .await;
+        count.unwrap()
+    }
+
     /// The sends Redis holds in flight.
     async fn in_flight(&mut self) -> usize {
         let count: redis::RedisResult<usize> = redis::cmd("ZCARD")
@@ -849,6 +858,38 @@ async fn the_script_gives_paced_slots_in_the_order_requests_first_asked() {
     assert_eq!(ask(&mut script, 10.0, 7.0, 10.0).await, [3, 40]);
     assert_eq!(ask(&mut script, 60.0, 8.0, 60.0).await, [3, 90]);
     assert_eq!(ask(&mut script, 101.0, 8.0, 60.0).await, [0, 0]);
+}
+
+/// The slow start's room goes in the order requests first asked, whichever process they
+/// are in. A request held by a closed destination (a spent room) leaves the line: it would
+/// not ask before the destination opens, and comes back at its first place then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[ignore = "needs redis-server (Debian package redis-server); .ci/run runs it"]
+async fn the_script_gives_the_slow_starts_room_in_the_order_requests_first_asked() {
+    let server = redis_server::RedisServer::start().await;
+    let mut script = Script::on(&server).await;
+    let reserve = async |script: &mut Script, t: f64, name: f64| {
+        script
+            .call(t, "reserve", &[30_000.0, 0.0, 0.0, 0.0, name])
+            .await
+    };
+    let (a, b) = (PROCESS, 2.0 * PROCESS);
+    let mut sent = vec![];
+    for i in 0..4 {
+        sent.push(reserve(&mut script, 0.0, a + f64::from(i)).await);
+    }
+    // The initial window (4) is full: b waits in line.
+    assert_eq!(script.ask(5.0, b, 5.0).await[0], 1);
+    assert_eq!(script.in_line().await, 1);
+    // A send is served: the window has room. A's next request asks first, but b waited longer.
+    script.served(10.0, sent[0], -1.0).await;
+    assert_eq!(script.ask(11.0, a + 4.0, 11.0).await, [1, 100]);
+    assert_eq!(script.ask(12.0, b, 5.0).await, [0, 0]);
+    assert_eq!(script.in_line().await, 1);
+    // Another spends the reported room until a reset at 1020 ms: a + 4 leaves the line.
+    script.served(20.0, sent[1], 0.0).await;
+    assert_eq!(script.ask(30.0, a + 4.0, 11.0).await, [3, 990]);
+    assert_eq!(script.in_line().await, 0);
 }
 
 /// A process asks for its held requests through the one it holds longest, which stands
