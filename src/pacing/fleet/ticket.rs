@@ -171,44 +171,57 @@ impl FleetTicket {
         if limits.deadline.is_some_and(|deadline| now >= deadline) {
             return FleetTurn::Fail(PacingError::DeadlinePassed);
         }
-        if self.reply.is_none() {
-            if let Some(behind) = self.behind(limits, waker, now) {
-                return behind;
-            }
-            if now < self.ask_at {
-                return FleetTurn::At(self.ask_at);
-            }
-            if !self.place.store().usable() {
-                return self.alone(limits, waker, now);
-            }
-            // Open lately: nothing to wait for. Its answer tells Redis of the send.
-            if let Some(round) = self.place.store().open_round(&self.place.key, now) {
-                let place = self.place.clone();
-                return FleetTurn::Go(FleetGrant::unreserved(place, round, now));
-            }
-            let place = self.place.clone();
-            let asking = Asking {
-                max_wait: limits.end.saturating_duration_since(now),
-                waited: now.saturating_duration_since(self.since),
-                name: self.name,
-            };
-            let idle = place.shared.settings.idle_timeout;
-            let seed = place.store().seed(&place.key, idle, now);
-            // The answers since this process's last call go with it: one call per request.
-            let answers = place.store().take_pending(&place.key);
-            self.lined = true;
-            self.reply = Some(Box::pin(async move {
-                let (keys, store) = (place.keys(), place.store());
-                store
-                    .reserve(&keys, &place.args, asking, seed, &answers)
-                    .await
-            }));
+        if self.reply.is_none()
+            && let Some(turn) = self.ask(limits, waker, now)
+        {
+            return turn;
         }
         let reply = self.reply.as_mut().expect("asked above");
         let Poll::Ready(reply) = reply.as_mut().poll(&mut Context::from_waker(waker)) else {
             return FleetTurn::At(limits.wake_by(now));
         };
         self.reply = None;
+        self.read(reply, limits, waker)
+    }
+
+    /// Asks Redis for a slot, unless the request may go or wait without a call: `Some`.
+    fn ask(&mut self, limits: &Limits, waker: &Waker, now: Instant) -> Option<FleetTurn> {
+        if let Some(behind) = self.behind(limits, waker, now) {
+            return Some(behind);
+        }
+        if now < self.ask_at {
+            return Some(FleetTurn::At(self.ask_at));
+        }
+        if !self.place.store().usable() {
+            return Some(self.alone(limits, waker, now));
+        }
+        // Open lately: nothing to wait for. Its answer tells Redis of the send.
+        if let Some(round) = self.place.store().open_round(&self.place.key, now) {
+            let place = self.place.clone();
+            return Some(FleetTurn::Go(FleetGrant::unreserved(place, round, now)));
+        }
+        let place = self.place.clone();
+        let asking = Asking {
+            max_wait: limits.end.saturating_duration_since(now),
+            waited: now.saturating_duration_since(self.since),
+            name: self.name,
+        };
+        let idle = place.shared.settings.idle_timeout;
+        let seed = place.store().seed(&place.key, idle, now);
+        // The answers since this process's last call go with it: one call per request.
+        let answers = place.store().take_pending(&place.key);
+        self.lined = true;
+        self.reply = Some(Box::pin(async move {
+            let (keys, store) = (place.keys(), place.store());
+            store
+                .reserve(&keys, &place.args, asking, seed, &answers)
+                .await
+        }));
+        None
+    }
+
+    /// What Redis's reply means for the request: its slot, another ask, or a failure.
+    fn read(&mut self, reply: Result<Reserved, ()>, limits: &Limits, waker: &Waker) -> FleetTurn {
         let now = Instant::now();
         match reply {
             Ok(Reserved::At(slot)) => {
