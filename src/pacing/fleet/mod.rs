@@ -7,10 +7,10 @@
 //! before Redis 7, or for a user not allowed `FUNCTION LOAD`, it runs as a script.
 //! Requests held by the pace or by the slow start's window wait in one line across the
 //! fleet: the one that first asked takes the next slot, whichever process it is in. Only
-//! the oldest of a process's held requests asks again; the others wait behind it. The same call carries
-//! the answers this process got since its last one to that destination; an answer no call
-//! carries within 2 ms goes alone, a refusal at once. A plain success from a destination
-//! paced at a known rate changes no send: it waits up to 100 ms. The rules are the
+//! the oldest of a process's held requests asks again; the others wait behind it. The same
+//! call carries the answers this process got since its last one to that destination; an
+//! answer no call carries within 2 ms goes alone, a refusal at once. A plain success from a
+//! destination paced at a known rate changes no send: it waits up to 100 ms. The rules are the
 //! [in-process controller's](crate::pacing), so a refusal seen by one process slows all.
 //! One is the fleet's own: once a reported room ran out, the next is spread over what is
 //! left of it, as processes sharing it would race for it.

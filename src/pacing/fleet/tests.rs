@@ -74,17 +74,18 @@ impl Script {
 
     /// How many requests wait in line.
     async fn in_line(&mut self) -> usize {
-        let count: redis::RedisResult<usize> = redis::cmd("ZCARD")
-            .arg("t:{a}:line")
-            .query_async(&mut self.connection)
-            .await;
-        count.unwrap()
+        self.members("line").await
     }
 
     /// The sends Redis holds in flight.
     async fn in_flight(&mut self) -> usize {
+        self.members("sent").await
+    }
+
+    /// The members of the sorted set `part` of the destination's keys.
+    async fn members(&mut self, part: &str) -> usize {
         let count: redis::RedisResult<usize> = redis::cmd("ZCARD")
-            .arg("t:{a}:sent")
+            .arg(format!("t:{{a}}:{part}"))
             .query_async(&mut self.connection)
             .await;
         count.unwrap()
