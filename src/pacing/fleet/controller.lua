@@ -471,13 +471,10 @@ local function answer_all(first)
   end
 end
 
--- How many requests of other processes are ahead of request `name` (nil: not in line),
--- waiting since `since`, in line: the request that has waited longest, in whichever
--- process, takes the next send. A process asks for its held requests through the one it
--- holds longest, which stands for its first in line here (their clocks differ a little).
+-- Request `name` (nil: none), waiting since `since`, joins the line or stays in it.
 -- Waiting requests ask again within a DOUBLING: one not seen for two has gone.
-local function ahead_in_line(name, since)
-  if name == nil then return 0 end
+local function join_line(name, since)
+  if name == nil then return end
   redis.call('ZADD', LINE, 'NX', since, name)
   redis.call('ZADD', SEEN, now, name)
   redis.call('PEXPIRE', LINE, TTL)
@@ -486,6 +483,15 @@ local function ahead_in_line(name, since)
     redis.call('ZREM', LINE, gone)
     redis.call('ZREM', SEEN, gone)
   end
+end
+
+-- How many requests of other processes are ahead of request `name` (nil: not in line),
+-- in line from `since`: the request that has waited longest, in whichever process, takes
+-- the next send. A process asks for its held requests through the one it holds longest,
+-- which stands for its first in line here (their clocks differ a little).
+local function ahead_in_line(name, since)
+  if name == nil then return 0 end
+  join_line(name, since)
   local rank, ahead, own = redis.call('ZRANK', LINE, name), 0, process_of(name)
   if rank == 0 then return 0 end
   for _, other in ipairs(redis.call('ZRANGE', LINE, 0, rank - 1)) do
@@ -608,7 +614,7 @@ local function reserve(known)
     leave_line(name)
     return reply(2, wait)
   elseif not throttled and wait > 0 then
-    line_ahead()
+    join_line(name, since)
     return reply(1, wait)
   elseif windowed and name ~= nil and redis.call('EXISTS', LINE) == 1 and line_ahead() > 0 then
     -- Room goes to the request that waited longest. The process whose answer made it asks

@@ -74,18 +74,20 @@ impl Script {
 
     /// How many requests wait in line.
     async fn in_line(&mut self) -> usize {
-        self.members("line").await
+        let [_, _, line, _] = keys_of("t:", "a");
+        self.members(&line).await
     }
 
     /// The sends Redis holds in flight.
     async fn in_flight(&mut self) -> usize {
-        self.members("sent").await
+        let [_, sent, _, _] = keys_of("t:", "a");
+        self.members(&sent).await
     }
 
-    /// The members of the sorted set `part` of the destination's keys.
-    async fn members(&mut self, part: &str) -> usize {
+    /// The members of the sorted set at `key`.
+    async fn members(&mut self, key: &str) -> usize {
         let count: redis::RedisResult<usize> = redis::cmd("ZCARD")
-            .arg(format!("t:{{a}}:{part}"))
+            .arg(key)
             .query_async(&mut self.connection)
             .await;
         count.unwrap()

@@ -413,6 +413,7 @@ mod tests {
     use crate::pacing::{PacingLayer, RedisPacing};
     use http::uri::Authority;
 
+    use crate::pacing::fleet::store::keys_of;
     use crate::pacing::fleet::tests::redis_server;
 
     /// A request to `authority` in `layer`'s fleet.
@@ -450,8 +451,8 @@ mod tests {
 
     /// How many requests wait in the fleet's line for `authority`.
     async fn in_line(redis: &redis_server::RedisServer, authority: &str) -> usize {
-        let key = format!("{}{{{authority}}}:line", RedisPacing::DEFAULT_PREFIX);
-        redis.query(&["ZCARD", &key]).await.unwrap()
+        let [_, _, line, _] = keys_of(RedisPacing::DEFAULT_PREFIX, authority);
+        redis.query(&["ZCARD", &line]).await.unwrap()
     }
 
     /// A request held by the fleet's pace or by its slow start's window is in its line, and
