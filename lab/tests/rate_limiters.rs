@@ -941,31 +941,21 @@ async fn through_a_redis_restart() -> Fleet {
     fleet
 }
 
-/// Through a Redis restart, no request fails for Redis: no error (a pacing error, a
-/// timeout) reaches a caller. While Redis is down the layers pace alone, and as 8
-/// independent layers do, the retry layer now and then gives up on a request refused
-/// once too often: 1 such request in 4 of 19 runs here (a final 429), held to 2. 18–23 %
-/// of the attempts were refused, held under 35 %.
+/// Issue #31's target, short form: through a Redis restart no request fails, neither with
+/// an error (a pacing error, a timeout) nor with a final 429. 20 runs here: none failed,
+/// 2.6-5.6 % of the attempts refused (the full form, `redis-fleet --parts faults`, over
+/// 15 s: under 5 %), held under 10 %.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server: .ci/run, or see CONTRIBUTING.md"]
 async fn shared_pacing_in_redis_requests_outlive_a_redis_restart() {
     let _alone = one_at_a_time().await;
     let fleet = through_a_redis_restart().await;
     assert_eq!(fleet.errors, 0, "requests failed with an error");
-    assert!(fleet.failed <= 2, "{} requests failed", fleet.failed);
+    assert_eq!(fleet.failed, 0, "requests failed");
     assert!(
-        (fleet.refused as f64) < 0.35 * fleet.attempts as f64,
+        (fleet.refused as f64) < 0.1 * fleet.attempts as f64,
         "{} of {} refused",
         fleet.refused,
         fleet.attempts
     );
-}
-
-/// Issue #31's target: no request at all fails through a Redis restart.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue #31, not met in 4 of 19 runs: a request refused too often while the layers pace alone (a final 429)"]
-async fn redis_fleet_loses_no_request_through_a_redis_restart() {
-    let _alone = one_at_a_time().await;
-    let fleet = through_a_redis_restart().await;
-    assert_eq!(fleet.failed, 0, "requests failed");
 }

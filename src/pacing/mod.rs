@@ -10,39 +10,29 @@
 //!   Bare 5xx, other gRPC errors and transport errors are the retry budget's concern. A
 //!   destination that never refused is not paced, and no request to it fails for waiting.
 //! - **Slow start.** A new destination gets 4 requests in flight, one more per success,
-//!   up to 64 (TCP's slow start), at most doubling per 100 ms unless a quota bounds it
-//!   (BBR's start-up). A send unanswered for 100 ms leaves the count: slow servers and
-//!   long-polls are barely held back.
-//! - **Start-up.** The first refusal paces at what the last second served, doubling every
-//!   100 ms up to twice what the last 100 ms delivered (BBR), until the next refusal.
-//! - **CUBIC.** Each later refusal cuts the pace to 70 % (RFC 9438; the AWS SDKs' adaptive
-//!   mode) of the last second's delivery rate, or of the pace if lower. A refusal comes a
-//!   round trip late, and a start-up's pace grows meanwhile: what was served is the better
-//!   measure. The pace grows back along CUBIC's curve: back in 0.9 s, ×4 in 2 s more.
-//!   Only a request sent after a cut can cut again, as TCP cuts once per round trip. A
-//!   send late by less than a spacing counts at its slot (GCRA's theoretical arrival time).
+//!   up to 64 (TCP's slow start). Unless a quota bounds it, the limit at most doubles per
+//!   100 ms (BBR's start-up). A send unanswered for 100 ms leaves the count, so slow
+//!   servers and long-polls are barely held back.
+//! - **Start-up.** The first refusal paces at what the last second served. The pace
+//!   doubles every 100 ms, up to twice what the last 100 ms delivered (BBR).
+//! - **CUBIC.** Each later refusal cuts the pace to 70 % of the delivery rate, or of the
+//!   pace if lower (RFC 9438; the AWS SDKs' adaptive mode). A refusal comes a round trip
+//!   late: what was served is the better measure. The pace grows back along CUBIC's
+//!   curve: back in 0.9 s, ×4 in 2 s more. Only a request sent after a cut can cut again,
+//!   as TCP cuts once per round trip. Sends keep GCRA's theoretical arrival times.
 //! - **Probing.** A refusal when nothing was served since the last cut closes the
 //!   destination for 100 ms, doubled per refused probe up to 2 s (TCP's retransmission
-//!   timer). Asked no delay, it probes a second after the cut at the latest, when a
-//!   window's count has passed. When nothing was served for a second either, it closes
-//!   for the `Retry-After` asked instead. A younger destination, told no rate, first
-//!   waits for its other requests' answers. The first success after such a silence
-//!   resumes the pace of the last cut (BBR's restore), or, where nothing was ever
-//!   served, starts over as a new destination (TCP's slow start after a timeout).
+//!   timer), never sooner than the pace allows. Asked no delay, it probes within a second
+//!   of the cut. When nothing was served for a second, it closes for the `Retry-After`
+//!   asked instead. The first success after that resumes the last cut's pace (BBR's
+//!   restore), or starts over where nothing was ever served (TCP after a timeout).
 //! - **Reported quotas.** Once the reported room is sent, the destination is held until
-//!   the reset. The next window is guessed as full as the last began until it reports.
-//!   After a refusal the room left is spread until the window's latest end, unless a
-//!   known rate spreads the sends already. Clients sharing a quota count their own share
-//!   of its use. A reset rounded to whole seconds ends by the earliest bound its reports
-//!   give; one given as a Unix time may pass up to a second sooner, so a spent room is
-//!   probed halfway to it, one request at a time (a bisection), within the length its
-//!   windows are learned to last from their first requests and refused probes. A refused
-//!   probe's `Retry-After` ending within a second of such a reset bounds it. Requests
-//!   overtake each other: only one sent after a report of a window can tell, with more
-//!   room, that a new one began. Until a count is seen to start over at a reset, the first
-//!   request after one goes alone, two round trips at most. A count that does not, holding
-//!   this client's sends from before it, is a sliding window's: its reports are not read,
-//!   and it is paced at its quota over its length.
+//!   the reset. After a refusal, the room left is spread until the reset. Clients sharing
+//!   a quota count their own share of its use. A reset given as a Unix time in whole
+//!   seconds may pass up to a second sooner: a spent room is probed by bisection, one
+//!   request at a time, as its windows' length is learned. A count that does not start
+//!   over at its reset is a sliding window's: its reports are ignored, and it is paced at
+//!   its quota over its length.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.
