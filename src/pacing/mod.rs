@@ -19,7 +19,8 @@
 //!   pace if lower (RFC 9438; the AWS SDKs' adaptive mode). A refusal comes a round trip
 //!   late: what was served is the better measure. The pace grows back along CUBIC's
 //!   curve: back in 0.9 s, ×4 in 2 s more. Only a request sent after a cut can cut again,
-//!   as TCP cuts once per round trip. Sends keep GCRA's theoretical arrival times.
+//!   as TCP cuts once per round trip. A send late by less than a spacing counts at its
+//!   slot (GCRA's theoretical arrival time), so one late wake-up slows no later send.
 //! - **Probing.** A refusal when nothing was served since the last cut closes the
 //!   destination for 100 ms, doubled per refused probe up to 2 s (TCP's retransmission
 //!   timer), never sooner than the pace allows. Asked no delay, it probes within a second
@@ -32,7 +33,8 @@
 //!   seconds may pass up to a second sooner: a spent room is probed by bisection, one
 //!   request at a time, as its windows' length is learned. A count that does not start
 //!   over at its reset is a sliding window's: its reports are ignored, and it is paced at
-//!   its quota over its length.
+//!   its quota over its length. Until a count is seen to start over, the first request
+//!   after a reset goes alone, for two round trips at most.
 //! - **Recovery.** Ten seconds without a refusal and the destination is open again.
 //! - **A rate you know** ([`with_known_rate`](PacingBuilder::with_known_rate)) paces a
 //!   destination from its first request and is never passed.
